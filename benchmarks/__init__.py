@@ -1,0 +1,1 @@
+"""Eager vs compiled benchmarks: `python -m benchmarks`."""

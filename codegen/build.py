@@ -1,0 +1,473 @@
+"""Turn generated Numba source text into importable, disk-cached modules.
+
+The code generator produces, for every fused kernel, the complete source text
+of a Python module that defines one or more ``@numba.njit(cache=True, ...)``
+functions.  This module writes that text to a private cache directory and
+imports it as a real module, so that Numba's own on-disk cache (``cache=True``)
+works across processes.
+
+Why a real file and a stable module name?  Numba only caches functions whose
+``__code__`` comes from a real source file (``exec`` of a string has no cache
+locator), and when it reloads a cached overload it resolves the function's
+globals through ``importlib.import_module(func.__module__)``.  Therefore each
+generated module
+
+* lives in ``<cache_dir>/<name_hint>_<digest>.py`` where the digest covers the
+  source text and the versions of everything that affects the generated code
+  (tracejit, numba, llvmlite, numpy, Python), and
+* is registered in ``sys.modules`` as ``tracejit_kernels.<name_hint>_<digest>``
+  (``tracejit_kernels`` is a synthetic namespace package whose ``__path__`` is
+  the cache directory) *before* its body is executed.
+
+Integrity: files are written atomically (temp file + ``os.replace``) and their
+first line is ``# tracejit-sha256: <hex>``, the sha256 of the remaining bytes.
+A file whose content does not match its header (truncated, corrupted, edited)
+is rewritten before being imported and the ``rebuilds`` counter is bumped.
+This module never unpickles anything; only Numba reads its own index/data
+files (``__pycache__/*.nbi`` / ``*.nbc``) next to the generated sources.
+
+Compile accounting: ``numba_compiles`` is counted with a listener on Numba's
+``"numba:compile"`` event, which Numba fires only when it really compiles an
+overload (not when it loads one from the disk cache); only dispatchers defined
+in ``tracejit_kernels.*`` modules are counted.  ``numba_cache_hits`` is derived
+from the per-dispatcher disk-cache hit counters (``dispatcher.stats``) of all
+dispatchers found in modules loaded by :func:`load_module`; they are folded
+into :data:`STATS` whenever :func:`compile_stats` (or :func:`ensure_compiled`)
+is called.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.machinery
+import importlib.metadata
+import importlib.util
+import os
+import re
+import shutil
+import stat
+import sys
+import tempfile
+import threading
+import types
+from pathlib import Path
+from typing import Any, Dict, List, Sequence, Tuple
+
+__all__ = [
+    "CacheDirPermissionError",
+    "KERNEL_PACKAGE",
+    "STATS",
+    "cache_dir",
+    "clear_cache",
+    "compile_stats",
+    "ensure_compiled",
+    "load_module",
+    "reset_stats",
+]
+
+#: Name of the synthetic package under which generated modules are registered.
+KERNEL_PACKAGE = "tracejit_kernels"
+
+#: Environment variable overriding the cache directory.
+CACHE_DIR_ENV = "TRACEJIT_CACHE_DIR"
+
+_HEADER_PREFIX = b"# tracejit-sha256: "
+_DIGEST_LEN = 16
+
+#: Process-wide counters.  Use :func:`compile_stats` to read a consistent copy
+#: (it also folds in Numba's latest cache-hit counts) and :func:`reset_stats`
+#: to zero them.
+STATS: Dict[str, int] = {
+    "modules_written": 0,   # physical writes of a generated .py file
+    "modules_loaded": 0,    # generated modules executed (imported) from disk
+    "rebuilds": 0,          # existing files found corrupt and rewritten
+    "numba_compiles": 0,    # real Numba compilations of tracejit kernels
+    "numba_cache_hits": 0,  # overloads loaded from Numba's on-disk cache
+}
+
+# Serialises module loading.  May be held while Numba compiles (eager
+# signatures run at import), so the compile listener must never take it.
+_LOCK = threading.RLock()
+# Protects STATS and _TRACKED; never held while acquiring another lock.
+_STATS_LOCK = threading.Lock()
+
+# (resolved cache dir, module name) -> module
+_MODULES: Dict[Tuple[str, str], types.ModuleType] = {}
+
+# [dispatcher, disk-cache hits already folded into STATS]
+_TRACKED: List[List[Any]] = []
+
+
+class CacheDirPermissionError(PermissionError):
+    """The kernel cache directory is not private to the current user."""
+
+
+# --------------------------------------------------------------------------
+# cache directory
+# --------------------------------------------------------------------------
+
+def _cache_dir_path() -> Path:
+    env = os.environ.get(CACHE_DIR_ENV)
+    if env:
+        return Path(env).expanduser().absolute()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    if xdg and os.path.isabs(xdg):
+        base = Path(xdg)
+    else:
+        base = Path.home() / ".cache"
+    return (base / "tracejit").absolute()
+
+
+def _check_private(path: Path) -> None:
+    st = os.stat(path)
+    if not stat.S_ISDIR(st.st_mode):
+        raise NotADirectoryError(
+            f"tracejit cache path {str(path)!r} exists but is not a directory; "
+            f"remove it or set {CACHE_DIR_ENV} to another location")
+    if not hasattr(os, "geteuid"):  # pragma: no cover - non-POSIX
+        return
+    mode = stat.S_IMODE(st.st_mode)
+    uid = os.geteuid()
+    problems = []
+    if mode & 0o022:
+        problems.append(f"it is writable by group or others (mode {mode:#o})")
+    if st.st_uid != uid:
+        problems.append(f"it is owned by uid {st.st_uid}, not by the current "
+                        f"user (uid {uid})")
+    if problems:
+        raise CacheDirPermissionError(
+            f"refusing to use tracejit cache directory {str(path)!r}: "
+            f"{' and '.join(problems)}; generated code is imported from this "
+            f"directory, so it must be private (mode {mode:#o}). Fix it with "
+            f"'chmod 700 {path}' (as its owner), or set {CACHE_DIR_ENV} to a "
+            f"private directory.")
+
+
+def cache_dir() -> Path:
+    """Return the kernel cache directory, creating it (mode 0700) if needed.
+
+    The location is ``$TRACEJIT_CACHE_DIR`` if set, else
+    ``$XDG_CACHE_HOME/tracejit``, else ``~/.cache/tracejit``; the environment
+    is read on every call.  Raises :class:`CacheDirPermissionError` (a
+    :class:`PermissionError`) if the directory is writable by group/others or
+    not owned by the current user.
+    """
+    path = _cache_dir_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    else:
+        os.chmod(path, 0o700)  # mkdir's mode is subject to the umask
+    _check_private(path)
+    return path
+
+
+# --------------------------------------------------------------------------
+# hashing / file format
+# --------------------------------------------------------------------------
+
+@functools.lru_cache(maxsize=None)
+def _version_salt() -> str:
+    def dist_version(name: str, fallback: str) -> str:
+        try:
+            return importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            return fallback
+
+    import llvmlite
+    import numba
+    import numpy
+
+    parts = [
+        "tracejit=" + dist_version("tracejit", "0+unknown"),
+        "numba=" + numba.__version__,
+        "llvmlite=" + llvmlite.__version__,
+        "numpy=" + numpy.__version__,
+        "python=" + sys.implementation.name + "-" + sys.version,
+    ]
+    return "\n".join(parts)
+
+
+def _source_digest(source: str) -> str:
+    h = hashlib.sha256()
+    h.update(source.encode("utf-8"))
+    h.update(b"\0")
+    h.update(_version_salt().encode("utf-8"))
+    return h.hexdigest()[:_DIGEST_LEN]
+
+
+def _file_bytes(source: str) -> bytes:
+    body = source.encode("utf-8")
+    if not body.endswith(b"\n"):
+        body += b"\n"
+    header = _HEADER_PREFIX + hashlib.sha256(body).hexdigest().encode() + b"\n"
+    return header + body
+
+
+def _file_is_valid(path: Path) -> bool:
+    """True if ``path`` exists and its body matches its sha256 header."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return False
+    header, sep, body = data.partition(b"\n")
+    if not sep or not header.startswith(_HEADER_PREFIX):
+        return False
+    expected = header[len(_HEADER_PREFIX):].strip().decode("ascii", "replace")
+    return hashlib.sha256(body).hexdigest() == expected
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-",
+                               suffix=".part")  # mode 0600, not importable
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def _sanitize_hint(name_hint: str) -> str:
+    hint = re.sub(r"\W", "_", str(name_hint), flags=re.ASCII) or "kernel"
+    if hint[0].isdigit():
+        hint = "k_" + hint
+    return hint[:64]
+
+
+# --------------------------------------------------------------------------
+# module loading
+# --------------------------------------------------------------------------
+
+def _kernel_package(directory: Path) -> types.ModuleType:
+    pkg = sys.modules.get(KERNEL_PACKAGE)
+    if pkg is None:
+        pkg = types.ModuleType(KERNEL_PACKAGE,
+                               "Generated tracejit kernels (synthetic package)")
+        spec = importlib.machinery.ModuleSpec(KERNEL_PACKAGE, None,
+                                              is_package=True)
+        spec.submodule_search_locations = []
+        pkg.__spec__ = spec
+        pkg.__package__ = KERNEL_PACKAGE
+        pkg.__path__ = spec.submodule_search_locations
+        sys.modules[KERNEL_PACKAGE] = pkg
+    # Point the package at the directory in use, so that a plain
+    # ``import tracejit_kernels.<name>`` (e.g. when unpickling a kernel in a
+    # worker process) also finds the files.
+    path_list = pkg.__path__
+    d = str(directory)
+    if d in path_list:
+        path_list.remove(d)
+    path_list.insert(0, d)
+    return pkg
+
+
+def _bump(counter: str, n: int = 1) -> None:
+    with _STATS_LOCK:
+        STATS[counter] += n
+
+
+def _disk_hits(disp: Any) -> int:
+    # Dispatcher.stats.cache_hits: Counter signature -> number of overloads
+    # loaded from the on-disk cache by this dispatcher.
+    return sum(disp.stats.cache_hits.values())
+
+
+def _track(disp: Any, baseline: int | None = None) -> None:
+    with _STATS_LOCK:
+        if any(entry[0] is disp for entry in _TRACKED):
+            return
+        _TRACKED.append([disp, _disk_hits(disp) if baseline is None
+                         else baseline])
+
+
+def _track_dispatchers(module: types.ModuleType) -> None:
+    from numba.core.dispatcher import Dispatcher
+
+    for obj in list(vars(module).values()):
+        if isinstance(obj, Dispatcher):
+            # Baseline 0: hits during module execution (eager signatures)
+            # belong to this load.
+            _track(obj, baseline=0)
+
+
+def _sync_cache_hits() -> None:
+    with _STATS_LOCK:
+        for entry in _TRACKED:
+            disp, seen = entry
+            hits = _disk_hits(disp)
+            if hits != seen:
+                STATS["numba_cache_hits"] += hits - seen
+                entry[1] = hits
+
+
+def load_module(source: str, name_hint: str) -> types.ModuleType:
+    """Write ``source`` to the cache (if needed) and import it as a module.
+
+    The file is ``<cache_dir>/<name_hint>_<digest>.py`` and the module is
+    registered as ``tracejit_kernels.<name_hint>_<digest>`` before it runs.
+    Loading the same source again in the same process (with the same cache
+    directory) returns the same module object without touching the disk.
+    ``name_hint`` is sanitised to an identifier.
+    """
+    if not isinstance(source, str):
+        raise TypeError(f"source must be str, not {type(source).__name__}")
+    _install_compile_listener()
+    directory = cache_dir()
+    stem = f"{_sanitize_hint(name_hint)}_{_source_digest(source)}"
+    modname = f"{KERNEL_PACKAGE}.{stem}"
+    key = (str(directory), modname)
+
+    with _LOCK:
+        module = _MODULES.get(key)
+        if module is not None:
+            return module
+
+        path = directory / f"{stem}.py"
+        if not _file_is_valid(path):
+            existed = path.exists()
+            _atomic_write(path, _file_bytes(source))
+            _bump("modules_written")
+            if existed:
+                _bump("rebuilds")
+
+        pkg = _kernel_package(directory)
+        spec = importlib.util.spec_from_file_location(modname, path)
+        if spec is None or spec.loader is None:  # pragma: no cover
+            raise ImportError(f"cannot create an import spec for {path}")
+        module = importlib.util.module_from_spec(spec)
+        previous = sys.modules.get(modname)
+        sys.modules[modname] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            if previous is not None:
+                sys.modules[modname] = previous
+            else:
+                sys.modules.pop(modname, None)
+            raise
+        setattr(pkg, stem, module)
+        _bump("modules_loaded")
+        _MODULES[key] = module
+        _track_dispatchers(module)
+        return module
+
+
+# --------------------------------------------------------------------------
+# compile accounting
+# --------------------------------------------------------------------------
+
+_LISTENER = None
+
+
+def _is_kernel_dispatcher(disp: Any) -> bool:
+    func = getattr(disp, "py_func", None)
+    mod = getattr(func, "__module__", None) or ""
+    return mod.startswith(KERNEL_PACKAGE + ".")
+
+
+def _install_compile_listener() -> None:
+    global _LISTENER
+    if _LISTENER is not None:
+        return
+    with _LOCK:
+        if _LISTENER is not None:
+            return
+        from numba.core import event
+
+        class _CompileCounter(event.Listener):
+            # "numba:compile" is triggered by Dispatcher.compile only after
+            # the disk cache lookup failed, i.e. for real compilations.
+            def on_start(self, ev):
+                pass
+
+            def on_end(self, ev):
+                data = ev.data or {}
+                if _is_kernel_dispatcher(data.get("dispatcher")):
+                    _bump("numba_compiles")
+
+        listener = _CompileCounter()
+        event.register("numba:compile", listener)
+        _LISTENER = listener
+
+
+def compile_stats() -> Dict[str, int]:
+    """Return a copy of :data:`STATS` (with up-to-date cache-hit counts)."""
+    _sync_cache_hits()
+    with _STATS_LOCK:
+        return dict(STATS)
+
+
+def reset_stats() -> None:
+    """Zero all counters (cache hits that already happened stay discounted)."""
+    _sync_cache_hits()
+    with _STATS_LOCK:
+        for k in STATS:
+            STATS[k] = 0
+
+
+def ensure_compiled(dispatcher: Any, signature_args: Sequence[Any]) -> str:
+    """Make sure ``dispatcher`` has an overload for ``signature_args``.
+
+    ``signature_args`` are example argument values (typed with
+    ``numba.typeof``) or Numba types.  Returns ``"memory"`` if the overload
+    already existed in this process, ``"cache"`` if it was loaded from Numba's
+    disk cache and ``"compiled"`` if Numba had to compile it.  Counters in
+    :data:`STATS` are updated accordingly.
+    """
+    import numba
+    from numba.core import types as nbtypes
+
+    _install_compile_listener()
+    sig = tuple(a if isinstance(a, nbtypes.Type) else numba.typeof(a)
+                for a in signature_args)
+    if sig in dispatcher.overloads:
+        return "memory"
+    hits_before = _disk_hits(dispatcher)
+    _track(dispatcher, baseline=hits_before)
+    dispatcher.compile(sig)
+    hit = _disk_hits(dispatcher) > hits_before
+    _sync_cache_hits()
+    return "cache" if hit else "compiled"
+
+
+# --------------------------------------------------------------------------
+# clearing
+# --------------------------------------------------------------------------
+
+def clear_cache() -> None:
+    """Delete everything in the cache directory and forget loaded modules.
+
+    Removes the generated ``.py`` files, Python's and Numba's ``__pycache__``
+    (``.pyc``/``.nbi``/``.nbc``) and stray temp files.  Already imported
+    kernel functions keep working; subsequent :func:`load_module` calls write
+    and import fresh modules.  Counters are not reset.
+    """
+    directory = cache_dir()
+    with _LOCK:
+        _sync_cache_hits()
+        pkg = sys.modules.get(KERNEL_PACKAGE)
+        for (_, modname), module in list(_MODULES.items()):
+            if sys.modules.get(modname) is module:
+                del sys.modules[modname]
+            stem = modname.rpartition(".")[2]
+            if pkg is not None and getattr(pkg, stem, None) is module:
+                delattr(pkg, stem)
+        _MODULES.clear()
+        with _STATS_LOCK:
+            _TRACKED.clear()
+        importlib.invalidate_caches()
+        for entry in os.scandir(directory):
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path)
+            else:
+                os.unlink(entry.path)

@@ -1,0 +1,55 @@
+"""eager: tensors with define-by-run autograd, PyTorch style.
+
+>>> import eager
+>>> x = eager.tensor([1.0, 2.0, 3.0], requires_grad=True)
+>>> y = (x * x).sum()
+>>> y.backward()
+>>> x.grad
+tensor([2., 4., 6.])
+"""
+import warnings as _warnings
+
+# Like PyTorch, IEEE results (log(0) = -inf, 0/0 = nan, overflow = inf) are not warnings.
+_warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"eager(\.|$)")
+
+from . import dispatch as _dispatch
+from . import dtypes
+from . import functions as _functions
+from . import ops
+from .dtypes import bool_, float32, float64, int32, int64
+from .tensor import Tensor
+from . import autograd
+from .autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .random import manual_seed, get_rng_state, set_rng_state
+
+# Bind the late references that keep the hot path free of imports.
+_dispatch._Tensor = Tensor
+_dispatch._attach_node = autograd.attach_node
+_functions.Tensor = Tensor
+autograd.Tensor = Tensor
+
+from .functions import (  # noqa: E402
+    abs, add, amax, amin, arange, argmax, argmin, as_tensor, broadcast_to, cat, clamp, clip,
+    concatenate, div, dot, eq, erf, exp, expand, eye, flatten, from_numpy, full, full_like, ge,
+    gt, le, linspace, log, logical_not, logsumexp, lt, matmul, max, maximum, mean, min, minimum,
+    mul, ne, neg, ones, ones_like, permute, pow, rand, rand_like, randint, randn, randn_like,
+    relu, reshape, sigmoid, sign, sqrt, squeeze, stack, sub, sum, tanh, tensor, transpose,
+    unsqueeze, where, zeros, zeros_like,
+)
+from . import nn  # noqa: E402
+from . import optim  # noqa: E402
+from .nn.functional import softmax, log_softmax  # noqa: E402
+
+bool = bool_  # noqa: A001  (eager.bool, like torch.bool)
+float = float32  # noqa: A001
+double = float64
+long = int64
+int = int32  # noqa: A001
+view = reshape
+multiply = mul
+subtract = sub
+divide = div
+negative = neg
+is_tensor = lambda obj: isinstance(obj, Tensor)  # noqa: E731
+
+__all__ = [name for name in dir() if not name.startswith("_")]

@@ -1,0 +1,139 @@
+"""The one dispatch function every tensor op goes through.
+
+`apply(op, *inputs, **params)` computes an op's output value through the
+current *compute hook* and, when grad mode is on and an input requires grad,
+records an autograd node.  Eager execution installs a hook that runs the
+op's numpy implementation; the tracer installs one that records an IR
+equation instead.  That switch is the only difference between running and
+tracing, so any eager program (modules, composites, `loss.backward()`,
+optimizer steps) traces without a second code path.
+
+Both the hook and grad mode are thread-local, as in PyTorch.
+"""
+from __future__ import annotations
+
+import threading
+from operator import attrgetter
+
+import numpy as np
+
+from .errors import describe, op_error
+
+
+class _State(threading.local):
+    grad_enabled = True
+    compute = None  # set below to eager_compute; the tracer swaps it
+
+
+_state = _State()
+
+
+def eager_compute(op, datas, params):
+    """Run `op` on numpy arrays; turn numpy's failures into messages that name the op."""
+    try:
+        out = op.impl(*datas, **params) if params else op.impl(*datas)
+    except Exception as exc:  # noqa: BLE001 - re-raised with context below
+        raise _explain_failure(op, datas, params, exc) from exc
+    if type(out) is not np.ndarray:
+        out = np.asarray(out)
+    return out
+
+
+_State.compute = staticmethod(eager_compute)
+
+
+def _explain_failure(op, datas, params, exc):
+    from .ops import TensorType
+
+    types = [TensorType(tuple(d.shape), d.dtype) for d in datas]
+    try:
+        op.infer(*types, **params)
+    except Exception as inferred:  # noqa: BLE001
+        return inferred
+    shown = ", ".join(f"{k}={v}" for k, v in params.items())
+    return op_error(op.name, f"numpy failed: {exc}" + (f" (params {shown})" if shown else ""),
+                    datas)
+
+
+# Bound by eager/__init__.py once the modules exist (avoids import cycles and
+# per-call imports on the hot path).
+_Tensor = None
+_new_tensor = object.__new__
+_attach_node = None
+_get_data = attrgetter("_data")
+_ndarray = np.ndarray
+
+
+# How many threads have a compute hook other than eager_compute installed; while it is
+# zero, apply() skips the thread-local lookup.
+_hooked_threads = 0
+_hook_lock = threading.Lock()
+
+
+def set_compute(fn):
+    """Install a compute hook for this thread; returns the previous one."""
+    global _hooked_threads
+    prev = _state.compute
+    with _hook_lock:
+        _hooked_threads += (fn is not eager_compute) - (prev is not eager_compute)
+    _state.compute = fn
+    return prev
+
+
+def get_compute():
+    return _state.compute
+
+
+def is_grad_enabled() -> bool:
+    return _state.grad_enabled
+
+
+def set_grad_enabled(flag: bool) -> bool:
+    prev = _state.grad_enabled
+    _state.grad_enabled = bool(flag)
+    return prev
+
+
+def apply(op, *inputs, **params):
+    """Compute `op` on tensors `inputs`; record an autograd node when needed."""
+    if not _hooked_threads or _state.compute is eager_compute:
+        # The eager fast path (eager_compute inlined, common arities unrolled).
+        try:
+            n = len(inputs)
+            if params:
+                data = op.impl(*[t._data for t in inputs], **params)
+            elif n == 2:
+                data = op.impl(inputs[0]._data, inputs[1]._data)
+            elif n == 1:
+                data = op.impl(inputs[0]._data)
+            else:
+                data = op.impl(*[t._data for t in inputs])
+        except Exception as exc:  # noqa: BLE001
+            raise _explain_failure(op, [t._data for t in inputs], params, exc) from exc
+        if data.__class__ is not _ndarray:
+            data = np.asarray(data)
+    else:
+        data = _state.compute(op, [t._data for t in inputs], params)
+    out = _new_tensor(_Tensor)
+    out._data = data
+    out.grad_fn = None
+    if op.view and data.__class__ is _ndarray and data.base is not None:
+        out._version = inputs[0]._version  # a view: in-place writes to either are seen by both
+    else:
+        out._version = [0]
+    if op.vjp is not None:
+        for t in inputs:
+            if t.requires_grad:
+                if _state.grad_enabled:
+                    _attach_node(op, inputs, params, out)
+                break
+    return out
+
+
+def check_tensor(value, op: str, position: str = "argument"):
+    from .tensor import Tensor
+
+    if not isinstance(value, Tensor):
+        raise op_error(op, f"expected a Tensor as {position}, got {describe(value)}",
+                       hint="wrap data with eager.tensor(...)", exc=TypeError)
+    return value

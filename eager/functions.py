@@ -1,0 +1,816 @@
+"""The front end: PyTorch-style functions over tensors.
+
+Argument handling lives here (Python scalars, type promotion, negative and
+tuple dims, -1 in shapes, index keys); every computation goes through
+`dispatch.apply` with a registry op.  Tensor methods call these functions.
+"""
+from __future__ import annotations
+
+import builtins
+import math
+from collections import namedtuple
+
+import numpy as np
+
+from . import dtypes
+from .dispatch import apply
+from .errors import describe, op_error
+from .ops import OPS, TensorType, broadcast_shapes, index_shape
+
+_builtin_sum = builtins.sum
+_builtin_max = builtins.max
+_builtin_min = builtins.min
+
+Tensor = None  # bound by eager/__init__.py
+
+ADD, SUB, MUL, DIV, POW = OPS["add"], OPS["sub"], OPS["mul"], OPS["div"], OPS["pow"]
+_SCALARS = (int, float, bool, np.integer, np.floating, np.bool_)
+
+
+# --------------------------------------------------------------------------------------
+# scalars, constants and promotion
+
+def const(value, dtype) -> "Tensor":
+    """A 0-d constant tensor (broadcasts against anything)."""
+    return Tensor._wrap(np.array(value, dtype=dtype))
+
+
+_SCALAR_CACHE: dict = {}
+
+
+def _scalar_for(value, like_dtype):
+    """Wrap a Python scalar for an op with a tensor of `like_dtype` (PyTorch promotion).
+
+    Scalars recur (x * 2, x + 1, 1 - beta), so their 0-d tensors are cached; the arrays
+    are read-only, so an in-place write to one fails instead of changing a constant.
+    """
+    key = (value.__class__, value, like_dtype)
+    try:
+        t = _SCALAR_CACHE.get(key)
+    except TypeError:  # unhashable numpy scalar subclass
+        t = None
+    if t is not None:
+        return t
+    arr = np.array(value, dtype=dtypes.promote_weak(like_dtype, dtypes.scalar_dtype(value)))
+    arr.flags.writeable = False
+    t = Tensor._wrap(arr)
+    if len(_SCALAR_CACHE) < 4096 and value == value:  # NaN keys never match: don't cache
+        _SCALAR_CACHE[key] = t
+    return t
+
+
+def as_tensor(value, op="op") -> "Tensor":
+    if isinstance(value, Tensor):
+        return value
+    if isinstance(value, _SCALARS):
+        return Tensor._wrap(np.array(value, dtype=dtypes.scalar_dtype(value)))
+    raise op_error(op, f"expected a Tensor or a number, got {describe(value)}",
+                   hint="wrap data with eager.tensor(...)", exc=TypeError)
+
+
+def _result_dtype(a, b):
+    da, db = a.dtype, b.dtype
+    if da == db:
+        return da
+    a0, b0 = a.ndim == 0, b.ndim == 0
+    if a0 and not b0:
+        return dtypes.promote_weak(db, da)
+    if b0 and not a0:
+        return dtypes.promote_weak(da, db)
+    return dtypes.promote(da, db)
+
+
+def _operands(a, b, op):
+    """Two tensors of one dtype, PyTorch promotion applied."""
+    a_is = isinstance(a, Tensor)
+    b_is = isinstance(b, Tensor)
+    if a_is and b_is:
+        da = a._data.dtype
+        if da == b._data.dtype:
+            return a, b
+        dtype = _result_dtype(a, b)
+        return cast(a, dtype), cast(b, dtype)
+    if a_is:
+        if not isinstance(b, _SCALARS):
+            raise op_error(op, f"expected a Tensor or a number, got {describe(b)}",
+                           (a, b), hint="wrap data with eager.tensor(...)", exc=TypeError)
+        b = _scalar_for(b, a._data.dtype)
+        return cast(a, b.dtype), b
+    if b_is:
+        if not isinstance(a, _SCALARS):
+            raise op_error(op, f"expected a Tensor or a number, got {describe(a)}",
+                           (a, b), hint="wrap data with eager.tensor(...)", exc=TypeError)
+        a = _scalar_for(a, b._data.dtype)
+        return a, cast(b, a.dtype)
+    return as_tensor(a, op), as_tensor(b, op)
+
+
+def _float_operands(a, b, op):
+    a, b = _operands(a, b, op)
+    if a.dtype.kind != "f":
+        a, b = cast(a, dtypes.DEFAULT_FLOAT), cast(b, dtypes.DEFAULT_FLOAT)
+    return a, b
+
+
+def _floating(x, op):
+    x = as_tensor(x, op)
+    if x._data.dtype.kind != "f":
+        return cast(x, dtypes.DEFAULT_FLOAT)
+    return x
+
+
+def cast(x, dtype) -> "Tensor":
+    """Convert to `dtype` (no-op when it already has it)."""
+    dtype = dtypes.canonical(dtype)
+    if x._data.dtype == dtype:
+        return x
+    return apply(OPS["cast"], x, dtype=dtype)
+
+
+to = cast
+
+
+# --------------------------------------------------------------------------------------
+# elementwise
+
+def add(a, b, alpha=None):
+    if alpha is not None:
+        b = mul(b, alpha)
+    if a.__class__ is not b.__class__ or a._data.dtype is not b._data.dtype:
+        a, b = _operands(a, b, "add")
+    return apply(ADD, a, b)
+
+
+def sub(a, b, alpha=None):
+    if alpha is not None:
+        b = mul(b, alpha)
+    if a.__class__ is not b.__class__ or a._data.dtype is not b._data.dtype:
+        a, b = _operands(a, b, "sub")
+    if a.dtype == dtypes.bool_:
+        raise op_error("sub", "subtraction of bool tensors is not supported", (a, b),
+                       hint="use logical ops or cast to int", exc=TypeError)
+    return apply(SUB, a, b)
+
+
+def mul(a, b):
+    if a.__class__ is not b.__class__ or a._data.dtype is not b._data.dtype:
+        a, b = _operands(a, b, "mul")
+    return apply(MUL, a, b)
+
+
+def div(a, b):
+    if a.__class__ is not b.__class__ or a._data.dtype is not b._data.dtype \
+            or a._data.dtype.kind != "f":
+        a, b = _float_operands(a, b, "div")
+    return apply(DIV, a, b)
+
+
+def pow(a, b):  # noqa: A001 - PyTorch's name
+    a, b = _operands(a, b, "pow")
+    return apply(POW, a, b)
+
+
+def maximum(a, b):
+    a, b = _operands(a, b, "maximum")
+    return apply(OPS["maximum"], a, b)
+
+
+def minimum(a, b):
+    a, b = _operands(a, b, "minimum")
+    return apply(OPS["minimum"], a, b)
+
+
+def _compare(name):
+    op = OPS[name]
+
+    def compare(a, b):
+        a, b = _operands(a, b, name)
+        return apply(op, a, b)
+    compare.__name__ = name
+    compare.__doc__ = f"Elementwise comparison `{name}`; returns a bool tensor."
+    return compare
+
+
+eq, ne, lt, le, gt, ge = (_compare(n) for n in ("eq", "ne", "lt", "le", "gt", "ge"))
+
+
+def neg(x):
+    x = as_tensor(x, "neg")
+    if x.dtype == dtypes.bool_:
+        raise op_error("neg", "negation of a bool tensor is not supported", (x,),
+                       hint="use logical_not (~x)", exc=TypeError)
+    return apply(OPS["neg"], x)
+
+
+def _float_unary(name):
+    op = OPS[name]
+
+    def unary(x):
+        if x.__class__ is not Tensor or x._data.dtype.kind != "f":
+            x = _floating(x, name)
+        return apply(op, x)
+    unary.__name__ = name
+    unary.__doc__ = op.doc
+    return unary
+
+
+exp, log, sqrt, tanh, sigmoid, erf = (_float_unary(n) for n in
+                                      ("exp", "log", "sqrt", "tanh", "sigmoid", "erf"))
+
+
+def relu(x):
+    return apply(OPS["relu"], as_tensor(x, "relu"))
+
+
+def abs(x):  # noqa: A001
+    return apply(OPS["abs"], as_tensor(x, "abs"))
+
+
+def sign(x):
+    return apply(OPS["sign"], as_tensor(x, "sign"))
+
+
+def logical_not(x):
+    x = as_tensor(x, "logical_not")
+    return eq(cast(x, dtypes.bool_), False)
+
+
+def where(cond, a, b):
+    """cond ? a : b with broadcasting; `a` and `b` may be numbers."""
+    cond = as_tensor(cond, "where")
+    if cond.dtype != dtypes.bool_:
+        raise op_error("where", f"condition must be a bool tensor, got {cond.dtype}", (cond,),
+                       hint="compare first, e.g. where(x > 0, ...)", exc=TypeError)
+    a, b = _operands(a, b, "where")
+    return apply(OPS["where"], cond, a, b)
+
+
+def clamp(x, min=None, max=None):  # noqa: A002
+    """Clamp into [min, max]; the gradient is 1 inside the closed interval."""
+    if min is None and max is None:
+        raise op_error("clamp", "at least one of min and max must be given", (x,))
+    if min is not None:
+        x = where(ge(x, min), x, min) if not isinstance(min, Tensor) else maximum(x, min)
+    if max is not None:
+        x = where(le(x, max), x, max) if not isinstance(max, Tensor) else minimum(x, max)
+    return x
+
+
+clip = clamp
+
+
+# --------------------------------------------------------------------------------------
+# reductions
+
+def _norm_dim(d, ndim, op):
+    if not isinstance(d, (int, np.integer)) or isinstance(d, bool):
+        raise op_error(op, f"dim must be an int, got {describe(d)}", exc=TypeError)
+    n = _builtin_max(ndim, 1)
+    if not -n <= d < n:
+        raise op_error(op, f"dim {d} out of range for a {ndim}-d tensor "
+                       f"(expected in [{-n}, {n - 1}])", exc=IndexError)
+    return d % n
+
+
+def _norm_axes(dim, ndim, op):
+    if dim is None:
+        return tuple(range(ndim))
+    if isinstance(dim, (tuple, list)):
+        axes = tuple(sorted({_norm_dim(d, ndim, op) for d in dim}))
+        if len(axes) != len(dim):
+            raise op_error(op, f"dim {tuple(dim)} names a dimension twice")
+        return axes
+    return (_norm_dim(dim, ndim, op),) if ndim else ()
+
+
+def sum(x, dim=None, keepdim=False, dtype=None):  # noqa: A001
+    x = as_tensor(x, "sum")
+    if dtype is not None:
+        x = cast(x, dtype)
+    return apply(OPS["sum"], x, axes=_norm_axes(dim, x.ndim, "sum"), keepdim=bool(keepdim))
+
+
+def mean(x, dim=None, keepdim=False):
+    x = as_tensor(x, "mean")
+    if x.dtype.kind != "f":
+        raise op_error("mean", f"needs a floating-point tensor, got {x.dtype}", (x,),
+                       hint="cast with .float() first", exc=TypeError)
+    axes = _norm_axes(dim, x.ndim, "mean")
+    count = math.prod(x.shape[a] for a in axes)
+    total = apply(OPS["sum"], x, axes=axes, keepdim=bool(keepdim))
+    return mul(total, const(1.0 / count if count else float("nan"), x.dtype))
+
+
+def amax(x, dim=None, keepdim=False):
+    x = as_tensor(x, "amax")
+    return apply(OPS["amax"], x, axes=_norm_axes(dim, x.ndim, "amax"), keepdim=bool(keepdim))
+
+
+def amin(x, dim=None, keepdim=False):
+    x = as_tensor(x, "amin")
+    if x.dtype == dtypes.bool_:
+        return logical_not(amax(logical_not(x), dim, keepdim))
+    return neg(amax(neg(x), dim, keepdim))
+
+
+def argmax(x, dim=None, keepdim=False):
+    x = as_tensor(x, "argmax")
+    axis = None if dim is None else _norm_dim(dim, x.ndim, "argmax")
+    if x.ndim == 0:
+        axis = None
+    return apply(OPS["argmax"], x, axis=axis, keepdim=bool(keepdim))
+
+
+def argmin(x, dim=None, keepdim=False):
+    x = as_tensor(x, "argmin")
+    return argmax(neg(x) if x.dtype != dtypes.bool_ else logical_not(x), dim, keepdim)
+
+
+MaxResult = namedtuple("MaxResult", ["values", "indices"])
+
+
+def max(x, dim=None, keepdim=False):  # noqa: A001
+    """max(x) -> 0-d max; max(x, dim) -> (values, indices); max(x, y) -> maximum."""
+    if isinstance(dim, Tensor):
+        return maximum(x, dim)
+    if dim is None:
+        return amax(x)
+    return MaxResult(amax(x, dim, keepdim), argmax(x, dim, keepdim))
+
+
+def min(x, dim=None, keepdim=False):  # noqa: A001
+    if isinstance(dim, Tensor):
+        return minimum(x, dim)
+    if dim is None:
+        return amin(x)
+    return MaxResult(amin(x, dim, keepdim), argmin(x, dim, keepdim))
+
+
+def logsumexp(x, dim, keepdim=False):
+    m = detach(amax(x, dim, keepdim=True))
+    m = where(eq(abs(m), float("inf")), const(0, m.dtype), m)
+    r = add(log(sum(exp(sub(x, m)), dim, keepdim=True)), m)
+    return r if keepdim else squeeze(r, dim)
+
+
+def detach(x):
+    return x.detach()
+
+
+# --------------------------------------------------------------------------------------
+# matmul
+
+def matmul(a, b):
+    """Matrix product with NumPy/PyTorch semantics for 1-D, 2-D and batched operands."""
+    a = as_tensor(a, "matmul")
+    b = as_tensor(b, "matmul")
+    if a.ndim == 0 or b.ndim == 0:
+        raise op_error("matmul", "both arguments must be at least 1-D", (a, b),
+                       hint="use * for scalar multiplication")
+    if a.dtype != b.dtype:
+        dtype = dtypes.promote(a.dtype, b.dtype)
+        a, b = cast(a, dtype), cast(b, dtype)
+    if a.dtype.kind == "b":
+        raise op_error("matmul", "bool operands are not supported", (a, b), exc=TypeError)
+    a1, b1 = a.ndim == 1, b.ndim == 1
+    if a1 and b1 and a.shape[0] != b.shape[0]:
+        raise op_error("matmul", f"1-D operands of different lengths {a.shape} and {b.shape}",
+                       (a, b))
+    if a1:
+        a = reshape(a, (1, a.shape[0]))
+    if b1:
+        b = reshape(b, (b.shape[0], 1))
+    out = apply(OPS["matmul"], a, b)
+    if a1 and b1:
+        return reshape(out, ())
+    if a1:
+        return reshape(out, out.shape[:-2] + out.shape[-1:])
+    if b1:
+        return reshape(out, out.shape[:-1])
+    return out
+
+
+def dot(a, b):
+    return matmul(a, b)
+
+
+# --------------------------------------------------------------------------------------
+# shapes and views
+
+def _shape_arg(shape):
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = shape[0]
+    return tuple(int(s) for s in shape)
+
+
+def reshape(x, *shape):
+    x = as_tensor(x, "reshape")
+    shape = _shape_arg(shape)
+    if shape.count(-1) > 1:
+        raise op_error("reshape", f"only one dimension can be -1, got {shape}", (x,))
+    size = math.prod(x.shape)
+    if -1 in shape:
+        known = math.prod(s for s in shape if s != -1)
+        if known == 0 or size % known:
+            raise op_error("reshape", f"cannot reshape {tuple(x.shape)} into {shape}", (x,))
+        shape = tuple(size // known if s == -1 else s for s in shape)
+    if shape == x.shape:
+        return x
+    if math.prod(shape) != size:
+        raise op_error("reshape", f"cannot reshape {tuple(x.shape)} (size {size}) into {shape}",
+                       (x,), hint="the number of elements must stay the same")
+    return apply(OPS["reshape"], x, shape=shape)
+
+
+view = reshape
+
+
+def permute(x, *dims):
+    x = as_tensor(x, "permute")
+    dims = _shape_arg(dims)
+    if len(dims) != x.ndim:
+        raise op_error("permute", f"got {len(dims)} dims {dims} for a {x.ndim}-d tensor", (x,))
+    perm = tuple(_norm_dim(d, x.ndim, "permute") for d in dims)
+    if sorted(perm) != list(range(x.ndim)):
+        raise op_error("permute", f"{dims} is not a permutation of the dims", (x,))
+    if perm == tuple(range(x.ndim)):
+        return x
+    return apply(OPS["permute"], x, perm=perm)
+
+
+def transpose(x, dim0, dim1):
+    x = as_tensor(x, "transpose")
+    if x.ndim < 2 and dim0 in (0, -1) and dim1 in (0, -1):
+        return x
+    d0 = _norm_dim(dim0, x.ndim, "transpose")
+    d1 = _norm_dim(dim1, x.ndim, "transpose")
+    perm = list(range(x.ndim))
+    perm[d0], perm[d1] = perm[d1], perm[d0]
+    return permute(x, perm)
+
+
+def t(x):
+    if x.ndim > 2:
+        raise op_error("t", f"expects a tensor with <= 2 dims, got {x.ndim}", (x,),
+                       hint="use transpose(x, dim0, dim1) or permute")
+    return transpose(x, 0, -1) if x.ndim == 2 else x
+
+
+def unsqueeze(x, dim):
+    x = as_tensor(x, "unsqueeze")
+    d = _norm_dim(dim, x.ndim + 1, "unsqueeze")
+    return reshape(x, x.shape[:d] + (1,) + x.shape[d:])
+
+
+def squeeze(x, dim=None):
+    x = as_tensor(x, "squeeze")
+    if dim is None:
+        return reshape(x, tuple(s for s in x.shape if s != 1))
+    axes = _norm_axes(dim, x.ndim, "squeeze")
+    return reshape(x, tuple(s for i, s in enumerate(x.shape) if not (i in axes and s == 1)))
+
+
+def flatten(x, start_dim=0, end_dim=-1):
+    x = as_tensor(x, "flatten")
+    if x.ndim == 0:
+        return reshape(x, (1,))
+    s = _norm_dim(start_dim, x.ndim, "flatten")
+    e = _norm_dim(end_dim, x.ndim, "flatten")
+    return reshape(x, x.shape[:s] + (math.prod(x.shape[s:e + 1]),) + x.shape[e + 1:])
+
+
+def expand(x, *shape):
+    x = as_tensor(x, "expand")
+    shape = _shape_arg(shape)
+    lead = len(shape) - x.ndim
+    if lead < 0:
+        raise op_error("expand", f"cannot expand {tuple(x.shape)} to fewer dims {shape}", (x,))
+    shape = tuple(x.shape[i - lead] if s == -1 and i >= lead else s for i, s in enumerate(shape))
+    if shape == x.shape:
+        return x
+    return apply(OPS["broadcast_to"], x, shape=shape)
+
+
+broadcast_to = expand
+
+
+def sum_to(g, shape):
+    """Sum `g` down to `shape` (undo broadcasting)."""
+    shape = tuple(shape)
+    if g.shape == shape:
+        return g
+    lead = g.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(
+        i + lead for i, s in enumerate(shape) if s == 1 and g.shape[i + lead] != 1)
+    if axes:
+        g = apply(OPS["sum"], g, axes=axes, keepdim=False)
+    return reshape(g, shape)
+
+
+def expand_as(x, other):
+    return expand(x, other.shape)
+
+
+def cat(tensors, dim=0):
+    tensors = [as_tensor(x, "cat") for x in tensors]
+    if not tensors:
+        raise op_error("cat", "expected a non-empty sequence of tensors")
+    # PyTorch skips legacy empty 1-D tensors.
+    if tensors[0].ndim:
+        tensors = [x for x in tensors if not (x.ndim == 1 and x.shape[0] == 0)] or tensors[:1]
+    dtype = tensors[0].dtype
+    for x in tensors[1:]:
+        dtype = dtypes.promote(dtype, x.dtype)
+    tensors = [cast(x, dtype) for x in tensors]
+    axis = _norm_dim(dim, tensors[0].ndim, "cat")
+    for x in tensors:
+        if x.ndim != tensors[0].ndim:
+            raise op_error("cat", "tensors must have the same number of dims", tensors)
+    if len(tensors) == 1:
+        return tensors[0]
+    return apply(OPS["cat"], *tensors, axis=axis)
+
+
+concatenate = cat
+
+
+def stack(tensors, dim=0):
+    tensors = [as_tensor(x, "stack") for x in tensors]
+    if not tensors:
+        raise op_error("stack", "expected a non-empty sequence of tensors")
+    first = tensors[0].shape
+    for x in tensors:
+        if x.shape != first:
+            raise op_error("stack", "all tensors must have the same shape", tensors)
+    d = _norm_dim(dim, len(first) + 1, "stack")
+    expanded = [reshape(x, first[:d] + (1,) + first[d:]) for x in tensors]
+    if len(expanded) == 1:
+        return expanded[0]
+    return apply(OPS["cat"], *expanded, axis=d)
+
+
+# --------------------------------------------------------------------------------------
+# indexing
+
+def _is_advanced(item):
+    if isinstance(item, Tensor):
+        return True
+    if isinstance(item, np.ndarray):
+        return True
+    if isinstance(item, (list, tuple)):
+        return True
+    return False
+
+
+def _index_tensor(item, size_hint):
+    """Integer index tensors for an advanced index item (bool masks become nonzero())."""
+    if not isinstance(item, Tensor):
+        arr = np.asarray(item)
+        if arr.dtype.kind not in "iub" and arr.size:
+            raise op_error("index", f"index arrays must be integer or bool, got {arr.dtype}",
+                           exc=IndexError)
+        if arr.size == 0:
+            arr = arr.astype(np.int64)
+        item = Tensor._wrap(arr.astype(np.int64) if arr.dtype.kind in "iu" else arr)
+    if item.dtype == dtypes.bool_:
+        mask = item.numpy()
+        return [Tensor._wrap(ix.astype(np.int64)) for ix in np.nonzero(mask)]
+    if item.dtype.kind not in "iu":
+        raise op_error("index", f"index tensors must be integer or bool, got {item.dtype}",
+                       (item,), hint="use .long()", exc=IndexError)
+    return [item]
+
+
+def getitem(x, key):
+    """x[key]: ints, slices, None, Ellipsis, and integer/bool arrays (advanced indexing)."""
+    if not isinstance(key, tuple) or _is_advanced_tuple(key):
+        key = (key,)
+    n_real = _builtin_sum(1 for k in key if k is not None and k is not Ellipsis and not (
+        isinstance(k, (Tensor, np.ndarray)) and k.dtype == np.bool_ and k.ndim > 1))
+    n_real += _builtin_sum(k.ndim for k in key
+                           if isinstance(k, (Tensor, np.ndarray)) and k.dtype == np.bool_
+                           and k.ndim > 1)
+    if _builtin_sum(1 for k in key if k is Ellipsis) > 1:
+        raise op_error("index", "an index can only have a single ellipsis", (x,), exc=IndexError)
+    if n_real > x.ndim:
+        raise op_error("index", f"too many indices for a {x.ndim}-d tensor: {len(key)} given",
+                       (x,), exc=IndexError)
+    expanded = []
+    for k in key:
+        if k is Ellipsis:
+            expanded.extend([slice(None)] * (x.ndim - n_real))
+        else:
+            expanded.append(k)
+    basic = []
+    advanced = []  # (output axis after the basic step, index tensors)
+    axis = 0
+    out_axis = 0
+    for k in expanded:
+        if k is None:
+            basic.append(None)
+            out_axis += 1
+        elif isinstance(k, slice):
+            start, stop, step = k.indices(x.shape[axis])
+            basic.append((start, stop if stop >= 0 else None, step))
+            axis += 1
+            out_axis += 1
+        elif isinstance(k, (bool, np.bool_)):
+            raise op_error("index", "bool scalars are not supported as indices", (x,),
+                           exc=IndexError)
+        elif isinstance(k, (int, np.integer)):
+            size = x.shape[axis]
+            if not -size <= k < size:
+                raise op_error("index", f"index {k} is out of bounds for dimension {axis} "
+                               f"with size {size}", (x,), exc=IndexError)
+            basic.append(int(k) % size)
+            axis += 1
+        elif _is_advanced(k):
+            tensors = _index_tensor(k, x.shape[axis])
+            for ti in tensors:
+                advanced.append((out_axis, ti))
+                basic.append((0, x.shape[axis], 1))
+                axis += 1
+                out_axis += 1
+        else:
+            raise op_error("index", f"unsupported index {describe(k)}", (x,),
+                           hint="use ints, slices, None, ... or integer tensors",
+                           exc=IndexError)
+    index = tuple(basic)
+    if all(isinstance(i, tuple) and i == (0, x.shape[j], 1)
+           for j, i in enumerate(index)) and len(index) <= x.ndim:
+        r = x
+    else:
+        r = getitem_basic(x, index)
+    if not advanced:
+        return r
+    adv_axes = [a for a, _ in advanced]
+    idx = [ti for _, ti in advanced]
+    others = [a for a in range(r.ndim) if a not in adv_axes]
+    r = permute(r, adv_axes + others)
+    bshape = broadcast_shapes("index", *(ti.shape for ti in idx))
+    out = apply(OPS["gather"], r, *idx)
+    adjacent = adv_axes == list(range(adv_axes[0], adv_axes[0] + len(adv_axes)))
+    if adjacent and adv_axes[0] > 0:
+        nb = len(bshape)
+        first = adv_axes[0]
+        rest = list(range(nb, out.ndim))
+        out = permute(out, rest[:first] + list(range(nb)) + rest[first:])
+    return out
+
+
+def _is_advanced_tuple(key):
+    # A tuple of ints used as a key is basic indexing, like NumPy's x[(1, 2)].
+    return False
+
+
+def getitem_basic(x, index):
+    """Apply a normalized basic index (see eager.ops) directly."""
+    return apply(OPS["getitem"], x, index=tuple(index))
+
+
+def scatter_slice(g, shape, index):
+    return apply(OPS["scatter_slice"], g, shape=tuple(shape), index=tuple(index))
+
+
+def gather(x, idx):
+    return apply(OPS["gather"], x, *idx)
+
+
+def scatter_add(g, idx, shape):
+    return apply(OPS["scatter_add"], g, *idx, shape=tuple(shape))
+
+
+def index_shape_of(shape, index):
+    return index_shape(shape, index)
+
+
+# --------------------------------------------------------------------------------------
+# creation
+
+def _dtype_of_data(data):
+    if isinstance(data, np.ndarray):
+        return dtypes.canonical(data.dtype)
+    arr = np.asarray(data)
+    if arr.dtype.kind == "f":
+        return dtypes.DEFAULT_FLOAT
+    if arr.dtype.kind in "iu":
+        return dtypes.DEFAULT_INT
+    if arr.dtype.kind == "b":
+        return dtypes.bool_
+    raise op_error("tensor", f"cannot make a tensor from {describe(data)}", exc=TypeError)
+
+
+def tensor(data, dtype=None, requires_grad=False) -> "Tensor":
+    """A new tensor that owns a copy of `data` (nested lists, numbers, arrays, tensors).
+
+    >>> tensor([1.0, 2.0]).dtype
+    dtype('float32')
+    """
+    if isinstance(data, Tensor):
+        data = data.numpy()
+    if dtype is None:
+        dtype = _dtype_of_data(data)
+    else:
+        dtype = dtypes.canonical(dtype)
+    arr = np.array(data, dtype=dtype)
+    t = Tensor._wrap(arr)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def from_numpy(a: np.ndarray) -> "Tensor":
+    """A tensor sharing memory with `a` and keeping its dtype."""
+    if not isinstance(a, np.ndarray):
+        raise op_error("from_numpy", f"expected a numpy array, got {describe(a)}", exc=TypeError)
+    dtype = dtypes.canonical(a.dtype)
+    return Tensor._wrap(a if a.dtype == dtype else a.astype(dtype))
+
+
+def _creation_dtype(dtype, default=None):
+    return dtypes.canonical(dtype) if dtype is not None else (default or dtypes.DEFAULT_FLOAT)
+
+
+def _make(arr, requires_grad):
+    t = Tensor._wrap(arr)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def zeros(*shape, dtype=None, requires_grad=False):
+    return _make(np.zeros(_shape_arg(shape), _creation_dtype(dtype)), requires_grad)
+
+
+def ones(*shape, dtype=None, requires_grad=False):
+    return _make(np.ones(_shape_arg(shape), _creation_dtype(dtype)), requires_grad)
+
+
+def full(shape, fill_value, dtype=None, requires_grad=False):
+    if dtype is None:
+        dtype = dtypes.scalar_dtype(fill_value)
+    return _make(np.full(_shape_arg((shape,)), fill_value, _creation_dtype(dtype)),
+                 requires_grad)
+
+
+def zeros_like(x, dtype=None, requires_grad=False):
+    return zeros(x.shape, dtype=dtype or x.dtype, requires_grad=requires_grad)
+
+
+def ones_like(x, dtype=None, requires_grad=False):
+    return ones(x.shape, dtype=dtype or x.dtype, requires_grad=requires_grad)
+
+
+def full_like(x, fill_value, dtype=None, requires_grad=False):
+    return full(x.shape, fill_value, dtype=dtype or x.dtype, requires_grad=requires_grad)
+
+
+def arange(start, end=None, step=1, dtype=None, requires_grad=False):
+    if end is None:
+        start, end = 0, start
+    if dtype is None:
+        is_float = any(isinstance(v, (float, np.floating)) for v in (start, end, step))
+        dtype = dtypes.DEFAULT_FLOAT if is_float else dtypes.DEFAULT_INT
+    return _make(np.arange(start, end, step).astype(dtypes.canonical(dtype)), requires_grad)
+
+
+def linspace(start, end, steps, dtype=None):
+    return _make(np.linspace(start, end, steps).astype(_creation_dtype(dtype)), False)
+
+
+def eye(n, m=None, dtype=None, requires_grad=False):
+    return _make(np.eye(n, m, dtype=_creation_dtype(dtype)), requires_grad)
+
+
+def rand(*shape, dtype=None, requires_grad=False):
+    dtype = _creation_dtype(dtype)
+    t = apply(OPS["uniform"], shape=_shape_arg(shape), dtype=dtype)
+    return t.requires_grad_(True) if requires_grad else t
+
+
+def randn(*shape, dtype=None, requires_grad=False):
+    dtype = _creation_dtype(dtype)
+    t = apply(OPS["normal"], shape=_shape_arg(shape), dtype=dtype)
+    return t.requires_grad_(True) if requires_grad else t
+
+
+def randint(low, high=None, size=None, dtype=None):
+    if high is None:
+        low, high = 0, low
+    if size is None:
+        raise op_error("randint", "size is required, e.g. randint(0, 10, (3,))", exc=TypeError)
+    dtype = _creation_dtype(dtype, dtypes.DEFAULT_INT)
+    return apply(OPS["randint"], shape=_shape_arg((size,)), dtype=dtype, low=int(low),
+                 high=int(high))
+
+
+def rand_like(x):
+    return rand(x.shape, dtype=x.dtype)
+
+
+def randn_like(x):
+    return randn(x.shape, dtype=x.dtype)
+
+
+def _types(*xs):
+    return [TensorType(x.shape, x.dtype) for x in xs]

@@ -1,0 +1,164 @@
+"""Composite ops written with registry primitives, so they trace, differentiate and fuse.
+
+>>> import eager.nn.functional as F
+>>> F.softmax(eager.tensor([[1.0, 2.0]]), dim=-1)
+tensor([[0.2689, 0.7311]])
+"""
+from __future__ import annotations
+
+import math
+
+from .. import dtypes
+from .. import functions as T
+from ..errors import op_error
+
+relu = T.relu
+sigmoid = T.sigmoid
+tanh = T.tanh
+
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+_INV_SQRT_2 = 1.0 / math.sqrt(2.0)
+
+
+def gelu(x, approximate: str = "none"):
+    """x * Phi(x); ``approximate='tanh'`` uses 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."""
+    if approximate == "tanh":
+        inner = T.mul(T.add(x, T.mul(T.mul(T.mul(x, x), x), 0.044715)), _SQRT_2_OVER_PI)
+        return T.mul(T.mul(x, 0.5), T.add(T.tanh(inner), 1.0))
+    if approximate != "none":
+        raise op_error("gelu", f"approximate must be 'none' or 'tanh', got {approximate!r}")
+    return T.mul(T.mul(x, 0.5), T.add(T.erf(T.mul(x, _INV_SQRT_2)), 1.0))
+
+
+def silu(x):
+    return T.mul(x, T.sigmoid(x))
+
+
+def _check_float(x, op):
+    if x.dtype.kind != "f":
+        raise op_error(op, f"needs a floating-point input, got {x.dtype}", (x,),
+                       hint="cast with .float() first", exc=TypeError)
+
+
+def softmax(x, dim: int = -1, dtype=None):
+    """exp(x - max) / sum(exp(x - max)) along `dim` (the max is a constant for autodiff)."""
+    if dtype is not None:
+        x = T.cast(x, dtype)
+    _check_float(x, "softmax")
+    shifted = T.sub(x, T.amax(x, dim, keepdim=True).detach())
+    e = T.exp(shifted)
+    return T.div(e, T.sum(e, dim, keepdim=True))
+
+
+def log_softmax(x, dim: int = -1, dtype=None):
+    """x - max - log(sum(exp(x - max))) along `dim`."""
+    if dtype is not None:
+        x = T.cast(x, dtype)
+    _check_float(x, "log_softmax")
+    shifted = T.sub(x, T.amax(x, dim, keepdim=True).detach())
+    return T.sub(shifted, T.log(T.sum(T.exp(shifted), dim, keepdim=True)))
+
+
+def _reduce(loss, reduction, op):
+    if reduction == "mean":
+        return T.mean(loss)
+    if reduction == "sum":
+        return T.sum(loss)
+    if reduction == "none":
+        return loss
+    raise op_error(op, f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+
+
+def nll_loss(logp, target, reduction: str = "mean"):
+    if target.dtype.kind not in "iu":
+        raise op_error("nll_loss", f"class-index targets must be integers, got {target.dtype}",
+                       (logp, target), hint="pass labels as an int64 tensor (.long())",
+                       exc=TypeError)
+    if logp.ndim != 2 or target.ndim != 1 or target.shape[0] != logp.shape[0]:
+        raise op_error("nll_loss", "expected input (N, C) and target (N,)", (logp, target),
+                       hint="flatten extra dimensions first")
+    rows = T.arange(logp.shape[0])
+    picked = T.getitem(logp, (rows, target))
+    return _reduce(T.neg(picked), reduction, "nll_loss")
+
+
+def cross_entropy(input, target, reduction: str = "mean", label_smoothing: float = 0.0):
+    """Cross-entropy of logits `input` (N, C) with class indices `target` (N,)."""
+    _check_float(input, "cross_entropy")
+    if target.dtype.kind == "f":
+        if target.shape != input.shape:
+            raise op_error("cross_entropy", "probability targets must have the input's shape; "
+                           "class-index targets must be integers", (input, target),
+                           hint="pass class indices as an int64 tensor (.long())",
+                           exc=TypeError)
+        loss = T.neg(T.sum(T.mul(log_softmax(input, 1), target), 1))
+        return _reduce(loss, reduction, "cross_entropy")
+    logp = log_softmax(input, dim=-1)
+    if label_smoothing:
+        nll = nll_loss(logp, target, reduction="none")
+        smooth = T.neg(T.mean(logp, -1))
+        loss = T.add(T.mul(nll, 1.0 - label_smoothing), T.mul(smooth, label_smoothing))
+        return _reduce(loss, reduction, "cross_entropy")
+    return nll_loss(logp, target, reduction)
+
+
+def mse_loss(input, target, reduction: str = "mean"):
+    if input.shape != target.shape:
+        raise op_error("mse_loss", f"input shape {input.shape} and target shape "
+                       f"{target.shape} differ (PyTorch would broadcast with a warning)",
+                       (input, target), hint="reshape the target to the input's shape")
+    d = T.sub(input, target)
+    return _reduce(T.mul(d, d), reduction, "mse_loss")
+
+
+def linear(x, weight, bias=None):
+    """x @ weight.T + bias."""
+    if x.shape[-1:] != weight.shape[-1:]:
+        raise op_error("linear", f"input features {x.shape[-1] if x.ndim else None} != weight "
+                       f"in_features {weight.shape[-1]}", (x, weight),
+                       hint=f"the input's last dimension must be {weight.shape[-1]}")
+    out = T.matmul(x, T.t(weight))
+    if bias is not None:
+        out = T.add(out, bias)
+    return out
+
+
+def layer_norm(x, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
+    if isinstance(normalized_shape, int):
+        normalized_shape = (normalized_shape,)
+    normalized_shape = tuple(normalized_shape)
+    if x.shape[x.ndim - len(normalized_shape):] != normalized_shape:
+        raise op_error("layer_norm", f"normalized_shape {normalized_shape} does not match the "
+                       f"trailing dims of the input {x.shape}", (x,))
+    dims = tuple(range(x.ndim - len(normalized_shape), x.ndim))
+    mu = T.mean(x, dims, keepdim=True)
+    xc = T.sub(x, mu)
+    var = T.mean(T.mul(xc, xc), dims, keepdim=True)
+    out = T.mul(xc, T.div(1.0, T.sqrt(T.add(var, eps))))
+    if weight is not None:
+        out = T.mul(out, weight)
+    if bias is not None:
+        out = T.add(out, bias)
+    return out
+
+
+def dropout(x, p: float = 0.5, training: bool = True):
+    if not 0.0 <= p <= 1.0:
+        raise op_error("dropout", f"p must be in [0, 1], got {p}")
+    if not training or p == 0.0:
+        return x
+    if p == 1.0:
+        return T.mul(x, 0.0)
+    keep = T.ge(T.rand(x.shape, dtype=x.dtype), p)
+    return T.mul(T.where(keep, x, 0.0), 1.0 / (1.0 - p))
+
+
+def embedding(idx, weight):
+    if idx.dtype.kind not in "iu":
+        raise op_error("embedding", f"indices must be integers, got {idx.dtype}", (idx,),
+                       hint="use .long()", exc=TypeError)
+    return T.getitem(weight, idx)
+
+
+def one_hot(idx, num_classes: int):
+    return T.cast(T.eq(T.unsqueeze(idx, -1), T.arange(num_classes)), dtypes.int64)

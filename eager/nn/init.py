@@ -1,0 +1,58 @@
+"""Parameter initializers (PyTorch's schemes), drawing from the global generator."""
+from __future__ import annotations
+
+import math
+
+from ..autograd import no_grad
+from ..functions import rand, randn
+
+
+def _fans(t):
+    if t.ndim < 2:
+        raise ValueError("fan in/out needs a tensor with at least 2 dims")
+    receptive = math.prod(t.shape[2:])
+    return t.shape[1] * receptive, t.shape[0] * receptive
+
+
+def uniform_(t, a=0.0, b=1.0):
+    with no_grad():
+        return t.copy_(rand(t.shape, dtype=t.dtype) * (b - a) + a)
+
+
+def normal_(t, mean=0.0, std=1.0):
+    with no_grad():
+        return t.copy_(randn(t.shape, dtype=t.dtype) * std + mean)
+
+
+def zeros_(t):
+    with no_grad():
+        return t.zero_()
+
+
+def ones_(t):
+    with no_grad():
+        return t.fill_(1)
+
+
+def calculate_gain(nonlinearity, param=None):
+    if nonlinearity == "relu":
+        return math.sqrt(2.0)
+    if nonlinearity == "tanh":
+        return 5.0 / 3
+    if nonlinearity == "leaky_relu":
+        slope = 0.01 if param is None else param
+        return math.sqrt(2.0 / (1 + slope ** 2))
+    return 1.0
+
+
+def kaiming_uniform_(t, a=0.0, mode="fan_in", nonlinearity="leaky_relu"):
+    fan_in, fan_out = _fans(t)
+    fan = fan_in if mode == "fan_in" else fan_out
+    bound = calculate_gain(nonlinearity, a) * math.sqrt(3.0 / fan) if fan else 0.0
+    return uniform_(t, -bound, bound)
+
+
+def xavier_uniform_(t, gain=1.0):
+    fan_in, fan_out = _fans(t)
+    bound = gain * math.sqrt(6.0 / (fan_in + fan_out))
+    return uniform_(t, -bound, bound)

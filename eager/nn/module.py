@@ -1,0 +1,219 @@
+"""nn.Module and nn.Parameter, with PyTorch's semantics."""
+from __future__ import annotations
+
+from collections import OrderedDict
+
+import numpy as np
+
+from ..tensor import Tensor
+
+
+class Parameter(Tensor):
+    """A tensor that a Module registers as a parameter; requires grad by default."""
+
+    __slots__ = ()
+
+    def __new__(cls, data=None, requires_grad: bool = True):
+        if data is None:
+            data = Tensor._wrap(np.zeros((0,), np.float32))
+        if not isinstance(data, Tensor):
+            from ..functions import tensor
+
+            data = tensor(data)
+        p = object.__new__(cls)
+        p._data = data._data
+        p.grad_fn = None
+        p._version = [0]
+        if requires_grad:
+            p.requires_grad_(True)
+        return p
+
+    def __init__(self, data=None, requires_grad: bool = True):
+        pass
+
+    def __repr__(self) -> str:
+        return "Parameter containing:\n" + super().__repr__()
+
+    def __reduce_ex__(self, proto):
+        return (Parameter, (Tensor._wrap(self._data), self.requires_grad))
+
+
+class Module:
+    """Base class of all layers: registers Parameters, buffers and sub-Modules by attribute."""
+
+    def __init__(self):
+        object.__setattr__(self, "_parameters", OrderedDict())
+        object.__setattr__(self, "_buffers", OrderedDict())
+        object.__setattr__(self, "_modules", OrderedDict())
+        object.__setattr__(self, "training", True)
+
+    def __setattr__(self, name, value):
+        if "_parameters" not in self.__dict__:
+            raise AttributeError("cannot assign attributes before Module.__init__() call; "
+                                 "call super().__init__() first")
+        for store in (self._parameters, self._buffers, self._modules):
+            store.pop(name, None)
+        if isinstance(value, Parameter):
+            self._parameters[name] = value
+        elif isinstance(value, Module):
+            self._modules[name] = value
+        else:
+            object.__setattr__(self, name, value)
+            return
+        self.__dict__.pop(name, None)
+
+    def __getattr__(self, name):
+        d = self.__dict__
+        for store in ("_parameters", "_buffers", "_modules"):
+            if store in d and name in d[store]:
+                return d[store][name]
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
+    def __delattr__(self, name):
+        for store in (self._parameters, self._buffers, self._modules):
+            if name in store:
+                del store[name]
+                return
+        object.__delattr__(self, name)
+
+    def register_parameter(self, name, param):
+        if param is None:
+            self._parameters[name] = None
+        else:
+            setattr(self, name, param)
+
+    def register_buffer(self, name, tensor):
+        self._buffers[name] = tensor
+
+    def add_module(self, name, module):
+        self._modules[name] = module
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError(f"{type(self).__name__} must define forward()")
+
+    def __call__(self, *args, **kwargs):
+        return self.forward(*args, **kwargs)
+
+    # -------------------------------------------------------------- traversal
+    def named_modules(self, prefix=""):
+        yield prefix, self
+        for name, m in self._modules.items():
+            if m is not None:
+                yield from m.named_modules(f"{prefix}.{name}" if prefix else name)
+
+    def modules(self):
+        for _, m in self.named_modules():
+            yield m
+
+    def named_children(self):
+        for name, m in self._modules.items():
+            if m is not None:
+                yield name, m
+
+    def children(self):
+        for _, m in self.named_children():
+            yield m
+
+    def named_parameters(self, prefix="", recurse=True):
+        seen = set()
+        mods = self.named_modules(prefix) if recurse else [(prefix, self)]
+        for mname, m in mods:
+            for name, p in m._parameters.items():
+                if p is None or id(p) in seen:
+                    continue
+                seen.add(id(p))
+                yield (f"{mname}.{name}" if mname else name), p
+
+    def parameters(self, recurse=True):
+        for _, p in self.named_parameters(recurse=recurse):
+            yield p
+
+    def named_buffers(self, prefix=""):
+        for mname, m in self.named_modules(prefix):
+            for name, b in m._buffers.items():
+                if b is not None:
+                    yield (f"{mname}.{name}" if mname else name), b
+
+    def buffers(self):
+        for _, b in self.named_buffers():
+            yield b
+
+    # -------------------------------------------------------------- modes
+    def train(self, mode: bool = True):
+        for m in self.modules():
+            object.__setattr__(m, "training", bool(mode))
+        return self
+
+    def eval(self):
+        return self.train(False)
+
+    def requires_grad_(self, requires_grad: bool = True):
+        for p in self.parameters():
+            p.requires_grad_(requires_grad)
+        return self
+
+    def zero_grad(self, set_to_none: bool = True):
+        for p in self.parameters():
+            if set_to_none:
+                p.grad = None
+            elif p.grad is not None:
+                p.grad = p.grad.detach()
+                p.grad.zero_()
+
+    def apply(self, fn):
+        for m in self.children():
+            m.apply(fn)
+        fn(self)
+        return self
+
+    # -------------------------------------------------------------- state
+    def state_dict(self):
+        out = OrderedDict()
+        for name, p in self.named_parameters():
+            out[name] = p.detach()
+        for name, b in self.named_buffers():
+            out[name] = b.detach()
+        return out
+
+    def load_state_dict(self, state_dict, strict: bool = True):
+        own = dict(self.named_parameters())
+        own.update(self.named_buffers())
+        missing = [k for k in own if k not in state_dict]
+        unexpected = [k for k in state_dict if k not in own]
+        if strict and (missing or unexpected):
+            raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__}: "
+                               f"missing keys {missing}, unexpected keys {unexpected}")
+        from ..autograd import no_grad
+
+        with no_grad():
+            for k, v in state_dict.items():
+                if k not in own:
+                    continue
+                t = own[k]
+                src = v if isinstance(v, Tensor) else Tensor._wrap(np.asarray(v))
+                if src.shape != t.shape:
+                    raise RuntimeError(f"size mismatch for {k}: copying a param with shape "
+                                       f"{src.shape} from checkpoint, the shape in current "
+                                       f"model is {t.shape}")
+                t.copy_(src)
+        return missing, unexpected
+
+    # -------------------------------------------------------------- repr
+    def extra_repr(self) -> str:
+        return ""
+
+    def __repr__(self) -> str:
+        lines = []
+        extra = self.extra_repr()
+        for name, m in self._modules.items():
+            body = repr(m).replace("\n", "\n  ")
+            lines.append(f"({name}): {body}")
+        head = type(self).__name__ + "("
+        if not lines:
+            return head + extra + ")"
+        if extra:
+            lines.insert(0, extra)
+        return head + "\n  " + "\n  ".join(lines) + "\n)"
+
+    def __dir__(self):
+        return list(super().__dir__()) + list(self._parameters) + list(self._modules)

@@ -1,0 +1,199 @@
+"""Optimizers: SGD, Adam, AdamW with PyTorch's update rules and state layout.
+
+Updates are in-place tensor ops under no_grad, so they run eagerly and, inside
+a traced function, record as functional updates of the parameters and state.
+The step counter is a 0-d tensor (as in PyTorch), so stepping never changes a
+Python constant that a trace would bake in.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from . import functions as T
+from .autograd import no_grad
+from .tensor import Tensor
+
+
+class Optimizer:
+    def __init__(self, params, defaults: dict):
+        self.defaults = dict(defaults)
+        params = list(params)
+        if not params:
+            raise ValueError("optimizer got an empty parameter list")
+        if not isinstance(params[0], dict):
+            params = [{"params": params}]
+        self.param_groups = []
+        for group in params:
+            self.add_param_group(group)
+        self.state = {}
+
+    def add_param_group(self, group: dict):
+        group = dict(group)
+        ps = group["params"]
+        group["params"] = [ps] if isinstance(ps, Tensor) else list(ps)
+        for p in group["params"]:
+            if not isinstance(p, Tensor):
+                raise TypeError(f"optimizer can only optimize Tensors, got {type(p).__name__}")
+            if not p.requires_grad:
+                raise ValueError("optimizing a tensor that does not require grad; call "
+                                 ".requires_grad_() on it or leave it out")
+        for k, v in self.defaults.items():
+            group.setdefault(k, v)
+        self.param_groups.append(group)
+
+    def zero_grad(self, set_to_none: bool = True):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if set_to_none:
+                    p.grad = None
+                elif p.grad is not None:
+                    p.grad = p.grad.detach()
+                    with no_grad():
+                        p.grad.zero_()
+
+    def state_dict(self):
+        index = {}
+        groups = []
+        for group in self.param_groups:
+            ids = []
+            for p in group["params"]:
+                index.setdefault(id(p), len(index))
+                ids.append(index[id(p)])
+            g = {k: v for k, v in group.items() if k != "params"}
+            g["params"] = ids
+            groups.append(g)
+        state = {index[id(p)]: dict(s) for p, s in self.state.items() if id(p) in index}
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict):
+        params = [p for g in self.param_groups for p in g["params"]]
+        for group, saved in zip(self.param_groups, state_dict["param_groups"]):
+            for k, v in saved.items():
+                if k != "params":
+                    group[k] = v
+        self.state = {}
+        for i, s in state_dict["state"].items():
+            self.state[params[i]] = {k: (Tensor._wrap(v._data.copy()) if isinstance(v, Tensor)
+                                         else v) for k, v in s.items()}
+
+    def __repr__(self):
+        lines = [type(self).__name__ + " ("]
+        for i, g in enumerate(self.param_groups):
+            lines.append(f"Parameter Group {i}")
+            for k in sorted(g):
+                if k != "params":
+                    lines.append(f"    {k}: {g[k]}")
+        lines.append(")")
+        return "\n".join(lines)
+
+
+def _step_tensor():
+    return Tensor._wrap(np.array(0.0, np.float32))
+
+
+class SGD(Optimizer):
+    """p -= lr * (g + wd p), with momentum buffers b = mu b + (1 - dampening) g."""
+
+    def __init__(self, params, lr=1e-3, momentum=0.0, dampening=0.0, weight_decay=0.0,
+                 nesterov=False, maximize=False):
+        if lr < 0:
+            raise ValueError(f"Invalid learning rate: {lr}")
+        if nesterov and (momentum <= 0 or dampening != 0):
+            raise ValueError("Nesterov momentum requires a momentum and zero dampening")
+        super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening,
+                                      weight_decay=weight_decay, nesterov=nesterov,
+                                      maximize=maximize))
+
+    @no_grad()
+    def step(self, closure=None):
+        loss = closure() if closure is not None else None
+        for group in self.param_groups:
+            lr, mu, wd = group["lr"], group["momentum"], group["weight_decay"]
+            for p in group["params"]:
+                g = p.grad
+                if g is None:
+                    continue
+                if group["maximize"]:
+                    g = -g
+                if wd:
+                    g = g + p * wd
+                if mu:
+                    state = self.state.setdefault(p, {})
+                    buf = state.get("momentum_buffer")
+                    if buf is None:
+                        buf = state["momentum_buffer"] = T.tensor(g.detach()) \
+                            if type(g._data) is np.ndarray else g + 0
+                    else:
+                        buf.mul_(mu).add_(g, alpha=1 - group["dampening"])
+                    g = g + buf * mu if group["nesterov"] else buf
+                p.add_(g, alpha=-lr)
+        return loss
+
+
+class Adam(Optimizer):
+    """Adam with bias correction; `weight_decay` adds wd * p to the gradient (L2)."""
+
+    _decoupled = False
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
+                 amsgrad=False, maximize=False):
+        if lr < 0 or eps < 0 or not (0 <= betas[0] < 1 and 0 <= betas[1] < 1):
+            raise ValueError(f"Invalid Adam hyper-parameters lr={lr} betas={betas} eps={eps}")
+        if amsgrad:
+            raise NotImplementedError("amsgrad is not supported")
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
+                                      weight_decay=weight_decay, maximize=maximize))
+
+    @no_grad()
+    def step(self, closure=None):
+        loss = closure() if closure is not None else None
+        for group in self.param_groups:
+            lr, eps, wd = group["lr"], group["eps"], group["weight_decay"]
+            b1, b2 = group["betas"]
+            for p in group["params"]:
+                g = p.grad
+                if g is None:
+                    continue
+                if group["maximize"]:
+                    g = -g
+                state = self.state.get(p)
+                if state is None:
+                    state = self.state[p] = {
+                        "step": _step_tensor(),
+                        "exp_avg": T.zeros_like(p),
+                        "exp_avg_sq": T.zeros_like(p),
+                    }
+                step = state["step"]
+                step.add_(1)
+                if wd:
+                    if self._decoupled:
+                        p.mul_(1 - lr * wd)
+                    else:
+                        g = g + p * wd
+                m, v = state["exp_avg"], state["exp_avg_sq"]
+                m.mul_(b1).add_(g, alpha=1 - b1)
+                v.mul_(b2).add_(g * g, alpha=1 - b2)
+                # bias corrections from the step tensor: 1 - beta ** step
+                bc1 = 1 - T.pow(T.const(b1, step.dtype), step)
+                bc2 = 1 - T.pow(T.const(b2, step.dtype), step)
+                step_size = T.cast(bc1, p.dtype) * (1.0 / lr) if lr else None
+                denom = T.sqrt(v) / T.sqrt(T.cast(bc2, p.dtype)) + eps
+                if step_size is not None:
+                    p.sub_(m / (denom * step_size))
+        return loss
+
+
+class AdamW(Adam):
+    """Adam with decoupled weight decay: p *= 1 - lr * wd before the Adam update."""
+
+    _decoupled = True
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2,
+                 amsgrad=False, maximize=False):
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize)
+
+
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW"]
+_ = math

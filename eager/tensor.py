@@ -1,0 +1,512 @@
+"""eager.Tensor: a numpy array (or, while tracing, a traced value) plus autograd state."""
+from __future__ import annotations
+
+import numpy as np
+
+from . import dtypes
+from . import functions as F
+from .dispatch import _state
+from .dispatch import apply as _apply
+from .ops import OPS as _OPS
+
+_ADD, _SUB, _MUL = _OPS["add"], _OPS["sub"], _OPS["mul"]
+from .errors import op_error
+
+
+class Tensor:
+    """An n-dimensional array with define-by-run autograd.
+
+    >>> x = tensor([1.0, 2.0], requires_grad=True)
+    >>> (x * x).sum().backward()
+    >>> x.grad
+    tensor([2., 4.])
+    """
+
+    # Rarely-set attributes live in the instance __dict__ (created on first write) with
+    # class-level defaults, so making a tensor sets only three slots.
+    __slots__ = ("_data", "grad_fn", "_version", "__dict__", "__weakref__")
+    requires_grad = False
+    grad = None
+    _retains_grad = False
+    __array_priority__ = 1000  # numpy scalars and arrays defer to Tensor's operators
+
+    def __init__(self, data=None, *, dtype=None, requires_grad=False):
+        if data is None:
+            data = np.zeros((0,), np.float32)
+        t = F.tensor(data, dtype=dtype)
+        self._data = t._data
+        self.requires_grad = False
+        self.grad = None
+        self.grad_fn = None
+        self._version = [0]
+        self._retains_grad = False
+        if requires_grad:
+            self.requires_grad_(True)
+
+    @classmethod
+    def _wrap(cls, data):
+        t = object.__new__(cls)
+        t._data = data
+        t.grad_fn = None
+        t._version = [0]
+        return t
+
+    # ---------------------------------------------------------------- attributes
+    @property
+    def shape(self) -> tuple:
+        return tuple(self._data.shape)
+
+    def size(self, dim=None):
+        if dim is None:
+            return self.shape
+        return self.shape[F._norm_dim(dim, self.ndim, "size")]
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._data.dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self._data.shape)
+
+    def dim(self) -> int:
+        return self.ndim
+
+    def numel(self) -> int:
+        n = 1
+        for s in self._data.shape:
+            n *= s
+        return n
+
+    def __len__(self) -> int:
+        if not self.ndim:
+            raise TypeError("len() of a 0-d tensor")
+        return self._data.shape[0]
+
+    @property
+    def is_leaf(self) -> bool:
+        return self.grad_fn is None
+
+    @property
+    def data(self) -> "Tensor":
+        """A tensor sharing storage with this one, outside autograd (like PyTorch's .data)."""
+        t = Tensor._wrap(self._data)
+        t._version = self._version
+        return t
+
+    @data.setter
+    def data(self, value: "Tensor"):
+        self._data = value._data
+
+    @property
+    def T(self) -> "Tensor":  # noqa: N802
+        return F.permute(self, tuple(reversed(range(self.ndim))))
+
+    @property
+    def mT(self) -> "Tensor":  # noqa: N802
+        return F.transpose(self, -2, -1)
+
+    # ---------------------------------------------------------------- conversion
+    def numpy(self) -> np.ndarray:
+        """The underlying array (shared, not copied). Fails on tensors that require grad."""
+        if self.requires_grad and self.grad_fn is None and False:
+            pass
+        data = self._data
+        if type(data) is not np.ndarray:
+            return data.to_numpy()
+        if self.requires_grad:
+            raise RuntimeError("Can't call numpy() on a Tensor that requires grad; "
+                               "use tensor.detach().numpy() instead")
+        return data
+
+    def __array__(self, dtype=None, copy=None):
+        data = self._data
+        if type(data) is not np.ndarray:
+            data = data.to_numpy()
+        return data if dtype is None else data.astype(dtype)
+
+    def item(self):
+        data = self._data
+        if type(data) is not np.ndarray:
+            return data.item()
+        if data.size != 1:
+            raise ValueError(f"item(): a Tensor with {data.size} elements cannot be converted "
+                             "to a Python scalar; index it first")
+        return data.reshape(()).item()
+
+    def tolist(self):
+        data = self._data
+        if type(data) is not np.ndarray:
+            return data.tolist()
+        return data.tolist()
+
+    def __bool__(self) -> bool:
+        data = self._data
+        if type(data) is not np.ndarray:
+            return data.__bool__()
+        if data.size != 1:
+            raise RuntimeError(f"Boolean value of a Tensor with {data.size} elements is "
+                               "ambiguous; use .any() or .all()")
+        return bool(data.reshape(()))
+
+    def __float__(self) -> float:
+        data = self._data
+        if type(data) is not np.ndarray:
+            return data.__float__()
+        return float(self.item())
+
+    def __int__(self) -> int:
+        data = self._data
+        if type(data) is not np.ndarray:
+            return data.__int__()
+        return int(self.item())
+
+    def __index__(self) -> int:
+        if self.dtype.kind not in "iu":
+            raise TypeError("only integer tensors of a single element can be used as an index")
+        return int(self)
+
+    def __hash__(self):
+        return id(self)
+
+    def __iter__(self):
+        if not self.ndim:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(self.shape[0]))
+
+    def __repr__(self) -> str:
+        data = self._data
+        if type(data) is not np.ndarray:
+            body = repr(data)
+        else:
+            body = np.array2string(data, separator=", ", precision=4, prefix="tensor(")
+        extras = []
+        if type(data) is np.ndarray and data.dtype not in (dtypes.float32, dtypes.int64,
+                                                           dtypes.bool_):
+            extras.append(f"dtype=eager.{data.dtype}")
+        if self.grad_fn is not None:
+            extras.append(f"grad_fn=<{self.grad_fn.name()}>")
+        elif self.requires_grad:
+            extras.append("requires_grad=True")
+        return "tensor(" + body + "".join(", " + e for e in extras) + ")"
+
+    # ---------------------------------------------------------------- autograd
+    def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
+        if requires_grad and self.dtype.kind != "f":
+            raise RuntimeError(f"only floating-point tensors can require gradients, got "
+                               f"{self.dtype}; cast with .float() first")
+        if not requires_grad and self.grad_fn is not None:
+            raise RuntimeError("requires_grad_(False) is only allowed on leaf tensors; "
+                               "use .detach() for a non-leaf")
+        self.requires_grad = bool(requires_grad)
+        return self
+
+    def detach(self) -> "Tensor":
+        t = Tensor._wrap(self._data)
+        t._version = self._version
+        return t
+
+    def detach_(self) -> "Tensor":
+        self.grad_fn = None
+        self.requires_grad = False
+        return self
+
+    def retain_grad(self) -> None:
+        if not self.requires_grad:
+            raise RuntimeError("can't retain_grad on a Tensor that has requires_grad=False")
+        if self.grad_fn is not None:
+            self._retains_grad = True
+            self.grad_fn.retain(self)
+
+    @property
+    def retains_grad(self) -> bool:
+        return self._retains_grad
+
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+        from .autograd import backward
+
+        backward(self, gradient, retain_graph=retain_graph, create_graph=create_graph,
+                 inputs=inputs)
+
+    def clone(self) -> "Tensor":
+        return F.add(self, F.const(0, self.dtype)) if self.requires_grad else \
+            Tensor._wrap(np.array(self._data, copy=True)) if type(self._data) is np.ndarray \
+            else F.add(self, F.const(0, self.dtype))
+
+    def contiguous(self) -> "Tensor":
+        return self
+
+    def is_contiguous(self) -> bool:
+        data = self._data
+        return type(data) is not np.ndarray or data.flags.c_contiguous
+
+    # ---------------------------------------------------------------- in place
+    def _check_inplace(self, op):
+        if _state.grad_enabled and self.requires_grad and self.grad_fn is None:
+            raise RuntimeError(
+                f"{op}: a leaf Variable that requires grad is being used in an in-place "
+                "operation; wrap the update in `with eager.no_grad():` (as optimizers do)")
+
+    def _inplace(self, op, result: "Tensor") -> "Tensor":
+        if result.shape != self.shape:
+            raise op_error(op, f"the result shape {result.shape} differs from the tensor's "
+                           f"shape {self.shape}; in-place ops cannot broadcast the target",
+                           (self, result))
+        if result.dtype != self.dtype:
+            if dtypes.category(result.dtype) > dtypes.category(self.dtype):
+                raise op_error(op, f"result type {result.dtype} can't be cast to the desired "
+                               f"output type {self.dtype}", (self, result), exc=TypeError)
+            result = F.cast(result, self.dtype)
+        data, new = self._data, result._data
+        if type(data) is np.ndarray and type(new) is np.ndarray:
+            if not data.flags.writeable:
+                raise RuntimeError(f"{op}: this tensor is a read-only (expanded) view; "
+                                   "clone() it before writing in place")
+            np.copyto(data, new)
+        else:
+            self._data = new  # traced: rebinding is the functional form of the update
+        self._version[0] += 1
+        if result.grad_fn is not None:
+            self.grad_fn = result.grad_fn
+            self.requires_grad = True
+        return self
+
+    def _snapshot(self) -> "Tensor":
+        """This tensor's current value and history, decoupled from later in-place writes."""
+        if not (_state.grad_enabled and self.requires_grad):
+            return self
+        data = self._data
+        t = Tensor._wrap(data.copy() if type(data) is np.ndarray else data)
+        t.requires_grad = True
+        t.grad_fn = self.grad_fn
+        return t
+
+    def add_(self, other, alpha=None) -> "Tensor":
+        self._check_inplace("add_")
+        return self._inplace("add_", F.add(self._snapshot(), other, alpha=alpha))
+
+    def sub_(self, other, alpha=None) -> "Tensor":
+        self._check_inplace("sub_")
+        return self._inplace("sub_", F.sub(self._snapshot(), other, alpha=alpha))
+
+    def mul_(self, other) -> "Tensor":
+        self._check_inplace("mul_")
+        return self._inplace("mul_", F.mul(self._snapshot(), other))
+
+    def div_(self, other) -> "Tensor":
+        self._check_inplace("div_")
+        return self._inplace("div_", F.div(self._snapshot(), other))
+
+    def clamp_(self, min=None, max=None) -> "Tensor":  # noqa: A002
+        self._check_inplace("clamp_")
+        return self._inplace("clamp_", F.clamp(self._snapshot(), min, max))
+
+    def copy_(self, src) -> "Tensor":
+        self._check_inplace("copy_")
+        src = F.as_tensor(src, "copy_")
+        if src.dtype != self.dtype:
+            src = F.cast(src, self.dtype)
+        return self._inplace("copy_", F.expand(src, self.shape))
+
+    def fill_(self, value) -> "Tensor":
+        self._check_inplace("fill_")
+        return self._inplace("fill_", F.expand(F.const(value, self.dtype), self.shape))
+
+    def zero_(self) -> "Tensor":
+        return self.fill_(0)
+
+    def __setitem__(self, key, value):
+        data = self._data
+        if type(data) is not np.ndarray:
+            raise NotImplementedError("item assignment inside a traced function is not "
+                                      "supported yet; build the value with where(...) or cat")
+        if _state.grad_enabled and (self.requires_grad or getattr(value, "requires_grad",
+                                                                    False)):
+            raise NotImplementedError("item assignment on tensors that require grad is not "
+                                      "supported; use where(...) or run under no_grad()")
+        if isinstance(value, Tensor):
+            value = value._data
+        probe = F.getitem(Tensor._wrap(data), key)  # validates the key, gives the target
+        target = probe._data
+        if target.base is None and not np.shares_memory(target, data):
+            # advanced index: assign through numpy directly
+            data[_numpy_key(key)] = value
+        else:
+            target[...] = value
+        self._version[0] += 1
+
+    # ---------------------------------------------------------------- operators
+    # Binary operators: a direct dispatch when both sides are plain tensors of one dtype
+    # (the common case, kept to one Python call); the front end handles everything else.
+    def __add__(self, other):
+        if other.__class__ is Tensor and self._data.dtype is other._data.dtype:
+            return _apply(_ADD, self, other)
+        return F.add(self, other)
+
+    def __radd__(self, other):
+        return F.add(other, self)
+
+    def __sub__(self, other):
+        if other.__class__ is Tensor and self._data.dtype is other._data.dtype \
+                and self._data.dtype.kind != "b":
+            return _apply(_SUB, self, other)
+        return F.sub(self, other)
+
+    def __rsub__(self, other):
+        return F.sub(other, self)
+
+    def __mul__(self, other):
+        if other.__class__ is Tensor and self._data.dtype is other._data.dtype:
+            return _apply(_MUL, self, other)
+        return F.mul(self, other)
+
+    def __rmul__(self, other):
+        return F.mul(other, self)
+
+    def __truediv__(self, other):
+        return F.div(self, other)
+
+    def __rtruediv__(self, other):
+        return F.div(other, self)
+
+    def __pow__(self, other):
+        return F.pow(self, other)
+
+    def __rpow__(self, other):
+        return F.pow(other, self)
+
+    def __matmul__(self, other):
+        return F.matmul(self, other)
+
+    def __rmatmul__(self, other):
+        return F.matmul(other, self)
+
+    def __neg__(self):
+        return F.neg(self)
+
+    def __pos__(self):
+        return self
+
+    def __abs__(self):
+        return F.abs(self)
+
+    def __invert__(self):
+        if self.dtype != dtypes.bool_:
+            raise op_error("invert", "~ is only supported on bool tensors", (self,),
+                           exc=TypeError)
+        return F.logical_not(self)
+
+    def __and__(self, other):
+        a, b = F._operands(self, other, "and")
+        return F.mul(a, b) if a.dtype == dtypes.bool_ else _bad_bitwise("&", a)
+
+    def __or__(self, other):
+        a, b = F._operands(self, other, "or")
+        return F.gt(F.add(F.cast(a, dtypes.int32), F.cast(b, dtypes.int32)), 0) \
+            if a.dtype == dtypes.bool_ else _bad_bitwise("|", a)
+
+    def __eq__(self, other):  # noqa: D105
+        return F.eq(self, other)
+
+    def __ne__(self, other):
+        return F.ne(self, other)
+
+    def __lt__(self, other):
+        return F.lt(self, other)
+
+    def __le__(self, other):
+        return F.le(self, other)
+
+    def __gt__(self, other):
+        return F.gt(self, other)
+
+    def __ge__(self, other):
+        return F.ge(self, other)
+
+    def __getitem__(self, key):
+        return F.getitem(self, key)
+
+    # ---------------------------------------------------------------- dtype methods
+    def to(self, dtype) -> "Tensor":
+        if isinstance(dtype, str) and dtype == "cpu":
+            return self
+        return F.cast(self, dtype)
+
+    def float(self) -> "Tensor":
+        return F.cast(self, dtypes.float32)
+
+    def double(self) -> "Tensor":
+        return F.cast(self, dtypes.float64)
+
+    def long(self) -> "Tensor":
+        return F.cast(self, dtypes.int64)
+
+    def int(self) -> "Tensor":
+        return F.cast(self, dtypes.int32)
+
+    def bool(self) -> "Tensor":
+        return F.cast(self, dtypes.bool_)
+
+    def type_as(self, other) -> "Tensor":
+        return F.cast(self, other.dtype)
+
+    # ---------------------------------------------------------------- shape methods
+    def reshape(self, *shape):
+        return F.reshape(self, *shape)
+
+    def view(self, *shape):
+        return F.reshape(self, *shape)
+
+    def view_as(self, other):
+        return F.reshape(self, other.shape)
+
+    def reshape_as(self, other):
+        return F.reshape(self, other.shape)
+
+    def expand(self, *shape):
+        return F.expand(self, *shape)
+
+    def permute(self, *dims):
+        return F.permute(self, *dims)
+
+    def sum(self, dim=None, keepdim=False, dtype=None):
+        return F.sum(self, dim, keepdim, dtype=dtype)
+
+    def max(self, dim=None, keepdim=False):
+        return F.max(self, dim, keepdim)
+
+    def min(self, dim=None, keepdim=False):
+        return F.min(self, dim, keepdim)
+
+
+def _bad_bitwise(sym, a):
+    raise op_error(sym, f"only bool tensors are supported, got {a.dtype}", (a,), exc=TypeError)
+
+
+def _numpy_key(key):
+    if isinstance(key, tuple):
+        return tuple(_numpy_key(k) for k in key)
+    if isinstance(key, Tensor):
+        return key._data
+    return key
+
+
+def _method(fn):
+    def method(self, *args, **kwargs):
+        return fn(self, *args, **kwargs)
+    method.__name__ = fn.__name__
+    method.__doc__ = fn.__doc__
+    return method
+
+
+for _name in ("add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq", "ne", "lt", "le",
+              "gt", "ge", "neg", "exp", "log", "sqrt", "tanh", "sigmoid", "erf", "relu", "abs",
+              "sign", "clamp", "clip", "mean", "amax", "amin", "argmax", "argmin", "logsumexp",
+              "matmul", "dot", "transpose", "t", "unsqueeze", "squeeze", "flatten",
+              "expand_as", "logical_not"):
+    setattr(Tensor, _name, _method(getattr(F, _name)))
+Tensor.__eq__ = Tensor.__eq__  # keep identity hashing with elementwise ==
+Tensor.multiply = Tensor.mul
+Tensor.subtract = Tensor.sub
+Tensor.divide = Tensor.div
+Tensor.negative = Tensor.neg
