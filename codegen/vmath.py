@@ -125,6 +125,25 @@ def _layout(fty):
     return None
 
 
+@intrinsic
+def _always_inline(typingctx):
+    """Mark the calling (numba-compiled) function ``alwaysinline`` for LLVM.
+
+    Called as the first statement of every vmath function.  LLVM's inliner
+    then always inlines the function into its caller, whatever its size, so
+    the caller's loop can be vectorized; the inlined instructions keep the
+    fast-math flags of the vmath function (unlike numba's ``inline='always'``,
+    which re-lowers the body with the caller's flags).
+    """
+    sig = types.none()
+
+    def codegen(context, builder, signature, args):
+        builder.function.attributes.add("alwaysinline")
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
 def _pow2_ir(builder, k32, ity, mbits, bias, fty):
     """2**k as a float of type fty, k an i32 in the normal exponent range."""
     k = builder.sext(k32, ity) if ity.width != 32 else k32
@@ -269,6 +288,8 @@ _MINUS_ONE_F64 = _D(-1.0)
 
 # tanh(x)/x - 1 = u*P(u), u = x^2 <= 0.625^2 (float32)
 _TANH_SMALL_F32 = _F(0.625)
+_TANH_TINY_F32 = _F(2.0 ** -13)
+_TANH_CLAMP_F32 = _F(20.0)      # exp(20) -> 1 - 2/(e+1) rounds to 1
 _T1_F32, _T2_F32, _T3_F32, _T4_F32, _T5_F32 = (
     _F(-0.3333328068256378), _F(0.13331405818462372),
     _F(-0.05373651534318924), _F(0.02062816731631756),
@@ -298,6 +319,7 @@ _B0_F32, _B1_F32, _B2_F32, _B3_F32, _B4_F32, _B5_F32, _B6_F32 = (
 @_vjit
 def _em1_poly_f32(r):
     """e^r - 1 for |r| <= ln2/2."""
+    _always_inline()
     p = _E7_F32
     p = p * r + _E6_F32
     p = p * r + _E5_F32
@@ -309,6 +331,7 @@ def _em1_poly_f32(r):
 
 @_vjit
 def _em1_poly_f64(r):
+    _always_inline()
     p = _E13_F64
     p = p * r + _E12_F64
     p = p * r + _E11_F64
@@ -325,8 +348,19 @@ def _em1_poly_f64(r):
 
 
 @_vjit
+def _exp_core_f32(v):
+    """exp(v) for finite v in [-87, 88] (normal results, no special cases)."""
+    _always_inline()
+    n = (v * _LOG2E_F32 + _RND_F32) - _RND_F32
+    r = v - n * _LN2HI_F32
+    r = r - n * _LN2LO_F32
+    return _pow2(n) * (_ONE_F32 + _em1_poly_f32(r))
+
+
+@_vjit
 def exp_f32(x):
     """exp for float32 (vectorizable, <= 1 ULP)."""
+    _always_inline()
     xc = x if x > _EXP_LO_F32 else _EXP_LO_F32   # nan -> LO (selected below)
     xc = xc if xc < _EXP_HI_F32 else _EXP_HI_F32
     n = (xc * _LOG2E_F32 + _RND_F32) - _RND_F32
@@ -339,6 +373,7 @@ def exp_f32(x):
 @_vjit
 def exp_f64(x):
     """exp for float64 (vectorizable, <= 1 ULP)."""
+    _always_inline()
     xc = x if x > _EXP_LO_F64 else _EXP_LO_F64
     xc = xc if xc < _EXP_HI_F64 else _EXP_HI_F64
     n = (xc * _LOG2E_F64 + _RND_F64) - _RND_F64
@@ -351,6 +386,7 @@ def exp_f64(x):
 @_vjit
 def expm1_f32(x):
     """expm1 for float32 (vectorizable)."""
+    _always_inline()
     xc = x if x > _EM1_LO_F32 else _EM1_LO_F32
     xc = xc if xc < _EXP_HI_F32 else _EXP_HI_F32
     n = (xc * _LOG2E_F32 + _RND_F32) - _RND_F32
@@ -369,6 +405,7 @@ def expm1_f32(x):
 @_vjit
 def expm1_f64(x):
     """expm1 for float64 (vectorizable)."""
+    _always_inline()
     xc = x if x > _EM1_LO_F64 else _EM1_LO_F64
     xc = xc if xc < _EXP_HI_F64 else _EXP_HI_F64
     n = (xc * _LOG2E_F64 + _RND_F64) - _RND_F64
@@ -391,6 +428,7 @@ def expm1_f64(x):
 @_vjit
 def _log_kernel_f32(f, e, corr):
     """e*ln2 + log(1+f) + corr for f in [sqrt(.5)-1, sqrt(2)-1]."""
+    _always_inline()
     s = f / (_TWO_F32 + f)
     z = s * s
     rr = z * (_LG1_F32 + z * (_LG2_F32 + z * _LG3_F32))
@@ -401,6 +439,7 @@ def _log_kernel_f32(f, e, corr):
 
 @_vjit
 def _log_kernel_f64(f, e, corr):
+    _always_inline()
     s = f / (_TWO_F64 + f)
     z = s * s
     rr = _LG7_F64
@@ -419,6 +458,7 @@ def _log_kernel_f64(f, e, corr):
 @_vjit
 def log_f32(x):
     """Natural log for float32 (vectorizable)."""
+    _always_inline()
     den = x < _MIN_NORMAL_F32
     xs = x * _DENORM_SCALE_F32 if den else x
     m, e = _split_sqrt2(xs)
@@ -433,6 +473,7 @@ def log_f32(x):
 @_vjit
 def log_f64(x):
     """Natural log for float64 (vectorizable)."""
+    _always_inline()
     den = x < _MIN_NORMAL_F64
     xs = x * _DENORM_SCALE_F64 if den else x
     m, e = _split_sqrt2(xs)
@@ -447,6 +488,7 @@ def log_f64(x):
 @_vjit
 def log1p_f32(x):
     """log(1 + x) for float32 (vectorizable)."""
+    _always_inline()
     u = _ONE_F32 + x
     # u + c == 1 + x exactly (for finite x > -1)
     c = (x - (u - _ONE_F32)) if u < _TWO_F32 else (_ONE_F32 - (u - x))
@@ -465,6 +507,7 @@ def log1p_f32(x):
 @_vjit
 def log1p_f64(x):
     """log(1 + x) for float64 (vectorizable)."""
+    _always_inline()
     u = _ONE_F64 + x
     c = (x - (u - _ONE_F64)) if u < _TWO_F64 else (_ONE_F64 - (u - x))
     m, e = _split_sqrt2(u)
@@ -486,6 +529,7 @@ def log1p_f64(x):
 @_vjit
 def tanh_f32(x):
     """tanh for float32 (vectorizable)."""
+    _always_inline()
     a = abs(x)
     u = x * x
     p = _T5_F32
@@ -494,16 +538,20 @@ def tanh_f32(x):
     p = p * u + _T2_F32
     p = p * u + _T1_F32
     y_small = x + x * (u * p)
-    e = exp_f32(a + a)                       # inf for large |x| -> 1
+    a2 = a + a
+    a2 = a2 if a2 < _TANH_CLAMP_F32 else _TANH_CLAMP_F32   # nan -> clamp
+    e = _exp_core_f32(a2)
     y_big = _ONE_F32 - _TWO_F32 / (e + _ONE_F32)
     y_big = -y_big if x < _ZERO_F32 else y_big
     y = y_small if a < _TANH_SMALL_F32 else y_big
+    y = x if a < _TANH_TINY_F32 else y       # keeps -0.0 (and is exact)
     return y if x == x else x
 
 
 @_vjit
 def tanh_f64(x):
     """tanh for float64 (vectorizable)."""
+    _always_inline()
     a = abs(x)
     em = expm1_f64(a + a)
     y = em / (em + _TWO_F64)
@@ -516,6 +564,7 @@ def tanh_f64(x):
 @_vjit
 def sigmoid_f32(x):
     """1 / (1 + exp(-x)) for float32 (vectorizable)."""
+    _always_inline()
     t = exp_f32(-abs(x))
     num = _ONE_F32 if x >= _ZERO_F32 else t   # nan -> t (nan)
     return num / (_ONE_F32 + t)
@@ -524,6 +573,7 @@ def sigmoid_f32(x):
 @_vjit
 def sigmoid_f64(x):
     """1 / (1 + exp(-x)) for float64 (vectorizable)."""
+    _always_inline()
     t = exp_f64(-abs(x))
     num = _ONE_F64 if x >= _ZERO_F64 else t
     return num / (_ONE_F64 + t)
@@ -536,6 +586,7 @@ def sigmoid_f64(x):
 @_vjit
 def erf_f32(x):
     """erf for float32 (vectorizable)."""
+    _always_inline()
     a = abs(x)
     u = x * x
     p = _A6_F32
@@ -555,7 +606,7 @@ def erf_f32(x):
     q = q * t + _B2_F32
     q = q * t + _B1_F32
     q = q * t + _B0_F32
-    y_big = _ONE_F32 - exp_f32(q)
+    y_big = _ONE_F32 - _exp_core_f32(q)       # q in [-17.7, -1.8]
     y_big = -y_big if x < _ZERO_F32 else y_big
     y = y_small if a <= _ERF_SPLIT_F32 else y_big
     return y if x == x else x
@@ -564,6 +615,7 @@ def erf_f32(x):
 @_vjit
 def erf_f64(x):
     """erf for float64: libm fallback (scalar call, does not vectorize)."""
+    _always_inline()
     return math.erf(x)
 
 

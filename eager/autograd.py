@@ -264,6 +264,11 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None)
         g = leaf_grads[key]
         if not create_graph:
             g = g.detach()
+            data = g._data
+            if type(data) is np.ndarray and (not data.flags.writeable or data.base is not None):
+                # .grad owns its memory, as in PyTorch: vjps may hand back broadcast views
+                # or read-only constants, and optimizers update .grad in place.
+                g = Tensor._wrap(np.array(data, order="C"))
         if t.grad is None:
             t.grad = g
         else:

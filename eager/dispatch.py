@@ -23,13 +23,15 @@ from .errors import describe, op_error
 class _State(threading.local):
     grad_enabled = True
     compute = None  # set below to eager_compute; the tracer swaps it
+    on_create = None  # while tracing: called with each tensor made by a creation function
 
 
 _state = _State()
 
 
-def eager_compute(op, datas, params):
-    """Run `op` on numpy arrays; turn numpy's failures into messages that name the op."""
+def eager_compute(op, inputs, params):
+    """Run `op` on the inputs' numpy arrays; turn numpy's failures into messages naming the op."""
+    datas = [t._data for t in inputs]
     try:
         out = op.impl(*datas, **params) if params else op.impl(*datas)
     except Exception as exc:  # noqa: BLE001 - re-raised with context below
@@ -80,6 +82,26 @@ def set_compute(fn):
     return prev
 
 
+def set_on_create(fn):
+    prev = _state.on_create
+    _state.on_create = fn
+    return prev
+
+
+def note_created(t):
+    """Creation functions report new tensors here (the tracer makes them constants)."""
+    hook = _state.on_create
+    if hook is not None:
+        hook(t)
+
+
+def note_mutated(t):
+    """A concrete tensor is about to be updated in place by a traced value."""
+    hook = _state.on_create
+    if hook is not None:
+        hook(t, mutated=True)
+
+
 def get_compute():
     return _state.compute
 
@@ -113,7 +135,7 @@ def apply(op, *inputs, **params):
         if data.__class__ is not _ndarray:
             data = np.asarray(data)
     else:
-        data = _state.compute(op, [t._data for t in inputs], params)
+        data = _state.compute(op, inputs, params)
     out = _new_tensor(_Tensor)
     out._data = data
     out.grad_fn = None

@@ -12,6 +12,7 @@ from collections import namedtuple
 
 import numpy as np
 
+from . import dispatch as _dispatch
 from . import dtypes
 from .dispatch import apply
 from .errors import describe, op_error
@@ -32,7 +33,9 @@ _SCALARS = (int, float, bool, np.integer, np.floating, np.bool_)
 
 def const(value, dtype) -> "Tensor":
     """A 0-d constant tensor (broadcasts against anything)."""
-    return Tensor._wrap(np.array(value, dtype=dtype))
+    arr = np.array(value, dtype=dtype)
+    arr.flags.writeable = False
+    return Tensor._wrap(arr)
 
 
 _SCALAR_CACHE: dict = {}
@@ -249,10 +252,12 @@ def clamp(x, min=None, max=None):  # noqa: A002
     """Clamp into [min, max]; the gradient is 1 inside the closed interval."""
     if min is None and max is None:
         raise op_error("clamp", "at least one of min and max must be given", (x,))
+    # Select the bound only where the comparison is true, so NaN (never comparable) stays
+    # NaN as in PyTorch; at the bound itself x is kept, so its gradient is 1.
     if min is not None:
-        x = where(ge(x, min), x, min) if not isinstance(min, Tensor) else maximum(x, min)
+        x = where(lt(x, min), min, x) if not isinstance(min, Tensor) else maximum(x, min)
     if max is not None:
-        x = where(le(x, max), x, max) if not isinstance(max, Tensor) else minimum(x, max)
+        x = where(gt(x, max), max, x) if not isinstance(max, Tensor) else minimum(x, max)
     return x
 
 
@@ -714,6 +719,8 @@ def tensor(data, dtype=None, requires_grad=False) -> "Tensor":
         dtype = dtypes.canonical(dtype)
     arr = np.array(data, dtype=dtype)
     t = Tensor._wrap(arr)
+    if _dispatch._hooked_threads:
+        _dispatch.note_created(t)
     if requires_grad:
         t.requires_grad_(True)
     return t
@@ -724,7 +731,10 @@ def from_numpy(a: np.ndarray) -> "Tensor":
     if not isinstance(a, np.ndarray):
         raise op_error("from_numpy", f"expected a numpy array, got {describe(a)}", exc=TypeError)
     dtype = dtypes.canonical(a.dtype)
-    return Tensor._wrap(a if a.dtype == dtype else a.astype(dtype))
+    t = Tensor._wrap(a if a.dtype == dtype else a.astype(dtype))
+    if _dispatch._hooked_threads:
+        _dispatch.note_created(t)
+    return t
 
 
 def _creation_dtype(dtype, default=None):
@@ -733,6 +743,8 @@ def _creation_dtype(dtype, default=None):
 
 def _make(arr, requires_grad):
     t = Tensor._wrap(arr)
+    if _dispatch._hooked_threads:
+        _dispatch.note_created(t)
     if requires_grad:
         t.requires_grad_(True)
     return t

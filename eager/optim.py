@@ -8,6 +8,7 @@ Python constant that a trace would bake in.
 from __future__ import annotations
 
 import math
+from collections import defaultdict
 
 import numpy as np
 
@@ -27,7 +28,8 @@ class Optimizer:
         self.param_groups = []
         for group in params:
             self.add_param_group(group)
-        self.state = {}
+        # A defaultdict as in PyTorch: opt.state[p] is {} for a parameter not stepped yet.
+        self.state = defaultdict(dict)
 
     def add_param_group(self, group: dict):
         group = dict(group)
@@ -36,9 +38,11 @@ class Optimizer:
         for p in group["params"]:
             if not isinstance(p, Tensor):
                 raise TypeError(f"optimizer can only optimize Tensors, got {type(p).__name__}")
-            if not p.requires_grad:
-                raise ValueError("optimizing a tensor that does not require grad; call "
-                                 ".requires_grad_() on it or leave it out")
+            # As PyTorch: frozen parameters (requires_grad=False) are accepted and skipped
+            # while their grad is None; only non-leaf tensors are refused.
+            if not p.is_leaf:
+                raise ValueError("can't optimize a non-leaf Tensor; optimize the leaf it was "
+                                 "computed from, or .detach().requires_grad_() a copy")
         for k, v in self.defaults.items():
             group.setdefault(k, v)
         self.param_groups.append(group)
@@ -49,9 +53,7 @@ class Optimizer:
                 if set_to_none:
                     p.grad = None
                 elif p.grad is not None:
-                    p.grad = p.grad.detach()
-                    with no_grad():
-                        p.grad.zero_()
+                    p.grad = _zeroed(p.grad)
 
     def state_dict(self):
         index = {}
@@ -73,7 +75,7 @@ class Optimizer:
             for k, v in saved.items():
                 if k != "params":
                     group[k] = v
-        self.state = {}
+        self.state = defaultdict(dict)
         for i, s in state_dict["state"].items():
             self.state[params[i]] = {k: (Tensor._wrap(v._data.copy()) if isinstance(v, Tensor)
                                          else v) for k, v in s.items()}
@@ -87,6 +89,13 @@ class Optimizer:
                     lines.append(f"    {k}: {g[k]}")
         lines.append(")")
         return "\n".join(lines)
+
+
+def _zeroed(grad: Tensor) -> Tensor:
+    """A fresh zero gradient (zero_grad(set_to_none=False)). PyTorch zeroes .grad in place;
+    a new array gives the same values and is safe when .grad is a view that must not be
+    written, such as a gradient made with create_graph=True."""
+    return T.zeros_like(grad)
 
 
 def _step_tensor():
@@ -123,8 +132,9 @@ class SGD(Optimizer):
                     state = self.state.setdefault(p, {})
                     buf = state.get("momentum_buffer")
                     if buf is None:
-                        buf = state["momentum_buffer"] = T.tensor(g.detach()) \
-                            if type(g._data) is np.ndarray else g + 0
+                        # New state is made by a creation function and filled in place, so
+                        # a traced step can materialize it (see tracer.trace).
+                        buf = state["momentum_buffer"] = T.zeros_like(p).copy_(g)
                     else:
                         buf.mul_(mu).add_(g, alpha=1 - group["dampening"])
                     g = g + buf * mu if group["nesterov"] else buf
@@ -158,13 +168,11 @@ class Adam(Optimizer):
                     continue
                 if group["maximize"]:
                     g = -g
-                state = self.state.get(p)
-                if state is None:
-                    state = self.state[p] = {
-                        "step": _step_tensor(),
-                        "exp_avg": T.zeros_like(p),
-                        "exp_avg_sq": T.zeros_like(p),
-                    }
+                state = self.state[p]
+                if not state:  # also when opt.state[p] was only looked at (the defaultdict)
+                    state["step"] = _step_tensor()
+                    state["exp_avg"] = T.zeros_like(p)
+                    state["exp_avg_sq"] = T.zeros_like(p)
                 step = state["step"]
                 step.add_(1)
                 if wd:
@@ -175,13 +183,16 @@ class Adam(Optimizer):
                 m, v = state["exp_avg"], state["exp_avg_sq"]
                 m.mul_(b1).add_(g, alpha=1 - b1)
                 v.mul_(b2).add_(g * g, alpha=1 - b2)
-                # bias corrections from the step tensor: 1 - beta ** step
-                bc1 = 1 - T.pow(T.const(b1, step.dtype), step)
-                bc2 = 1 - T.pow(T.const(b2, step.dtype), step)
-                step_size = T.cast(bc1, p.dtype) * (1.0 / lr) if lr else None
-                denom = T.sqrt(v) / T.sqrt(T.cast(bc2, p.dtype)) + eps
-                if step_size is not None:
-                    p.sub_(m / (denom * step_size))
+                # Bias corrections 1 - beta ** step from the step tensor, in float64 as
+                # PyTorch computes them (in Python floats): in float32, 0.999 is off by
+                # 1.3e-8, which moves 1 - 0.999 ** 1 by 1.3e-5 relative.
+                step64 = T.cast(step, np.float64)
+                bc1 = 1 - T.pow(T.const(b1, np.float64), step64)
+                bc2 = 1 - T.pow(T.const(b2, np.float64), step64)
+                step_size = T.cast(lr / bc1, p.dtype)
+                denom = T.sqrt(v) / T.cast(T.sqrt(bc2), p.dtype) + eps
+                # p -= step_size * m / denom, PyTorch's addcdiv_ order
+                p.sub_(m * step_size / denom)
         return loss
 
 

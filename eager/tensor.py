@@ -5,6 +5,7 @@ import numpy as np
 
 from . import dtypes
 from . import functions as F
+from . import dispatch as _dispatch
 from .dispatch import _state
 from .dispatch import apply as _apply
 from .ops import OPS as _OPS
@@ -264,6 +265,8 @@ class Tensor:
                                    "clone() it before writing in place")
             np.copyto(data, new)
         else:
+            if data.__class__ is np.ndarray:
+                _dispatch.note_mutated(self)  # a trace captures it before it is rebound
             self._data = new  # traced: rebinding is the functional form of the update
         self._version[0] += 1
         if result.grad_fn is not None:

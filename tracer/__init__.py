@@ -1,0 +1,22 @@
+"""tracer: `@function` traces eager code into a typed graph IR and runs it compiled.
+
+>>> import eager, tracer
+>>> @tracer.function
+... def f(x):
+...     return x * 2 + 1
+>>> f(eager.ones(3))
+tensor([3., 3., 3.])
+>>> print(f.get_concrete_function(eager.ones(3)).graph)
+"""
+from . import logs
+from .backends import available as available_backends
+from .backends import register_backend
+from .control import cond, while_loop
+from .function import (ConcreteFunction, Function, TensorSpec, function,
+                       functions_run_eagerly, run_eagerly)
+from .ir import Eqn, Graph, Literal, Var, verify
+from .trace import TracingError
+
+__all__ = ["function", "Function", "ConcreteFunction", "TensorSpec", "TracingError", "cond",
+           "while_loop", "run_eagerly", "functions_run_eagerly", "register_backend",
+           "available_backends", "Graph", "Eqn", "Var", "Literal", "verify", "logs"]

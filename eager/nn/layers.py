@@ -24,8 +24,9 @@ class Linear(Module):
         self.in_features = in_features
         self.out_features = out_features
         self.weight = _empty(out_features, in_features)
-        self.bias = _empty(out_features) if bias else None
-        if bias is False:
+        if bias:
+            self.bias = _empty(out_features)
+        else:
             self.register_parameter("bias", None)
         self.reset_parameters()
         if dtype is not None:
@@ -168,7 +169,7 @@ class LayerNorm(Module):
 
     def extra_repr(self):
         return (f"{self.normalized_shape}, eps={self.eps}, "
-                f"elementwise_affine={self.elementwise_affine}")
+                f"elementwise_affine={self.elementwise_affine}, bias={self.bias is not None}")
 
 
 class Embedding(Module):

@@ -38,6 +38,11 @@ class Parameter(Tensor):
         return (Parameter, (Tensor._wrap(self._data), self.requires_grad))
 
 
+# Bumped whenever a Parameter or sub-Module is (re)assigned on any Module: the tracer's
+# guards re-check where captured parameters come from only when this has moved.
+STRUCTURE_EPOCH = [0]
+
+
 class Module:
     """Base class of all layers: registers Parameters, buffers and sub-Modules by attribute."""
 
@@ -51,15 +56,30 @@ class Module:
         if "_parameters" not in self.__dict__:
             raise AttributeError("cannot assign attributes before Module.__init__() call; "
                                  "call super().__init__() first")
-        for store in (self._parameters, self._buffers, self._modules):
-            store.pop(name, None)
+        params, modules = self._parameters, self._modules
         if isinstance(value, Parameter):
-            self._parameters[name] = value
+            store = params
         elif isinstance(value, Module):
-            self._modules[name] = value
+            store = modules
+        elif name in params or name in modules:
+            # As PyTorch: a registered slot takes only its own kind or None. Assigning a
+            # plain Tensor over a parameter would otherwise silently unregister it.
+            if value is not None:
+                kind = "parameter" if name in params else "child module"
+                want = "eager.nn.Parameter" if name in params else "eager.nn.Module"
+                raise TypeError(f"cannot assign '{type(value).__name__}' as {kind} '{name}' "
+                                f"({want} or None expected)")
+            store = params if name in params else modules
+        elif name in self._buffers:
+            store = self._buffers  # stays a buffer, as in PyTorch
         else:
             object.__setattr__(self, name, value)
             return
+        for other in (params, self._buffers, modules):
+            if other is not store:
+                other.pop(name, None)
+        store[name] = value
+        STRUCTURE_EPOCH[0] += 1
         self.__dict__.pop(name, None)
 
     def __getattr__(self, name):
@@ -78,15 +98,19 @@ class Module:
 
     def register_parameter(self, name, param):
         if param is None:
+            self.__dict__.pop(name, None)  # a plain attribute would shadow the slot
             self._parameters[name] = None
+            STRUCTURE_EPOCH[0] += 1
         else:
             setattr(self, name, param)
 
     def register_buffer(self, name, tensor):
         self._buffers[name] = tensor
+        STRUCTURE_EPOCH[0] += 1
 
     def add_module(self, name, module):
         self._modules[name] = module
+        STRUCTURE_EPOCH[0] += 1
 
     def forward(self, *args, **kwargs):
         raise NotImplementedError(f"{type(self).__name__} must define forward()")
@@ -153,12 +177,13 @@ class Module:
         return self
 
     def zero_grad(self, set_to_none: bool = True):
+        from ..optim import _zeroed
+
         for p in self.parameters():
             if set_to_none:
                 p.grad = None
             elif p.grad is not None:
-                p.grad = p.grad.detach()
-                p.grad.zero_()
+                p.grad = _zeroed(p.grad)
 
     def apply(self, fn):
         for m in self.children():

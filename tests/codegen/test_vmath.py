@@ -1,0 +1,309 @@
+"""Tests for codegen.vmath: accuracy, special values, vectorization, dtype hygiene."""
+
+import functools
+import re
+
+import numpy as np
+import pytest
+import scipy.special as sp
+from numba import njit
+
+from codegen import vmath as V
+
+FLOAT32_OPS = ["exp", "expm1", "log", "log1p", "tanh", "sigmoid", "erf"]
+FLOAT64_OPS = ["exp", "expm1", "log", "log1p", "tanh", "sigmoid"]  # erf_f64 = libm
+
+
+# ---------------------------------------------------------------------------
+# helpers (kernels are compiled once per (op, dtype, flags) for the session)
+# ---------------------------------------------------------------------------
+
+@functools.lru_cache(maxsize=None)
+def kernel(op, dtype, fast=True):
+    fn = V.VMATH[(op, dtype)]
+    flags = V.FASTMATH_FLAGS if fast else False
+
+    @njit(fastmath=flags)
+    def k(x, out):
+        for i in range(x.shape[0]):
+            out[i] = fn(x[i])
+
+    return k
+
+
+def run(op, x, fast=True):
+    k = kernel(op, x.dtype.name, fast)
+    out = np.empty_like(x)
+    k(x, out)
+    return out
+
+
+def llvm_ir(op, dtype):
+    k = kernel(op, dtype, True)
+    if not k.signatures:
+        run(op, np.zeros(4, dtype))
+    return k.inspect_llvm(k.signatures[0])
+
+
+def _ordered(a):
+    if a.dtype == np.float32:
+        i = a.view(np.int32).astype(np.int64)
+        return np.where(i < 0, -(i & 0x7FFFFFFF), i)
+    i = a.view(np.int64)
+    return np.where(i < 0, -(i & 0x7FFFFFFFFFFFFFFF), i)
+
+
+def ulp_dist(got, ref):
+    """Distance in units of the last place (both nan -> 0, one nan -> inf)."""
+    assert got.dtype == ref.dtype
+    ng, nr = np.isnan(got), np.isnan(ref)
+    d = np.abs(_ordered(got) - _ordered(ref)).astype(np.float64)
+    d[ng & nr] = 0.0
+    d[ng ^ nr] = np.inf
+    return d
+
+
+def _sigmoid_ld(x):
+    return np.longdouble(1) / (np.longdouble(1) + np.exp(-x))
+
+
+REF = {  # reference evaluated in a wider type, then rounded to the dtype
+    "exp": np.exp, "expm1": np.expm1, "log": np.log, "log1p": np.log1p,
+    "tanh": np.tanh, "sigmoid": sp.expit, "erf": sp.erf,
+}
+REF_LD = {"exp": np.exp, "expm1": np.expm1, "log": np.log, "log1p": np.log1p,
+          "tanh": np.tanh, "sigmoid": _sigmoid_ld}
+
+
+def reference(op, x):
+    with np.errstate(all="ignore"):
+        if x.dtype == np.float32:
+            return REF[op](x.astype(np.float64)).astype(np.float32)
+        return REF_LD[op](x.astype(np.longdouble)).astype(np.float64)
+
+
+SPECIAL32 = np.array(
+    [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, -1e-45, 1.1754944e-38,
+     -1.1754944e-38, 1e-40, -1e-40, 88.72283, 88.72284, 89.0, -87.33654,
+     -87.34, -103.97, -103.98, -104.0, -105.0, 1.0, -1.0, 0.5, 2.0, 3.4028235e38,
+     -3.4028235e38, 9.0, 9.01, -9.02, 0.625, -0.625, 0.62499994, 3.92, 4.0, -4.0,
+     1.0000001, 0.99999994, -0.9999999, -0.99999994, 16.6, -17.4, 1e-8, -1e-8,
+     2.0 ** -25, -(2.0 ** -25), 2.0 ** -24, 0.3466, 0.3467, -0.3466, 0.7071,
+     1.4142], np.float32)
+
+SPECIAL64 = np.concatenate([SPECIAL32.astype(np.float64), np.array(
+    [5e-324, -5e-324, 2.2250738585072014e-308, 709.782712893384, 709.79,
+     -745.1332, -745.14, -708.4, -708.39, 1.7976931348623157e308,
+     -1.7976931348623157e308, 2.0 ** -54, -(2.0 ** -54), 22.0, -22.5, 37.5,
+     -37.5])])
+
+DOMAIN = {"exp": (-110, 100), "expm1": (-20, 90), "log": (0, 10),
+          "log1p": (-1, 10), "tanh": (-10, 10), "sigmoid": (-110, 110),
+          "erf": (-5, 5)}
+DOMAIN64 = {"exp": (-750, 715), "expm1": (-45, 715), "log": (0, 10),
+            "log1p": (-1, 10), "tanh": (-25, 25), "sigmoid": (-750, 750)}
+
+
+@functools.lru_cache(maxsize=None)
+def inputs32(op):
+    rng = np.random.default_rng(1)
+    sweep = np.arange(0, 2 ** 32, 4099, dtype=np.uint64).astype(np.uint32)
+    dom = rng.uniform(*DOMAIN[op], 300_000).astype(np.float32)
+    small = (rng.uniform(-1, 1, 100_000)
+             * 10.0 ** rng.uniform(-12, 0, 100_000)).astype(np.float32)
+    return np.concatenate([sweep.view(np.float32), dom, small, SPECIAL32])
+
+
+@functools.lru_cache(maxsize=None)
+def inputs64(op):
+    rng = np.random.default_rng(2)
+    bits = rng.integers(0, 2 ** 64, 300_000, dtype=np.uint64).view(np.float64)
+    dom = rng.uniform(*DOMAIN64[op], 300_000)
+    small = rng.uniform(-1, 1, 100_000) * 10.0 ** rng.uniform(-20, 0, 100_000)
+    return np.concatenate([bits, dom, small, SPECIAL64])
+
+
+# ---------------------------------------------------------------------------
+# lookup tables
+# ---------------------------------------------------------------------------
+
+def test_tables_consistent():
+    ops = {"exp", "expm1", "log", "log1p", "tanh", "sigmoid", "erf"}
+    keys = {(op, dt) for op in ops for dt in ("float32", "float64")}
+    assert set(V.VMATH) == keys
+    assert set(V.VMATH_NAMES) == keys
+    assert set(V.VMATH_MAX_ULP) == keys
+    assert set(V.VMATH_METHOD) == keys
+    for key, name in V.VMATH_NAMES.items():
+        assert getattr(V, name) is V.VMATH[key]
+        assert name in V.__all__
+    assert V.vmath_name("exp", np.float32) == "exp_f32"
+    assert V.vmath_name("tanh", "float64") == "tanh_f64"
+    assert V.vmath_name("exp", np.int32) is None
+
+
+def test_scalar_call_from_python():
+    y = V.exp_f32(np.float32(1.0))
+    assert abs(float(y) - np.e) < 1e-6
+    assert abs(V.log_f64(2.0) - np.log(2.0)) < 1e-15
+
+
+# ---------------------------------------------------------------------------
+# accuracy
+# ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("op", FLOAT32_OPS)
+def test_accuracy_float32(op):
+    x = inputs32(op)
+    got = run(op, x)
+    d = ulp_dist(got, reference(op, x))
+    worst = int(np.argmax(d))
+    assert d[worst] <= V.VMATH_MAX_ULP[(op, "float32")], (
+        op, x[worst], got[worst], d[worst])
+
+
+@pytest.mark.parametrize("op", FLOAT64_OPS)
+def test_accuracy_float64(op):
+    x = inputs64(op)
+    got = run(op, x)
+    d = ulp_dist(got, reference(op, x))
+    worst = int(np.argmax(d))
+    assert d[worst] <= V.VMATH_MAX_ULP[(op, "float64")], (
+        op, x[worst], got[worst], d[worst])
+
+
+def test_erf_float64_libm():
+    """erf_f64 is a libm call: check it against mpmath (scipy is ~2 ULP)."""
+    mp = pytest.importorskip("mpmath")
+    rng = np.random.default_rng(3)
+    x = np.concatenate([rng.uniform(-6, 6, 1500),
+                        rng.uniform(-1, 1, 500) * 10.0 ** rng.uniform(-300, 0, 500)])
+    got = run("erf", x)
+    with mp.workdps(30):
+        ref = np.array([float(mp.erf(mp.mpf(float(v)))) for v in x])
+    assert np.max(ulp_dist(got, ref)) <= V.VMATH_MAX_ULP[("erf", "float64")]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("op", FLOAT32_OPS)
+def test_caller_fastmath_does_not_change_results(op, dtype):
+    """A caller compiled with reassoc/arcp/... gets bit-identical results."""
+    if op == "erf" and dtype == "float64":
+        pytest.skip("libm")
+    x = (inputs32(op) if dtype == "float32" else inputs64(op))[::7]
+    a = run(op, x, fast=True)
+    b = run(op, x, fast=False)
+    assert np.array_equal(a.view(np.uint8), b.view(np.uint8))
+
+
+# ---------------------------------------------------------------------------
+# special values (exact, including the sign of zero)
+# ---------------------------------------------------------------------------
+
+INF, NAN = np.inf, np.nan
+SPECIAL_CASES = {
+    "exp": [(-INF, 0.0), (INF, INF), (NAN, NAN), (0.0, 1.0), (-0.0, 1.0),
+            (1000.0, INF), (-1000.0, 0.0)],
+    "expm1": [(-INF, -1.0), (INF, INF), (NAN, NAN), (0.0, 0.0), (-0.0, -0.0),
+              (1000.0, INF), (-1000.0, -1.0)],
+    "log": [(0.0, -INF), (-0.0, -INF), (-1.0, NAN), (-INF, NAN), (INF, INF),
+            (NAN, NAN), (1.0, 0.0)],
+    "log1p": [(-1.0, -INF), (-2.0, NAN), (-INF, NAN), (INF, INF), (NAN, NAN),
+              (0.0, 0.0), (-0.0, -0.0)],
+    "tanh": [(INF, 1.0), (-INF, -1.0), (0.0, 0.0), (-0.0, -0.0), (NAN, NAN),
+             (100.0, 1.0), (-100.0, -1.0)],
+    "sigmoid": [(-INF, 0.0), (INF, 1.0), (NAN, NAN), (0.0, 0.5), (-0.0, 0.5),
+                (1000.0, 1.0), (-1000.0, 0.0)],
+    "erf": [(INF, 1.0), (-INF, -1.0), (0.0, 0.0), (-0.0, -0.0), (NAN, NAN),
+            (10.0, 1.0), (-10.0, -1.0)],
+}
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("op", sorted(SPECIAL_CASES))
+def test_special_values(op, dtype):
+    cases = SPECIAL_CASES[op]
+    x = np.array([c[0] for c in cases], dtype)
+    want = np.array([c[1] for c in cases], dtype)
+    got = run(op, x)
+    for xi, g, w in zip(x, got, want):
+        if np.isnan(w):
+            assert np.isnan(g), (op, xi, g)
+        else:
+            assert g == w and np.signbit(g) == np.signbit(w), (op, xi, g, w)
+
+
+def test_exp_denormal_results():
+    x = np.array([-87.5, -95.0, -100.0, -103.0, -103.97], np.float32)
+    got = run("exp", x)
+    ref = reference("exp", x)
+    assert np.all(ref > 0) and np.all(ref < np.finfo(np.float32).tiny)
+    assert np.max(ulp_dist(got, ref)) <= 1
+    x64 = np.array([-710.0, -730.0, -744.0, -745.1], np.float64)
+    assert np.max(ulp_dist(run("exp", x64), reference("exp", x64))) <= 1
+
+
+def test_log_denormal_inputs():
+    x = np.array([1e-45, 3e-42, 1e-40, 1.1e-38], np.float32)
+    assert np.max(ulp_dist(run("log", x), reference("log", x))) <= 1
+    x64 = np.array([5e-324, 1e-310, 2e-308], np.float64)
+    assert np.max(ulp_dist(run("log", x64), reference("log", x64))) <= 1
+
+
+# ---------------------------------------------------------------------------
+# vectorization and dtype hygiene
+# ---------------------------------------------------------------------------
+
+_VEC_F32 = re.compile(r"\bf(?:add|mul|sub|div)\b[^\n]*<\d+ x float>")
+_VEC_F64 = re.compile(r"\bf(?:add|mul|sub|div)\b[^\n]*<\d+ x double>")
+_VMATH_CALL = re.compile(r"call [^\n]*@_ZN7codegen5vmath")
+
+
+@pytest.mark.parametrize("op", FLOAT32_OPS)
+def test_float32_kernels_vectorize_without_double(op):
+    ir_text = llvm_ir(op, "float32")
+    assert _VEC_F32.search(ir_text), "loop not vectorized"
+    assert "double" not in ir_text, "float32 kernel promotes to double"
+    # fully inlined: no call to any numba-compiled vmath function remains
+    assert not _VMATH_CALL.search(ir_text)
+
+
+@pytest.mark.parametrize("op", FLOAT64_OPS)
+def test_float64_kernels_vectorize(op):
+    ir_text = llvm_ir(op, "float64")
+    assert _VEC_F64.search(ir_text), "loop not vectorized"
+    assert not _VMATH_CALL.search(ir_text)
+
+
+def test_asm_has_packed_ops():
+    llvm_ir("exp", "float32")
+    k = kernel("exp", "float32", True)
+    asm = k.inspect_asm(k.signatures[0])
+    assert re.search(r"\b(?:v?mulps|vfmadd\w*ps)\b", asm)
+
+
+GENERATED_SOURCE = '''
+from numba import njit
+from codegen.vmath import exp_f32, tanh_f32
+
+@njit(fastmath={'contract', 'arcp', 'nsz', 'afn', 'reassoc'})
+def gen_kernel(x, out):
+    for i in range(x.shape[0]):
+        out[i] = exp_f32(x[i]) * tanh_f32(x[i])
+'''
+
+
+def test_codegen_style_generated_source():
+    """codegen emits Python source importing vmath names: works + vectorizes."""
+    ns = {}
+    exec(compile(GENERATED_SOURCE, "<generated>", "exec"), ns)
+    k = ns["gen_kernel"]
+    x = np.linspace(-20, 20, 1003).astype(np.float32)
+    out = np.empty_like(x)
+    k(x, out)
+    x64 = x.astype(np.float64)
+    ref = (np.exp(x64) * np.tanh(x64)).astype(np.float32)
+    assert np.max(ulp_dist(out, ref)) <= 4
+    ir_text = k.inspect_llvm(k.signatures[0])
+    assert _VEC_F32.search(ir_text)
+    assert "double" not in ir_text

@@ -1,0 +1,668 @@
+"""The optimization passes (tracer/passes.py) on small hand-built graphs.
+
+Graphs are built with `Builder`, typed by the registry's shape rules; every pass
+output is verified and evaluated against the unoptimized graph with a tiny
+local evaluator (`evaluate`), so the tests depend on nothing but the IR and the
+op registry.
+"""
+import logging
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from eager.ops import OPS, TensorType
+from tracer import logs
+from tracer.ir import CONTROL_OPS, Eqn, Graph, Literal, Var, infer_eqn, verify
+from tracer.passes import PassStep, cse, dce, fold_constants, optimize, simplify
+
+F32 = np.dtype(np.float32)
+F64 = np.dtype(np.float64)
+I64 = np.dtype(np.int64)
+BOOL = np.dtype(np.bool_)
+
+
+# ----------------------------------------------------------------------------- helpers
+
+class Builder:
+    """Builds a Graph equation by equation: `b.mul(x, y)` appends `%n = mul x, y`."""
+
+    def __init__(self, name="f"):
+        self.name = name
+        self.inputs, self.captures, self.consts, self.eqns = [], [], [], []
+        self._count = 0
+
+    def input(self, name, shape, dtype=F32):
+        v = Var(name, TensorType(tuple(shape), np.dtype(dtype)))
+        self.inputs.append(v)
+        return v
+
+    def capture(self, name, shape, dtype=F32):
+        v = Var(name, TensorType(tuple(shape), np.dtype(dtype)))
+        self.captures.append(v)
+        return v
+
+    def const(self, value, dtype=F32):
+        arr = np.array(value, dtype=dtype)
+        v = Var(f"c{len(self.consts)}", TensorType(arr.shape, arr.dtype))
+        self.consts.append((v, arr))
+        return v
+
+    def emit(self, op, *inputs, **params):
+        t = infer_eqn(op, [x.type for x in inputs], params)
+        if op in CONTROL_OPS:
+            out = tuple(self._new(ti) for ti in t)
+        else:
+            out = self._new(t)
+        self.eqns.append(Eqn(op, tuple(inputs), params, out, f"t.py:{len(self.eqns) + 1}"))
+        return out
+
+    def __getattr__(self, op):
+        if op not in OPS:
+            raise AttributeError(op)
+        return lambda *inputs, **params: self.emit(op, *inputs, **params)
+
+    def build(self, *outputs, updates=(), update_targets=()):
+        return Graph(self.name, tuple(self.inputs), tuple(self.captures), tuple(self.consts),
+                     tuple(self.eqns), tuple(outputs), tuple(updates), tuple(update_targets))
+
+    def _new(self, t):
+        v = Var(str(self._count), t)
+        self._count += 1
+        return v
+
+
+def lit(value, dtype=F32):
+    return Literal.of(value, dtype)
+
+
+def evaluate(graph, *args, captures=()):
+    """Reference semantics: run each equation's numpy impl; returns outputs + updates."""
+    env = {}
+    for v, a in zip(graph.inputs, args):
+        env[id(v)] = np.asarray(a)
+    for v, a in zip(graph.captures, captures):
+        env[id(v)] = np.asarray(a)
+    for v, a in graph.consts:
+        assert a.shape == v.type.shape and a.dtype == v.type.dtype, v
+        env[id(v)] = a
+
+    def value(x):
+        return x.value if isinstance(x, Literal) else env[id(x)]
+
+    for e in graph.eqns:
+        xs = [value(x) for x in e.inputs]
+        if e.op == "cond":  # inputs: pred, *operands; branches take the operands
+            branch = e.params["true_graph"] if xs[0] else e.params["false_graph"]
+            outs = evaluate(branch, *xs[1:])
+        elif e.op == "while_loop":  # inputs: the loop variables
+            state = tuple(xs)
+            while evaluate(e.params["cond_graph"], *state)[0]:
+                state = evaluate(e.params["body_graph"], *state)
+            outs = state
+        else:
+            outs = (np.asarray(OPS[e.op].impl(*xs, **e.params)),)
+        for o, a in zip(e.outs, outs):
+            assert a.shape == tuple(o.type.shape) and a.dtype == o.type.dtype, (e.op, o)
+            env[id(o)] = a
+    return tuple(value(x) for x in graph.results)
+
+
+def random_args(graph, seed=0):
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(v.type.shape).astype(v.type.dtype) for v in graph.inputs]
+
+
+def assert_same_results(a, b):
+    assert len(a) == len(b)
+    for x, y in zip(a, b):
+        assert x.shape == y.shape and x.dtype == y.dtype
+        np.testing.assert_allclose(x, y, rtol=1e-6, atol=0, equal_nan=True)
+
+
+def check(pass_, graph, **kwargs):
+    """Run a pass; check it verified, didn't touch its input, and computes the same values."""
+    text = str(graph)
+    out = pass_(graph, **kwargs)
+    assert str(graph) == text, "a pass mutated its input"
+    verify(out)
+    args = random_args(graph)
+    caps = random_args(Graph("c", graph.captures))
+    assert_same_results(evaluate(graph, *args, captures=caps),
+                        evaluate(out, *args, captures=caps))
+    return out
+
+
+def body(text):
+    return textwrap.dedent(text).strip("\n")
+
+
+# ----------------------------------------------------------------------------- dce
+
+def test_dce_drops_dead_equations_and_consts_but_keeps_the_signature():
+    b = Builder()
+    x = b.input("x", (4,))
+    unused = b.input("unused", (4,))
+    w = b.capture("w", (4,))
+    c = b.const([1, 2, 3, 4])
+    b.const([5, 6, 7, 8])  # never used
+    dead = b.exp(x)
+    b.mul(dead, c)
+    y = b.add(x, w)
+    g = b.build(y)
+    out = check(dce, g)
+    assert out.inputs == (x, unused) and out.captures == (w,)
+    assert str(out) == body("""
+        def f(%x: f32[4], %unused: f32[4]) -> f32[4]:
+          capture %w: f32[4]
+          %2 = add %x, %w                           f32[4]           t.py:3
+          return %2
+    """)
+    assert c not in [v for v, _ in out.consts]
+
+
+def test_dce_keeps_what_updates_use():
+    b = Builder()
+    x = b.input("x", (3,))
+    w = b.capture("w", (3,))
+    new_w = b.sub(w, b.mul(x, lit(0.5)))
+    b.tanh(x)
+    g = b.build(x, updates=(new_w,), update_targets=(0,))
+    out = check(dce, g)
+    assert [e.op for e in out.eqns] == ["mul", "sub"]
+    assert "update %w <- %1" in str(out)
+
+
+def test_dce_keeps_dead_random_equations():
+    b = Builder()
+    x = b.input("x", (3,))
+    noise = b.normal(shape=(3,), dtype=F32)
+    b.add(x, noise)  # dead, and removable
+    b.uniform(shape=(2,), dtype=F32)
+    g = b.build(b.neg(x))
+    out = dce(g)
+    verify(out)
+    assert [e.op for e in out.eqns] == ["normal", "uniform", "neg"]
+
+
+def test_dce_returns_the_same_graph_when_nothing_is_dead():
+    b = Builder()
+    x = b.input("x", (3,))
+    g = b.build(b.exp(x))
+    assert dce(g) is g
+
+
+# ----------------------------------------------------------------------------- cse
+
+def test_cse_merges_equal_equations_and_renames_uses():
+    b = Builder()
+    x = b.input("x", (2, 3))
+    a1 = b.mul(x, lit(2.0))
+    a2 = b.mul(x, lit(2.0))  # same op, operands (Literal by value), params
+    s1 = b.sum(a1, axes=(1,), keepdim=False)
+    s2 = b.sum(a2, axes=(1,), keepdim=False)
+    s3 = b.sum(a2, axes=(0,), keepdim=False)  # other params: stays
+    y = b.add(s1, s2)
+    g = b.build(y, s3)
+    out = check(cse, g)
+    assert str(out) == body("""
+        def f(%x: f32[2,3]) -> (f32[2], f32[3]):
+          %0 = mul %x, 2.0:f32                      f32[2,3]         t.py:1
+          %2 = sum[axes=(1,), keepdim=False] %0     f32[2]           t.py:3
+          %4 = sum[axes=(0,), keepdim=False] %0     f32[3]           t.py:5
+          %5 = add %2, %2                           f32[2]           t.py:6
+          return %5, %4
+    """)
+
+
+def test_cse_distinguishes_literal_values_and_operand_order():
+    b = Builder()
+    x = b.input("x", (3,))
+    y = b.input("y", (3,))
+    g = b.build(b.mul(x, lit(2.0)), b.mul(x, lit(3.0)), b.sub(x, y), b.sub(y, x))
+    assert cse(g) is g
+
+
+def test_cse_never_merges_random_equations():
+    b = Builder()
+    r1 = b.uniform(shape=(3,), dtype=F32)
+    r2 = b.uniform(shape=(3,), dtype=F32)
+    g = b.build(b.sub(r1, r2))
+    assert cse(g) is g
+
+
+def test_cse_merges_equal_consts():
+    b = Builder()
+    x = b.input("x", (2,))
+    c0 = b.const([1.0, 2.0])
+    c1 = b.const([1.0, 2.0])
+    c2 = b.const([1.0, 2.0], F64)
+    y0 = b.add(x, c0)
+    y1 = b.add(x, c1)
+    g = b.build(b.mul(y0, y1), c2)
+    out = check(cse, g)
+    assert [v for v, _ in out.consts] == [c0, c2]
+    assert [e.op for e in out.eqns] == ["add", "mul"]
+    assert out.eqns[1].inputs == (y0, y0)
+
+
+def test_cse_leaves_unhashable_params_alone():
+    b = Builder()
+    x = b.input("x", (4,))
+    e1 = Eqn("getitem", (x,), {"index": [slice(0, 2, 1)]}, Var("a", TensorType((2,), F32)))
+    e2 = Eqn("getitem", (x,), {"index": [slice(0, 2, 1)]}, Var("b", TensorType((2,), F32)))
+    g = Graph("f", (x,), eqns=(e1, e2), outputs=(e1.out, e2.out))
+    assert cse(g) is g
+
+
+# ----------------------------------------------------------------------------- constant folding
+
+def test_fold_scalar_arithmetic_into_literals():
+    b = Builder()
+    x = b.input("x", (3,))
+    five = b.add(lit(2.0), lit(3.0))
+    ten = b.mul(five, lit(2.0))
+    g = b.build(b.mul(x, ten))
+    out = check(fold_constants, g)
+    assert str(out) == body("""
+        def f(%x: f32[3]) -> f32[3]:
+          %2 = mul %x, 10.0:f32                     f32[3]           t.py:3
+          return %2
+    """)
+    assert out.eqns[0].inputs[1].value.dtype == F32
+
+
+def test_fold_const_arrays_into_a_new_const_reusing_the_output_var():
+    b = Builder()
+    x = b.input("x", (2, 3))
+    c0 = b.const([[1, 2, 3], [4, 5, 6]])
+    c1 = b.const([10, 20, 30])
+    prod = b.mul(c0, c1)
+    flat = b.reshape(prod, shape=(6,))
+    back = b.reshape(flat, shape=(2, 3))
+    g = b.build(b.add(x, back))
+    out = check(fold_constants, g)
+    assert [e.op for e in out.eqns] == ["add"]
+    consts = dict((v.name, a) for v, a in out.consts)
+    np.testing.assert_array_equal(consts["0"], [[10, 40, 90], [40, 100, 180]])
+    np.testing.assert_array_equal(consts["2"], consts["0"])
+    assert consts["1"].shape == (6,) and consts["1"].dtype == F32
+    # the dead intermediate consts are dce's job
+    assert [v.name for v, _ in dce(out).consts] == ["2"]
+
+
+def test_fold_turns_0d_consts_into_literals_and_keeps_dtypes():
+    b = Builder()
+    x = b.input("x", (3,), I64)
+    c = b.const(7, I64)
+    g = b.build(b.add(x, c), b.cast(c, dtype=F64))
+    out = check(fold_constants, g)
+    assert out.outputs[1].__class__ is Literal and out.outputs[1].type == TensorType((), F64)
+    assert str(dce(out)) == body("""
+        def f(%x: i64[3]) -> (i64[3], f64[]):
+          %0 = add %x, 7:i64                        i64[3]           t.py:1
+          return %0, 7.0:f64
+    """)
+
+
+def test_fold_leaves_large_results_random_ops_and_failures():
+    b = Builder()
+    big = b.const(np.ones(4096 + 1))
+    b2 = b.mul(big, big)  # too large to materialize
+    small = b.mul(b.const(np.ones(4096)), lit(2.0))  # exactly the limit: folded
+    r = b.randint(shape=(2,), dtype=I64, low=0, high=5)
+    rr = b.add(r, lit(1, I64))  # depends on a random draw
+    g = b.build(b2, small, rr)
+    out = check(fold_constants, g)
+    assert [e.op for e in out.eqns] == ["mul", "randint", "add"]
+    assert fold_constants(g, max_size=10000).eqns[0].op == "randint"
+
+
+def test_fold_matches_eager_ieee_results():
+    b = Builder()
+    g = b.build(b.div(lit(1.0), lit(0.0)), b.log(lit(-1.0)), b.mul(lit(np.inf), lit(0.0)))
+    out = fold_constants(g)
+    assert out.eqns == ()
+    values = [x.value for x in out.outputs]
+    assert values[0] == np.inf and np.isnan(values[1]) and np.isnan(values[2])
+
+
+# ----------------------------------------------------------------------------- simplify
+
+def test_simplify_removes_neutral_elements():
+    b = Builder()
+    x = b.input("x", (2, 3))
+    one = b.const(np.ones((2, 3)))
+    y = b.mul(x, lit(1.0))
+    y = b.mul(lit(1.0), y)
+    y = b.add(y, lit(0.0))
+    y = b.add(lit(0.0), y)
+    y = b.sub(y, lit(0.0))
+    y = b.div(y, lit(1.0))
+    y = b.mul(one, y)  # a const of ones with x's shape: no broadcast hidden
+    y = b.exp(y)
+    g = b.build(y)
+    out = check(simplify, g)
+    assert str(dce(out)) == body("""
+        def f(%x: f32[2,3]) -> f32[2,3]:
+          %7 = exp %x                               f32[2,3]         t.py:8
+          return %7
+    """)
+
+
+def test_simplify_keeps_neutral_ops_that_broadcast_or_are_not_neutral():
+    b = Builder()
+    x = b.input("x", (3,))
+    ones = b.const(np.ones((2, 3)))
+    outs = [
+        b.mul(x, ones),            # broadcasts x to (2, 3)
+        b.add(b.const(np.zeros((4, 1))), x),
+        b.sub(lit(0.0), x),        # 0 - x is -x, not x
+        b.div(lit(1.0), x),
+        b.mul(x, b.const([1.0, 1.0, 2.0])),  # not all ones
+        b.pow(x, lit(1.0)),        # not a rule
+    ]
+    g = b.build(*outs)
+    assert simplify(g) is g
+
+
+def test_simplify_does_not_fold_x_times_zero():
+    b = Builder()
+    x = b.input("x", (4,))
+    g = b.build(b.mul(x, lit(0.0)), b.mul(lit(0.0), x))
+    out = optimize(g)
+    assert [e.op for e in out.eqns] == ["mul", "mul"]
+    got = evaluate(out, np.array([np.nan, np.inf, -np.inf, 2.0], F32))
+    for y in got:
+        assert np.isnan(y[:3]).all() and y[3] == 0.0
+
+
+def test_simplify_neg_neg_and_cast_to_same_dtype():
+    b = Builder()
+    x = b.input("x", (3,))
+    y = b.neg(b.neg(x))
+    z = b.cast(y, dtype=F32)
+    w = b.neg(b.neg(b.neg(z)))
+    g = b.build(b.add(z, w))
+    out = check(simplify, g)
+    assert str(dce(out)) == body("""
+        def f(%x: f32[3]) -> f32[3]:
+          %3 = neg %x                               f32[3]           t.py:4
+          %6 = add %x, %5                           f32[3]           t.py:7
+          return %6
+    """)
+
+
+def test_simplify_composes_reshapes():
+    b = Builder()
+    x = b.input("x", (2, 3, 4))
+    r = b.reshape(x, shape=(6, 4))
+    r = b.reshape(r, shape=(24,))
+    r = b.reshape(r, shape=(4, 6))
+    back = b.reshape(b.reshape(x, shape=(24,)), shape=(2, 3, 4))
+    same = b.reshape(x, shape=(2, 3, 4))
+    g = b.build(r, back, same)
+    out = check(simplify, g)
+    assert str(dce(out)) == body("""
+        def f(%x: f32[2,3,4]) -> (f32[4,6], f32[2,3,4], f32[2,3,4]):
+          %2 = reshape[shape=(4,6)] %x              f32[4,6]         t.py:3
+          return %2, %x, %x
+    """)
+
+
+def test_simplify_composes_permutes():
+    b = Builder()
+    x = b.input("x", (2, 3, 4))
+    p = b.permute(x, perm=(1, 2, 0))       # (3, 4, 2)
+    p = b.permute(p, perm=(2, 0, 1))       # (2, 3, 4): identity overall
+    q = b.permute(b.permute(x, perm=(2, 0, 1)), perm=(0, 2, 1))  # (4, 3, 2)
+    g = b.build(p, q, b.permute(x, perm=(0, 1, 2)))
+    out = check(simplify, g)
+    assert str(dce(out)) == body("""
+        def f(%x: f32[2,3,4]) -> (f32[2,3,4], f32[4,3,2], f32[2,3,4]):
+          %3 = permute[perm=(2,1,0)] %x             f32[4,3,2]       t.py:4
+          return %x, %3, %x
+    """)
+
+
+def test_simplify_composes_broadcasts():
+    b = Builder()
+    x = b.input("x", (3, 1))
+    y = b.broadcast_to(b.broadcast_to(x, shape=(3, 4)), shape=(2, 3, 4))
+    z = b.broadcast_to(x, shape=(3, 1))
+    g = b.build(y, z)
+    out = check(simplify, g)
+    assert str(dce(out)) == body("""
+        def f(%x: f32[3,1]) -> (f32[2,3,4], f32[3,1]):
+          %1 = broadcast_to[shape=(2,3,4)] %x       f32[2,3,4]       t.py:2
+          return %1, %x
+    """)
+
+
+# ----------------------------------------------------------------------------- control flow
+
+def _branch(name, fn, *types):
+    b = Builder(name)
+    ins = [b.input(f"a{i}", t.shape, t.dtype) for i, t in enumerate(types)]
+    return b.build(*fn(b, *ins))
+
+
+def test_passes_recurse_into_cond_branches_and_rename_its_inputs():
+    t = TensorType((3,), F32)
+
+    def true_fn(b, a):
+        dup1 = b.exp(b.mul(a, lit(1.0)))
+        dup2 = b.exp(a)
+        b.tanh(a)  # dead
+        return (b.add(dup1, dup2),)
+
+    def false_fn(b, a):
+        return (b.neg(b.neg(a)),)
+
+    b = Builder()
+    x = b.input("x", (3,))
+    p = b.input("p", (), BOOL)
+    x1 = b.add(x, lit(1.0))
+    x2 = b.add(x, lit(1.0))
+    (y,) = b.emit("cond", p, x2, true_graph=_branch("true_fn", true_fn, t),
+                  false_graph=_branch("false_fn", false_fn, t))
+    g = b.build(b.mul(x1, y))
+    out = optimize(g)
+    assert str(out) == body("""
+        def f(%x: f32[3], %p: bool[]) -> f32[3]:
+          %0 = add %x, 1.0:f32                      f32[3]           t.py:1
+          %2 = cond %p, %0                          f32[3]           t.py:3
+            true_graph:
+            def true_fn(%a0: f32[3]) -> f32[3]:
+              %1 = exp %a0                          f32[3]           t.py:2
+              %4 = add %1, %1                       f32[3]           t.py:5
+              return %4
+            false_graph:
+            def false_fn(%a0: f32[3]) -> f32[3]:
+              return %a0
+          %3 = mul %0, %2                           f32[3]           t.py:4
+          return %3
+    """)
+    for pred in (True, False):
+        args = [np.arange(3, dtype=F32), np.array(pred)]
+        assert_same_results(evaluate(g, *args), evaluate(out, *args))
+
+
+def test_dead_control_flow_is_removed_unless_it_draws_random_numbers():
+    t = TensorType((), F32)
+
+    def cond_fn(b, i):
+        return (b.lt(i, lit(3.0)),)
+
+    def body_fn(b, i):
+        return (b.add(i, lit(1.0)),)
+
+    def noisy_body(b, i):
+        return (b.add(i, b.uniform(shape=(), dtype=F32)),)
+
+    b = Builder()
+    x = b.input("x", ())
+    b.emit("while_loop", x, cond_graph=_branch("c", cond_fn, t), body_graph=_branch("b", body_fn, t))
+    b.emit("while_loop", x, cond_graph=_branch("c", cond_fn, t),
+           body_graph=_branch("b", noisy_body, t))
+    g = b.build(x)
+    out = dce(g)
+    verify(out)
+    assert [e.op for e in out.eqns] == ["while_loop"]
+    assert out.eqns[0].params["body_graph"].eqns[0].op == "uniform"
+
+
+def test_while_loop_is_not_merged_but_gets_renamed_inputs():
+    t = TensorType((), F32)
+
+    def cond_fn(b, i):
+        return (b.lt(i, lit(3.0)),)
+
+    def body_fn(b, i):
+        return (b.add(i, lit(1.0)),)
+
+    b = Builder()
+    x = b.input("x", ())
+    s1 = b.mul(x, x)
+    s2 = b.mul(x, x)
+    loops = [b.emit("while_loop", s, cond_graph=_branch("c", cond_fn, t),
+                    body_graph=_branch("b", body_fn, t))[0] for s in (s1, s2)]
+    g = b.build(*loops)
+    out = check(cse, g)
+    assert [e.op for e in out.eqns] == ["mul", "while_loop", "while_loop"]
+    assert out.eqns[1].inputs == out.eqns[2].inputs == (s1,)
+
+
+# ----------------------------------------------------------------------------- pipeline
+
+def _mlp_like():
+    b = Builder("mlp")
+    x = b.input("x", (4, 3))
+    w = b.capture("w", (3, 5))
+    bias = b.const(np.zeros(5))
+    h = b.matmul(b.mul(x, lit(1.0)), w)
+    h = b.add(h, bias)                       # a const of zeros but it broadcasts: kept
+    scale = b.mul(lit(2.0), lit(0.5))
+    h1 = b.mul(b.relu(h), scale)
+    h2 = b.mul(b.relu(h), scale)
+    t = b.permute(b.permute(b.add(h1, h2), perm=(1, 0)), perm=(1, 0))
+    b.exp(t)                                 # dead
+    return b.build(b.reshape(b.reshape(t, shape=(20,)), shape=(2, 10)))
+
+
+def test_optimize_pipeline_printout():
+    g = _mlp_like()
+    steps = []
+    out = optimize(g, log=steps.append)
+    assert str(out) == body("""
+        def mlp(%x: f32[4,3]) -> f32[2,10]:
+          capture %w: f32[3,5]
+          const %c0: f32[5]
+          %1 = matmul %x, %w                        f32[4,5]         t.py:2
+          %2 = add %1, %c0                          f32[4,5]         t.py:3
+          %4 = relu %2                              f32[4,5]         t.py:5
+          %8 = add %4, %4                           f32[4,5]         t.py:9
+          %13 = reshape[shape=(2,10)] %8            f32[2,10]        t.py:14
+          return %13
+    """)
+    assert all(isinstance(s, PassStep) for s in steps)
+    assert [s.name for s in steps] == ["simplify", "fold_constants", "cse", "dce", "simplify",
+                                      "dce"]
+    assert steps[0].before is g and steps[-1].after is out
+    assert optimize(out) is out  # a fixed point
+    check(optimize, g)
+
+
+def test_optimize_preserves_values_on_random_graphs():
+    unary = ["neg", "exp", "tanh", "sigmoid", "abs", "relu"]
+    binary = ["add", "sub", "mul", "div", "maximum"]
+    for seed in range(40):
+        rng = np.random.default_rng(seed)
+        b = Builder()
+        vals = [b.input("x", (2, 3)), b.input("y", (2, 3)), b.const(rng.standard_normal((2, 3))),
+                b.const(np.ones((2, 3))), b.const(np.zeros((2, 3)))]
+        for _ in range(25):
+            kind = rng.integers(5)
+            a = vals[rng.integers(len(vals))]
+            if kind == 0:
+                vals.append(b.emit(unary[rng.integers(len(unary))], a))
+            elif kind == 1:
+                other = vals[rng.integers(len(vals))] if rng.random() < 0.7 else \
+                    lit([0.0, 1.0, 2.0][rng.integers(3)])
+                args = (a, other) if rng.random() < 0.5 else (other, a)
+                vals.append(b.emit(binary[rng.integers(len(binary))], *args))
+            elif kind == 2:
+                vals.append(b.reshape(b.reshape(a, shape=(3, 2)), shape=(2, 3)))
+            elif kind == 3:
+                vals.append(b.permute(b.permute(a, perm=(1, 0)), perm=(1, 0)))
+            else:
+                vals.append(b.cast(b.cast(a, dtype=F64), dtype=F32))
+        g = b.build(vals[-1], vals[-2], vals[-7])
+        out = check(optimize, g)
+        assert len(out.eqns) <= len(g.eqns)
+
+
+def test_every_pass_returns_the_same_graph_when_idle():
+    g = optimize(_mlp_like())
+    for pass_ in (simplify, fold_constants, cse, dce):
+        assert pass_(g) is g
+
+
+# ----------------------------------------------------------------------------- logging
+
+@pytest.fixture
+def tracer_logs(monkeypatch):
+    def set_topics(value):
+        monkeypatch.setenv("TRACER_LOGS", value)
+        logs.refresh()
+    yield set_topics
+    monkeypatch.undo()
+    logs.refresh()
+
+
+def test_logs_enabled_reads_the_comma_list(tracer_logs):
+    tracer_logs(" ir , passes")
+    assert logs.enabled("passes") and logs.enabled("ir") and not logs.enabled("fusion")
+    tracer_logs("all")
+    assert logs.enabled("kernels")
+    tracer_logs("")
+    assert not logs.enabled("passes")
+
+
+def test_optimize_logs_ir_before_and_after_each_changing_pass(tracer_logs, caplog):
+    tracer_logs("passes")
+    caplog.set_level(logging.INFO, logger="tracer")
+    optimize(_mlp_like())
+    records = [r for r in caplog.records if r.name == "tracer.passes"]
+    assert [r.getMessage().split(" ", 1)[0] for r in records] == [
+        "simplify", "fold_constants", "cse", "dce", "simplify", "dce"]
+    first = records[0].getMessage()
+    assert first.startswith("simplify (round 1) on mlp: 13 -> 11 equations\n--- before simplify\n"
+                            "def mlp(")
+    assert "--- after simplify\ndef mlp(" in first
+    assert all(r.levelno == logging.INFO for r in records)
+
+
+def test_optimize_is_silent_without_tracer_logs(tracer_logs, caplog):
+    tracer_logs("fusion")
+    caplog.set_level(logging.INFO, logger="tracer")
+    optimize(_mlp_like())
+    assert not [r for r in caplog.records if r.name.startswith("tracer")]
+
+
+def test_tracer_logs_env_prints_to_stderr_without_logging_config(tmp_path):
+    script = tmp_path / "script.py"
+    script.write_text(textwrap.dedent("""
+        from tracer import logs
+        logs.log("passes", "hello from passes")
+        logs.log("fusion", "not shown")
+    """))
+    env = dict(os.environ, TRACER_LOGS="passes", PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    proc = subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == "[tracer.passes] hello from passes\n"

@@ -1,0 +1,744 @@
+"""`@function`: trace once per input signature, optimize, compile, and call.
+
+    @tracer.function
+    def gelu(x):
+        return 0.5 * x * (1 + eager.tanh(0.79788456 * (x + 0.044715 * x ** 3)))
+
+    y = gelu(x)                                  # traces, compiles, runs
+    print(gelu.get_concrete_function(x))         # the IR and the kernels
+
+Like tf.function, Python side effects (print, appending to lists) happen only
+while tracing, i.e. once per new signature; tensors the function reads from
+outside (module parameters, globals, closure variables) are captured and read
+again at every call, so in-place updates between calls are seen without
+retracing.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+import threading
+import time
+import warnings
+import weakref
+
+import numpy as np
+
+from eager import dispatch
+from eager.nn.module import STRUCTURE_EPOCH, Module
+from eager.optim import Optimizer
+from eager.tensor import Tensor
+
+from . import logs
+from .backends import get_backend
+from .ir import Graph, Var, verify
+from .pytree import LEAF, Static, flatten, unflatten
+from .trace import Trace, TracingError, current_trace
+
+_RUN_EAGERLY = [False]
+WARN_AFTER_TRACES = 8
+
+
+def run_eagerly(flag: bool = True) -> None:
+    """Make every @function run its Python body directly (for debugging)."""
+    _RUN_EAGERLY[0] = bool(flag)
+
+
+def functions_run_eagerly() -> bool:
+    return _RUN_EAGERLY[0]
+
+
+class TensorSpec:
+    """Shape and dtype an argument must have; `None` marks a dimension that may vary.
+
+    >>> @function(input_signature=[TensorSpec((None, 4), eager.float32)])
+    ... def f(x): ...
+    """
+
+    def __init__(self, shape, dtype=None, name=None):
+        from eager import dtypes
+
+        self.shape = tuple(shape)
+        self.dtype = dtypes.canonical(dtype) if dtype is not None else dtypes.float32
+        self.name = name
+
+    def matches(self, t: Tensor) -> bool:
+        shape = t.shape
+        return (len(shape) == len(self.shape) and t.dtype == self.dtype
+                and all(s is None or s == d for s, d in zip(self.shape, shape)))
+
+    def __repr__(self):
+        dims = ",".join("None" if d is None else str(d) for d in self.shape)
+        return f"TensorSpec(({dims}), {self.dtype})"
+
+
+# --------------------------------------------------------------------------------------
+# concrete functions
+
+class _Source:
+    """Where a captured tensor was found, so a replaced object can be detected."""
+
+    __slots__ = ("describe", "resolve")
+
+    def __init__(self, describe, resolve):
+        self.describe = describe
+        self.resolve = resolve
+
+
+class ConcreteFunction:
+    """One traced, optimized and compiled specialization of a @function."""
+
+    def __init__(self, name, graph, raw_graph, program, arg_tree, out_tree, arg_names,
+                 signature, captures, capture_grad_owner, update_targets, grad_pattern,
+                 sources, one_shot, differentiable, trace_seconds, compile_seconds,
+                 created_targets, input_grad_targets):
+        self.name = name
+        self.graph = graph
+        self.raw_graph = raw_graph
+        self.program = program
+        self.arg_tree = arg_tree
+        self.out_tree = out_tree
+        self.arg_names = arg_names
+        self.signature = signature
+        self._captures = captures                # tensors (strong refs: they are the model)
+        self._capture_grad_owner = capture_grad_owner  # per capture: owner index if a .grad
+        self._update_targets = update_targets
+        self._grad_pattern = grad_pattern
+        self._sources = sources
+        self._epoch = STRUCTURE_EPOCH[0]
+        self._capture_types = tuple((v.type.shape, v.type.dtype) for v in graph.captures)
+        self.one_shot = one_shot
+        self.differentiable = differentiable
+        self.trace_seconds = trace_seconds
+        self.compile_seconds = compile_seconds
+        self._created_targets = created_targets
+        self._input_grad_targets = input_grad_targets
+        self._out_copies = _outputs_needing_copy(graph)
+
+    # -------------------------------------------------------------- inspection
+    @property
+    def kernels(self) -> tuple:
+        return tuple(getattr(self.program, "kernels", ()))
+
+    def __str__(self) -> str:
+        text = str(self.graph)
+        describe = getattr(self.program, "describe", None)
+        if describe is not None:
+            text += "\n" + describe()
+        return text
+
+    def __repr__(self) -> str:
+        return f"<ConcreteFunction {self.name} {self.signature}>"
+
+    # -------------------------------------------------------------- guards
+    def guard_failure(self):
+        """None if the captured state still matches this trace, else what changed."""
+        caps = self._captures
+        for i, t in enumerate(caps):
+            owner = self._capture_grad_owner[i]
+            if owner is not None:
+                t = caps[owner].grad
+                if t is None:
+                    return f"capture {self.graph.capture_names[i]}: grad is now None"
+            data = t._data
+            shape, dtype = self._capture_types[i]
+            if data.shape != shape or data.dtype != dtype:
+                return (f"capture {self.graph.capture_names[i]}: "
+                        f"{_sig_text(shape, dtype)} -> {_sig_text(data.shape, data.dtype)}")
+        for i, was_none in self._grad_pattern:
+            if (caps[i].grad is None) != was_none:
+                return (f"capture {self.graph.capture_names[i]}: .grad is "
+                        f"{'now set' if was_none else 'now None'}")
+        if self._sources and STRUCTURE_EPOCH[0] != self._epoch:
+            for i, src in self._sources:
+                try:
+                    current = src.resolve()
+                except Exception:  # noqa: BLE001
+                    current = None
+                if current is not caps[i]:
+                    return f"capture {src.describe}: the tensor object was replaced"
+            self._epoch = STRUCTURE_EPOCH[0]
+        return None
+
+    # -------------------------------------------------------------- calling
+    def __call__(self, *args, **kwargs):
+        leaves = []
+        flatten((args, kwargs), leaves, "", [])
+        return self.run(leaves)
+
+    def run(self, leaves):
+        caps = self._captures
+        values = [t._data for t in leaves]
+        for i, t in enumerate(caps):
+            owner = self._capture_grad_owner[i]
+            values.append((caps[owner].grad if owner is not None else t)._data)
+        results = self.program(values)
+        n_out = len(self.graph.outputs)
+        outs = []
+        for j in range(n_out):
+            r = results[j]
+            if j in self._out_copies:
+                r = np.array(r)
+            outs.append(Tensor._wrap(r))
+        self._write_back(results[n_out:], leaves)
+        return unflatten(self.out_tree, iter(outs))
+
+    def _write_back(self, updates, leaves):
+        caps = self._captures
+        for target, value in zip(self._update_targets, updates):
+            kind, i = target
+            if kind == "data":
+                owner = self._capture_grad_owner[i]
+                _assign_data(caps[owner].grad if owner is not None else caps[i], value)
+            elif kind == "grad":
+                _assign_grad(caps[i], value)
+            elif kind == "created":
+                _assign_data(self._created_targets[i], value)
+            elif kind == "input_grad":
+                _assign_grad(leaves[i], value)
+
+
+def _assign_data(t: Tensor, value):
+    data = t._data
+    if data.__class__ is np.ndarray and data.shape == value.shape and data.flags.writeable:
+        np.copyto(data, value)
+    else:
+        t._data = np.array(value)
+    t._version[0] += 1
+
+
+def _assign_grad(t: Tensor, value):
+    if value is None:
+        t.grad = None
+        return
+    g = t.grad
+    if g is not None and g._data.__class__ is np.ndarray and g._data.shape == value.shape \
+            and g._data.flags.writeable:
+        np.copyto(g._data, value)
+    else:
+        t.grad = Tensor._wrap(np.array(value))
+
+
+def _outputs_needing_copy(graph: Graph) -> set:
+    """Outputs that alias an input, capture, const or another output get their own copy."""
+    external = {id(v) for v in graph.inputs} | {id(v) for v in graph.captures} | {
+        id(v) for v, _ in graph.consts}
+    seen = set()
+    copies = set()
+    for j, v in enumerate(graph.outputs):
+        if not isinstance(v, Var) or id(v) in external or id(v) in seen:
+            copies.add(j)
+        seen.add(id(v))
+        if isinstance(v, Var):
+            for e in graph.eqns:
+                if e.out is v and e.op in ("reshape", "permute", "broadcast_to", "getitem"):
+                    copies.add(j)
+    return copies
+
+
+def _sig_text(shape, dtype) -> str:
+    from eager.dtypes import SHORT_NAMES
+
+    return f"{SHORT_NAMES.get(np.dtype(dtype), str(dtype))}{list(shape)}"
+
+
+# --------------------------------------------------------------------------------------
+# the decorator
+
+class Function:
+    """A Python function traced into graphs, one per input signature (see `function`)."""
+
+    def __init__(self, fn, input_signature=None, static_argnums=(), static_argnames=(),
+                 backend="numba", fullgraph=False, dynamic=None, max_traces=64,
+                 optimize=True, name=None):
+        functools.update_wrapper(self, fn)
+        self._fn = fn
+        self._name = name or getattr(fn, "__name__", "fn")
+        self.input_signature = list(input_signature) if input_signature is not None else None
+        self.static_argnums = tuple(static_argnums) if not isinstance(static_argnums, int) \
+            else (static_argnums,)
+        self.static_argnames = (static_argnames,) if isinstance(static_argnames, str) \
+            else tuple(static_argnames)
+        self.backend = backend
+        self.fullgraph = fullgraph
+        self.dynamic = dynamic
+        self.max_traces = max_traces
+        self.optimize = optimize
+        self._cache: dict = {}
+        self._lock = threading.RLock()
+        self.trace_count = 0
+        self._warned = set()
+        self._eager_keys = set()
+        try:
+            self._param_names = list(inspect.signature(fn).parameters)
+        except (TypeError, ValueError):
+            self._param_names = []
+        self._bound_cache = weakref.WeakKeyDictionary() if False else {}
+
+    # -------------------------------------------------------------- methods
+    def __get__(self, instance, owner=None):
+        if instance is None:
+            return self
+        return _BoundFunction(self, instance)
+
+    def __repr__(self):
+        return f"<tracer.function {self._name} traces={self.trace_count}>"
+
+    # -------------------------------------------------------------- keys
+    def _flatten_args(self, args, kwargs):
+        static_pos = set(self.static_argnums)
+        static_names = set(self.static_argnames)
+        leaves, names = [], []
+        trees = []
+        for i, a in enumerate(args):
+            pname = self._param_names[i] if i < len(self._param_names) else f"arg{i}"
+            if i in static_pos or pname in static_names:
+                trees.append(_static(a))
+            else:
+                trees.append(flatten(a, leaves, pname, names))
+        kw_trees = []
+        for k in sorted(kwargs):
+            if k in static_names:
+                kw_trees.append((k, _static(kwargs[k])))
+            else:
+                kw_trees.append((k, flatten(kwargs[k], leaves, k, names)))
+        return leaves, names, (tuple(trees), tuple(kw_trees))
+
+    def _key(self, leaves, tree):
+        sig = tuple((t._data.shape, t._data.dtype, t.requires_grad) for t in leaves)
+        return (tree, sig, dispatch.is_grad_enabled())
+
+    # -------------------------------------------------------------- calling
+    def __call__(self, *args, **kwargs):
+        if _RUN_EAGERLY[0] or current_trace() is not None:
+            # Eager mode, or called from inside another trace: run (and so inline) the body.
+            return self._fn(*args, **kwargs)
+        leaves, names, tree = self._flatten_args(args, kwargs)
+        if self.input_signature is not None:
+            self._check_signature(leaves, names)
+        key = self._key(leaves, tree)
+        if key in self._eager_keys:
+            return self._fn(*args, **kwargs)
+        concrete = self._lookup(key)
+        if concrete is None:
+            concrete = self._trace_new(args, kwargs, leaves, names, tree, key)
+            if concrete is None:
+                return self._fn(*args, **kwargs)
+        if concrete.differentiable and dispatch.is_grad_enabled():
+            return self._eager_for_grad(args, kwargs)
+        for t in leaves:
+            if t._data.__class__ is not np.ndarray:
+                return self._fn(*args, **kwargs)
+        return concrete.run(leaves)
+
+    def _lookup(self, key):
+        bucket = self._cache.get(key)
+        if bucket is None:
+            return None
+        for concrete in bucket:
+            if concrete.guard_failure() is None:
+                return concrete
+        return None
+
+    def _eager_for_grad(self, args, kwargs):
+        if "grad" not in self._warned:
+            self._warned.add("grad")
+            logs.log("recompiles", f"{self._name}: outputs need gradients outside the "
+                     f"function; running it eagerly so autograd sees every op")
+        return self._fn(*args, **kwargs)
+
+    def get_concrete_function(self, *args, **kwargs) -> ConcreteFunction:
+        """Trace (or fetch) the specialization for these arguments without running it."""
+        if not args and not kwargs and self.input_signature is not None:
+            from eager import functions as F
+
+            args = tuple(F.zeros(tuple(1 if d is None else d for d in s.shape), dtype=s.dtype)
+                         for s in self.input_signature)
+        leaves, names, tree = self._flatten_args(args, kwargs)
+        if self.input_signature is not None:
+            self._check_signature(leaves, names)
+        key = self._key(leaves, tree)
+        concrete = self._lookup(key)
+        if concrete is None:
+            concrete = self._trace_new(args, kwargs, leaves, names, tree, key, force=True)
+        return concrete
+
+    def _check_signature(self, leaves, names):
+        spec = self.input_signature
+        if len(spec) != len(leaves):
+            raise TypeError(f"{self._name}: input_signature has {len(spec)} tensor specs but "
+                            f"the call passes {len(leaves)} tensors ({', '.join(names)})")
+        for s, t, n in zip(spec, leaves, names):
+            if not s.matches(t):
+                raise TypeError(f"{self._name}: argument {n} is {_sig_text(t.shape, t.dtype)} "
+                                f"but input_signature expects {s}; pass a matching tensor or "
+                                f"change the signature")
+
+    # -------------------------------------------------------------- tracing
+    def _trace_new(self, args, kwargs, leaves, names, tree, key, force=False):
+        with self._lock:
+            concrete = self._lookup(key)
+            if concrete is not None:
+                return concrete
+            if self.trace_count >= self.max_traces and not force:
+                if "max" not in self._warned:
+                    self._warned.add("max")
+                    warnings.warn(f"tracer.function {self._name}: reached max_traces="
+                                  f"{self.max_traces}; running eagerly from now on for new "
+                                  f"signatures", RuntimeWarning, stacklevel=4)
+                self._eager_keys.add(key)
+                return None
+            self._explain_retrace(key, names)
+            concrete = trace_function(self._fn, self._name, args, kwargs, leaves, names, tree,
+                                      self.static_argnums, self.static_argnames,
+                                      self._param_names, self.backend, self.optimize)
+            self.trace_count += 1
+            if not concrete.one_shot:
+                self._cache.setdefault(key, []).append(concrete)
+            if self.trace_count == WARN_AFTER_TRACES and "many" not in self._warned:
+                self._warned.add("many")
+                changing = self._changing_args()
+                warnings.warn(
+                    f"tracer.function {self._name} has been traced {self.trace_count} times"
+                    f"{'; the changing argument: ' + changing if changing else ''}. Each new "
+                    f"shape, dtype or static value traces again: pass varying Python values "
+                    f"as tensors, or use input_signature with None dimensions",
+                    RuntimeWarning, stacklevel=4)
+            return concrete
+
+    def _changing_args(self) -> str:
+        sigs = [k for k in self._cache]
+        if len(sigs) < 2:
+            return ""
+        first = sigs[0]
+        changed = []
+        names = self._last_names or []
+        for other in sigs[1:]:
+            for i, (a, b) in enumerate(zip(first[1], other[1])):
+                if a != b and i < len(names):
+                    changed.append(names[i])
+            if first[0] != other[0]:
+                changed.append("a static (non-tensor) argument")
+        return ", ".join(dict.fromkeys(changed))
+
+    _last_names = None
+
+    def _explain_retrace(self, key, names):
+        self._last_names = names
+        if not self._cache or not logs.enabled("recompiles"):
+            return
+        best, best_diff = None, None
+        for other in self._cache:
+            diff = _describe_diff(other, key, names)
+            if best_diff is None or len(diff) < len(best_diff):
+                best, best_diff = other, diff
+        if not best_diff:
+            best_diff = ["captured state changed (a guard failed)"]
+            for c in self._cache.get(key, []):
+                why = c.guard_failure()
+                if why:
+                    best_diff = [why]
+        logs.log("recompiles", f"{self._name}: tracing again (trace #{self.trace_count + 1}): "
+                 + "; ".join(best_diff))
+
+
+def _describe_diff(old, new, names) -> list:
+    out = []
+    if old[2] != new[2]:
+        out.append(f"grad mode: {old[2]} -> {new[2]}")
+    if old[0] != new[0]:
+        out.append("static arguments or argument structure changed: "
+                   f"{_static_text(old[0])} -> {_static_text(new[0])}")
+    if len(old[1]) != len(new[1]):
+        out.append(f"number of tensor arguments: {len(old[1])} -> {len(new[1])}")
+        return out
+    for i, (a, b) in enumerate(zip(old[1], new[1])):
+        name = names[i] if i < len(names) else f"#{i}"
+        if a[0] != b[0]:
+            out.append(f"arg {name}: shape {tuple(a[0])} -> {tuple(b[0])}")
+        if a[1] != b[1]:
+            out.append(f"arg {name}: dtype {a[1]} -> {b[1]}")
+        if a[2] != b[2]:
+            out.append(f"arg {name}: requires_grad {a[2]} -> {b[2]}")
+    return out
+
+
+def _static_text(tree) -> str:
+    vals = []
+
+    def walk(t):
+        if isinstance(t, Static):
+            v = t.value
+            vals.append(type(v).__name__ if isinstance(v, Module) or callable(v) else repr(v))
+        elif isinstance(t, tuple):
+            for x in t:
+                walk(x)
+
+    walk(tree)
+    return "(" + ", ".join(vals) + ")"
+
+
+def _static(value):
+    try:
+        hash(value)
+        return Static(value)
+    except TypeError:
+        return Static(value, by_identity=True)
+
+
+class _BoundFunction:
+    """`@function` on a method: the instance becomes a static (by identity) first argument."""
+
+    def __init__(self, func: Function, instance):
+        self._func = func
+        self._instance = instance
+
+    def __call__(self, *args, **kwargs):
+        return self._func(self._instance, *args, **kwargs)
+
+    def get_concrete_function(self, *args, **kwargs):
+        return self._func.get_concrete_function(self._instance, *args, **kwargs)
+
+    @property
+    def trace_count(self):
+        return self._func.trace_count
+
+    def __repr__(self):
+        return f"<bound {self._func!r} of {type(self._instance).__name__}>"
+
+
+def function(fn=None, *, input_signature=None, static_argnums=(), static_argnames=(),
+             backend="numba", fullgraph=False, dynamic=None, max_traces=64):
+    """Trace `fn` into a graph per input signature and run it compiled.
+
+    Usable as ``@function`` and ``@function(...)``, on free functions and methods.
+
+    >>> @function
+    ... def f(x):
+    ...     return x * 2 + 1
+    >>> f(eager.ones(3))
+    tensor([3., 3., 3.])
+    """
+    def wrap(f):
+        return Function(f, input_signature=input_signature, static_argnums=static_argnums,
+                        static_argnames=static_argnames, backend=backend, fullgraph=fullgraph,
+                        dynamic=dynamic, max_traces=max_traces)
+    if fn is None:
+        return wrap
+    return wrap(fn)
+
+
+# --------------------------------------------------------------------------------------
+# tracing one signature
+
+def trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
+                   static_argnames, param_names, backend, optimize=True) -> ConcreteFunction:
+    t0 = time.perf_counter()
+    tr = Trace(name)
+    traced_leaves = []
+    for t, n in zip(leaves, names):
+        var = tr.add_input(_type_of(t), _var_name(n))
+        traced_leaves.append(tr.traced_tensor(var, t.requires_grad))
+    targs, tkwargs = _rebuild(tree, traced_leaves, args, kwargs, static_argnums,
+                              static_argnames, param_names)
+    try:
+        with tr:
+            out = fn(*targs, **tkwargs)
+            out_leaves, out_names = [], []
+            out_tree = flatten(out, out_leaves, "out", out_names)
+            outputs = tuple(tr.lift(t) for t in out_leaves)
+            differentiable = any(t.grad_fn is not None and t.grad_fn._state is None
+                                 for t in out_leaves)
+            updates, targets, created_targets = _collect_updates(tr, traced_leaves)
+    finally:
+        _restore_captures(tr)
+    caps = tr.capture_order
+    capture_names, sources = _find_sources(fn, args, kwargs, [s.tensor for s in caps])
+    grad_owner = []
+    for s in caps:
+        grad_owner.append(getattr(s, "grad_owner", None))
+    graph = Graph(
+        name=_var_name(name), inputs=tuple(tr.inputs), captures=tuple(s.var for s in caps),
+        consts=tuple(tr.consts), eqns=tuple(tr.eqns), outputs=outputs, updates=updates,
+        update_targets=targets, input_names=tuple(tr.input_names),
+        capture_names=tuple(capture_names))
+    verify(graph)
+    raw = graph
+    if logs.enabled("ir"):
+        pass
+    if optimize:
+        from .passes import optimize as run_passes
+
+        graph = run_passes(graph)
+    if logs.enabled("ir"):
+        logs.log("ir", f"traced {name}:\n{graph}")
+    t1 = time.perf_counter()
+    program = get_backend(backend)(graph)
+    t2 = time.perf_counter()
+    grad_pattern = tuple((i, s.grad is None) for i, s in enumerate(caps)
+                         if getattr(s, "grad_owner", None) is None)
+    signature = ", ".join(f"{n}: {_sig_text(t.shape, t.dtype)}" for n, t in zip(names, leaves))
+    return ConcreteFunction(
+        name, graph, raw, program, tree, out_tree, names, signature,
+        captures=[s.tensor for s in caps], capture_grad_owner=grad_owner,
+        update_targets=tuple(targets_runtime(t) for t in targets),
+        grad_pattern=grad_pattern, sources=sources, one_shot=bool(created_targets),
+        differentiable=differentiable, trace_seconds=t1 - t0, compile_seconds=t2 - t1,
+        created_targets=created_targets, input_grad_targets=())
+
+
+def targets_runtime(target):
+    return target
+
+
+def _type_of(t: Tensor):
+    from eager.ops import TensorType
+
+    return TensorType(tuple(t._data.shape), t._data.dtype)
+
+
+def _var_name(path: str) -> str:
+    out = []
+    for ch in path:
+        out.append(ch if ch.isalnum() or ch == "_" else "_")
+    name = "".join(out).strip("_")
+    while "__" in name:
+        name = name.replace("__", "_")
+    return name or "arg"
+
+
+def _rebuild(tree, traced_leaves, args, kwargs, static_argnums, static_argnames, param_names):
+    it = iter(traced_leaves)
+    pos_trees, kw_trees = tree
+    new_args = []
+    for i, (a, t) in enumerate(zip(args, pos_trees)):
+        if isinstance(t, Static) and (i in static_argnums or (
+                i < len(param_names) and param_names[i] in static_argnames)):
+            new_args.append(a)
+        else:
+            new_args.append(unflatten(t, it))
+    new_kwargs = {}
+    for k, t in kw_trees:
+        if isinstance(t, Static) and k in static_argnames:
+            new_kwargs[k] = kwargs[k]
+        else:
+            new_kwargs[k] = unflatten(t, it)
+    return new_args, new_kwargs
+
+
+def _collect_updates(tr: Trace, traced_leaves):
+    """Functionalized mutation: new values of captured tensors, their .grad, new state."""
+    updates, targets = [], []
+    for s in tr.capture_order:
+        t = s.tensor
+        if t._data is not s.data:
+            updates.append(tr.lift(t))
+            targets.append(("data", s.index))
+        if t.grad is not s.grad and getattr(s, "grad_owner", None) is None:
+            g = t.grad
+            updates.append(None if g is None else tr.lift(g))
+            targets.append(("grad", s.index))
+    created = []
+    for t, _orig in tr.created_mutated.values():
+        updates.append(tr.lift(t))
+        targets.append(("created", len(created)))
+        created.append(t)
+    for i, t in enumerate(traced_leaves):
+        if t.grad is not None:
+            updates.append(tr.lift(t.grad))
+            targets.append(("input_grad", i))
+    return tuple(updates), tuple(targets), created
+
+
+def _restore_captures(tr: Trace):
+    for s in tr.capture_order:
+        t = s.tensor
+        t._data = s.data
+        t.grad = s.grad
+        t.grad_fn = s.grad_fn
+        t.requires_grad = s.requires_grad
+        t._version[0] = s.version
+    for t, orig in tr.created_mutated.values():
+        t._data = orig
+
+
+def _find_sources(fn, args, kwargs, captured):
+    """Name each captured tensor by where it lives, and how to find it again."""
+    wanted = {id(t): i for i, t in enumerate(captured)}
+    names = [""] * len(captured)
+    sources = []
+
+    def visit_module(root_desc, get_root, module):
+        for pname, p in list(module.named_parameters()) + list(module.named_buffers()):
+            i = wanted.get(id(p))
+            if i is not None and not names[i]:
+                names[i] = f"{root_desc}.{pname}"
+                sources.append((i, _Source(names[i], _path_resolver(get_root, pname))))
+
+    def visit(root_desc, get_root, obj):
+        if isinstance(obj, Tensor):
+            i = wanted.get(id(obj))
+            if i is not None and not names[i]:
+                names[i] = root_desc
+                sources.append((i, _Source(root_desc, get_root)))
+        elif isinstance(obj, Module):
+            visit_module(root_desc, get_root, obj)
+        elif isinstance(obj, Optimizer):
+            params = [p for g in obj.param_groups for p in g["params"]]
+            for k, p in enumerate(params):
+                for sname, st in obj.state.get(p, {}).items():
+                    j = wanted.get(id(st)) if isinstance(st, Tensor) else None
+                    if j is not None and not names[j]:
+                        names[j] = f"{root_desc}.state[{k}][{sname!r}]"
+
+    for i, a in enumerate(args):
+        visit(_arg_name(fn, i), (lambda a=a: a), a)
+    code = getattr(fn, "__code__", None)
+    if code is not None:
+        for var, cell in zip(code.co_freevars, getattr(fn, "__closure__", None) or ()):
+            try:
+                obj = cell.cell_contents
+            except ValueError:
+                continue
+            visit(var, (lambda cell=cell: cell.cell_contents), obj)
+        g = getattr(fn, "__globals__", {})
+        for gname in code.co_names:
+            if gname in g:
+                visit(gname, (lambda g=g, gname=gname: g[gname]), g[gname])
+    for i, t in enumerate(captured):
+        if not names[i]:
+            names[i] = f"<tensor {_sig_text(t.shape, t.dtype)}>"
+    return names, sources
+
+
+def _arg_name(fn, i):
+    try:
+        return list(inspect.signature(fn).parameters)[i]
+    except (TypeError, ValueError, IndexError):
+        return f"arg{i}"
+
+
+def _path_resolver(get_root, path):
+    parts = path.split(".")
+
+    def resolve():
+        obj = get_root()
+        for p in parts:
+            if isinstance(obj, Module):
+                d = obj.__dict__
+                if p in d["_parameters"]:
+                    obj = d["_parameters"][p]
+                elif p in d["_buffers"]:
+                    obj = d["_buffers"][p]
+                elif p in d["_modules"]:
+                    obj = d["_modules"][p]
+                else:
+                    obj = getattr(obj, p)
+            else:
+                obj = getattr(obj, p)
+        return obj
+    return resolve
+
+
+__all__ = ["function", "Function", "ConcreteFunction", "TensorSpec", "run_eagerly",
+           "TracingError", "LEAF"]

@@ -1,0 +1,194 @@
+"""The IR: a flat, typed, first-order list of equations (jaxpr-style).
+
+A `Graph` has
+  * `inputs`    - the function's tensor arguments, in flattened order;
+  * `captures`  - tensors the function reads from outside (parameters, globals,
+                  closure variables): read at call time, never frozen;
+  * `consts`    - arrays created while tracing (e.g. `arange` in cross_entropy);
+  * `eqns`      - `out: type = op[params] inputs` with the user's file:line;
+  * `outputs`   - returned values, then `updates`: new values of captured tensors
+                  that the function changed in place (functionalized mutation).
+
+Operands are `Var`s or `Literal`s (0-d constants, printed inline).  Ops are
+registry names (`eager.ops.OPS`) or the control-flow ops `cond` and
+`while_loop`, whose params hold sub-graphs.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from eager.dtypes import SHORT_NAMES
+from eager.ops import OPS, TensorType
+
+
+@dataclass(frozen=True, eq=False)
+class Var:
+    """An SSA value. Identity is object identity; `name` is only for printing."""
+
+    name: str
+    type: TensorType
+
+    def __repr__(self) -> str:
+        return f"%{self.name}"
+
+
+@dataclass(frozen=True, eq=False)
+class Literal:
+    """A 0-d constant operand."""
+
+    value: np.ndarray
+    type: TensorType
+
+    @staticmethod
+    def of(value, dtype) -> "Literal":
+        arr = np.array(value, dtype=dtype)
+        return Literal(arr, TensorType((), arr.dtype))
+
+    def key(self):
+        return ("lit", self.type.dtype.str, self.value.tobytes())
+
+    def __repr__(self) -> str:
+        v = self.value.item()
+        if self.type.dtype.kind == "f":
+            text = repr(float(v)) if self.type.dtype.itemsize == 8 else str(np.float32(v))
+        elif self.type.dtype.kind == "b":
+            text = "True" if v else "False"
+        else:
+            text = str(int(v))
+        return f"{text}:{SHORT_NAMES[self.type.dtype]}"
+
+
+Operand = "Var | Literal"
+
+
+@dataclass(frozen=True, eq=False)
+class Eqn:
+    op: str
+    inputs: tuple
+    params: dict
+    out: "Var | tuple"  # a tuple of Vars only for the control-flow ops
+    loc: str = ""
+
+    @property
+    def outs(self) -> tuple:
+        return self.out if isinstance(self.out, tuple) else (self.out,)
+
+    def param_key(self):
+        return tuple(sorted((k, _hashable(v)) for k, v in self.params.items()))
+
+
+def _hashable(v):
+    if isinstance(v, Graph):
+        return ("graph", id(v))
+    if isinstance(v, np.dtype):
+        return ("dtype", v.str)
+    if isinstance(v, (list, tuple)):
+        return tuple(_hashable(x) for x in v)
+    return v
+
+
+@dataclass(frozen=True, eq=False)
+class Graph:
+    name: str
+    inputs: tuple            # Var per flattened tensor argument
+    captures: tuple = ()     # Var per captured tensor
+    consts: tuple = ()       # (Var, ndarray) pairs
+    eqns: tuple = ()
+    outputs: tuple = ()      # Var | Literal per flattened output
+    updates: tuple = ()      # Var | Literal per mutated capture (see `update_targets`)
+    update_targets: tuple = ()  # index into `captures` (int) or ("grad", index)
+    input_names: tuple = ()
+    capture_names: tuple = ()
+    meta: dict = field(default_factory=dict)
+
+    # -------------------------------------------------------------- helpers
+    def replace(self, **changes) -> "Graph":
+        fields = dict(name=self.name, inputs=self.inputs, captures=self.captures,
+                      consts=self.consts, eqns=self.eqns, outputs=self.outputs,
+                      updates=self.updates, update_targets=self.update_targets,
+                      input_names=self.input_names, capture_names=self.capture_names,
+                      meta=self.meta)
+        fields.update(changes)
+        return Graph(**fields)
+
+    @property
+    def results(self) -> tuple:
+        """Everything the graph hands back: outputs then updates."""
+        return tuple(self.outputs) + tuple(self.updates)
+
+    def __str__(self) -> str:
+        from .printing import format_graph
+
+        return format_graph(self)
+
+    def to_dot(self) -> str:
+        from .printing import graph_to_dot
+
+        return graph_to_dot(self)
+
+    def op_counts(self) -> dict:
+        counts: dict = {}
+        for e in self.eqns:
+            counts[e.op] = counts.get(e.op, 0) + 1
+        return counts
+
+
+CONTROL_OPS = ("cond", "while_loop")
+
+
+def infer_eqn(op: str, in_types, params):
+    """The output type of an equation, from the registry (or the control-flow rules)."""
+    if op == "cond":
+        return tuple(v.type for v in params["true_graph"].outputs)
+    if op == "while_loop":
+        return tuple(v.type for v in params["body_graph"].outputs)
+    return OPS[op].infer(*in_types, **params)
+
+
+class VerifyError(AssertionError):
+    pass
+
+
+def verify(graph: Graph) -> Graph:
+    """Re-infer every equation's type from the registry; fail loudly on any mismatch.
+
+    Also checks SSA form: every operand is defined before use, exactly once.
+    """
+    defined = set()
+    for v in tuple(graph.inputs) + tuple(graph.captures) + tuple(c for c, _ in graph.consts):
+        if id(v) in defined:
+            raise VerifyError(f"{graph.name}: {v!r} is defined twice")
+        defined.add(id(v))
+    for i, e in enumerate(graph.eqns):
+        for x in e.inputs:
+            if isinstance(x, Var) and id(x) not in defined:
+                raise VerifyError(f"{graph.name}: eqn {i} ({e.op}) uses {x!r} before it is "
+                                  f"defined")
+        if e.op not in OPS and e.op not in CONTROL_OPS:
+            raise VerifyError(f"{graph.name}: eqn {i} uses unknown op {e.op!r}")
+        try:
+            expect = infer_eqn(e.op, [x.type for x in e.inputs], e.params)
+        except Exception as exc:  # noqa: BLE001
+            raise VerifyError(f"{graph.name}: eqn {i} ({e.op} at {e.loc}) fails type "
+                              f"inference: {exc}") from exc
+        outs = e.out if isinstance(e.out, tuple) else (e.out,)
+        expects = expect if isinstance(expect, tuple) else (expect,)
+        if len(outs) != len(expects):
+            raise VerifyError(f"{graph.name}: eqn {i} ({e.op}) has {len(outs)} outputs, "
+                              f"expected {len(expects)}")
+        for got, want in zip(outs, expects):
+            if tuple(want.shape) != tuple(got.type.shape) or want.dtype != got.type.dtype:
+                raise VerifyError(f"{graph.name}: eqn {i} ({e.op} at {e.loc}) is typed "
+                                  f"{got.type} but the registry infers {want}")
+            if id(got) in defined:
+                raise VerifyError(f"{graph.name}: {got!r} is defined twice")
+            defined.add(id(got))
+        for sub in e.params.values():
+            if isinstance(sub, Graph):
+                verify(sub)
+    for x in graph.results:
+        if isinstance(x, Var) and id(x) not in defined:
+            raise VerifyError(f"{graph.name}: result {x!r} is never defined")
+    return graph

@@ -1,0 +1,73 @@
+"""Flattening nested arguments and results (tuples, lists, dicts) into tensor leaves."""
+from __future__ import annotations
+
+from eager.tensor import Tensor
+
+LEAF = "T"
+
+
+class Static:
+    """A non-tensor value carried in a tree definition; compared by value (or identity)."""
+
+    __slots__ = ("value", "key")
+
+    def __init__(self, value, by_identity=False):
+        self.value = value
+        self.key = ("id", id(value)) if by_identity else ("v", type(value), value)
+
+    def __eq__(self, other):
+        return isinstance(other, Static) and self.key == other.key
+
+    def __hash__(self):
+        return hash(self.key)
+
+    def __repr__(self):
+        return f"Static({self.value!r})"
+
+
+def flatten(obj, leaves: list, path: str, names: list, static_ok=None):
+    """Append tensor leaves of `obj` to `leaves`; return the hashable tree definition."""
+    if isinstance(obj, Tensor):
+        leaves.append(obj)
+        names.append(path)
+        return LEAF
+    if isinstance(obj, tuple) and not hasattr(obj, "_fields"):
+        return ("tuple", tuple(flatten(x, leaves, f"{path}[{i}]", names, static_ok)
+                               for i, x in enumerate(obj)))
+    if isinstance(obj, tuple):  # namedtuple
+        return ("namedtuple", type(obj), tuple(
+            flatten(x, leaves, f"{path}.{f}", names, static_ok)
+            for f, x in zip(obj._fields, obj)))
+    if isinstance(obj, list):
+        return ("list", tuple(flatten(x, leaves, f"{path}[{i}]", names, static_ok)
+                              for i, x in enumerate(obj)))
+    if isinstance(obj, dict):
+        keys = tuple(obj.keys())
+        return ("dict", keys, tuple(flatten(obj[k], leaves, f"{path}[{k!r}]", names, static_ok)
+                                    for k in keys))
+    try:
+        hash(obj)
+    except TypeError:
+        raise TypeError(
+            f"argument {path} is an unhashable {type(obj).__name__}; @function keys its cache "
+            f"on non-tensor arguments, so they must be hashable. Pass it as a tensor, make it "
+            f"hashable (e.g. a tuple), or list it in static_argnames/static_argnums to key it "
+            f"by identity") from None
+    return Static(obj)
+
+
+def unflatten(tree, leaves_iter):
+    if tree == LEAF:
+        return next(leaves_iter)
+    if isinstance(tree, Static):
+        return tree.value
+    kind = tree[0]
+    if kind == "tuple":
+        return tuple(unflatten(t, leaves_iter) for t in tree[1])
+    if kind == "namedtuple":
+        return tree[1](*(unflatten(t, leaves_iter) for t in tree[2]))
+    if kind == "list":
+        return [unflatten(t, leaves_iter) for t in tree[1]]
+    if kind == "dict":
+        return {k: unflatten(t, leaves_iter) for k, t in zip(tree[1], tree[2])}
+    raise AssertionError(tree)

@@ -1,0 +1,297 @@
+"""Tracing: run a Python function on traced values and record a `Graph`.
+
+A trace installs itself as eager's compute hook (`eager.dispatch.set_compute`),
+so every op of the user's eager code records an equation instead of running.
+Tensors met during the trace are lifted into the graph:
+
+* traced values of this trace -> their `Var`;
+* read-only 0-d arrays (Python scalars wrapped by the front end) -> `Literal`s;
+* tensors made by creation functions during the trace -> constants;
+* any other concrete tensor (parameters, globals, closure variables) -> a
+  *capture*, read again at every call.  In-place updates of a captured tensor
+  during the trace (optimizer steps) are recorded as graph `updates` and the
+  tensor is restored, so the trace itself leaves no trace on user state.
+"""
+from __future__ import annotations
+
+import os
+import threading
+
+import numpy as np
+
+from eager import dispatch
+from eager.errors import user_frame
+from eager.ops import TensorType
+from eager.tensor import Tensor
+
+from .ir import Eqn, Graph, Literal, Var
+
+
+class TracingError(RuntimeError):
+    """Something a trace cannot express; the message names the user's line and a fix."""
+
+
+def _where() -> str:
+    frame = user_frame()
+    if frame is None:
+        return "<unknown>"
+    return f"{frame.f_code.co_filename}:{frame.f_lineno}"
+
+
+def _short_where() -> str:
+    frame = user_frame()
+    if frame is None:
+        return ""
+    return f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
+
+
+_INSTEAD = ("use tracer.cond(pred, true_fn, false_fn, *operands) for data-dependent branches, "
+            "tracer.while_loop(cond_fn, body_fn, loop_vars) for data-dependent loops, or pass "
+            "the value as a static argument (static_argnames=...) if it is a Python constant")
+
+
+class TracedValue:
+    """Stands in for a numpy array inside traced tensors: a `Var` of the trace."""
+
+    __slots__ = ("var", "trace")
+
+    def __init__(self, var: Var, trace: "Trace"):
+        self.var = var
+        self.trace = trace
+
+    @property
+    def shape(self) -> tuple:
+        return self.var.type.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.var.type.dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.var.type.shape)
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for s in self.var.type.shape:
+            n *= s
+        return n
+
+    def _fail(self, what: str):
+        raise TracingError(
+            f"{_where()}: {what} of a traced tensor (%{self.var.name}: {self.var.type}) needs "
+            f"its value, which is not known while tracing a @function. Instead, {_INSTEAD}.")
+
+    def __bool__(self):
+        self._fail("bool()")
+
+    def __float__(self):
+        self._fail("float()")
+
+    def __int__(self):
+        self._fail("int()")
+
+    def __index__(self):
+        self._fail("using as an index")
+
+    def item(self):
+        self._fail(".item()")
+
+    def tolist(self):
+        self._fail(".tolist()")
+
+    def to_numpy(self):
+        self._fail(".numpy()")
+
+    def __array__(self, *args, **kwargs):
+        self._fail("converting to a numpy array")
+
+    def copy(self):
+        return self
+
+    def astype(self, dtype):
+        self._fail("astype")
+
+    def __repr__(self) -> str:
+        return f"<traced %{self.var.name}: {self.var.type}>"
+
+
+class _CaptureState:
+    """What a captured tensor looked like before the trace touched it."""
+
+    __slots__ = ("tensor", "var", "data", "grad", "grad_fn", "requires_grad", "version",
+                 "index", "grad_owner")
+
+    def __init__(self, tensor, var, index, grad_owner=None):
+        self.grad_owner = grad_owner  # capture index of the tensor whose .grad this is
+        self.tensor = tensor
+        self.var = var
+        self.index = index
+        self.data = tensor._data
+        self.grad = tensor.grad
+        self.grad_fn = tensor.grad_fn
+        self.requires_grad = tensor.requires_grad
+        self.version = tensor._version[0]
+
+
+class Trace:
+    """One trace in progress (possibly nested inside a parent for cond/while bodies)."""
+
+    def __init__(self, name: str, parent: "Trace | None" = None):
+        self.name = name
+        self.parent = parent
+        self.eqns: list = []
+        self.inputs: list = []
+        self.input_names: list = []
+        self.captures: dict = {}       # id(tensor) -> _CaptureState
+        self.capture_order: list = []  # _CaptureState in order of first use
+        self.outer_captures: list = []  # for sub-traces: (outer operand, inner Var)
+        self._outer_map: dict = {}
+        self.consts: list = []         # (Var, ndarray)
+        self._const_map: dict = {}     # id(tensor) -> Var
+        self.created: dict = {}        # id(tensor) -> tensor made during the trace
+        self.created_mutated: dict = {}  # id(tensor) -> (tensor, its array before the update)
+        self.grad_sources: dict = {}   # id(grad tensor) -> capture index of its owner
+        self._counter = 0
+        self.lock = threading.Lock()
+
+    # -------------------------------------------------------------- values
+    def new_var(self, type_: TensorType, name: str | None = None) -> Var:
+        if name is None:
+            root = self._root()
+            name = str(root._counter)
+            root._counter += 1
+        return Var(name, type_)
+
+    def _root(self) -> "Trace":
+        t = self
+        while t.parent is not None:
+            t = t.parent
+        return t
+
+    def add_input(self, tensor_type: TensorType, name: str) -> Var:
+        var = self.new_var(tensor_type, name)
+        self.inputs.append(var)
+        self.input_names.append(name)
+        return var
+
+    def traced_tensor(self, var: Var, requires_grad: bool = False) -> Tensor:
+        t = Tensor._wrap(TracedValue(var, self))
+        if requires_grad:
+            t.requires_grad = True
+        return t
+
+    def lift(self, t: Tensor):
+        """The operand standing for tensor `t` in this trace."""
+        data = t._data
+        if data.__class__ is TracedValue:
+            if data.trace is self:
+                return data.var
+            return self._lift_outer(data)
+        if data.__class__ is not np.ndarray:
+            data = np.asarray(data)
+        if data.ndim == 0 and not data.flags.writeable:
+            return Literal(data, TensorType((), data.dtype))
+        key = id(t)
+        if key in self.created or key in self._const_map:
+            if data.ndim == 0:
+                return Literal(data.copy(), TensorType((), data.dtype))
+            var = self._const_map.get(key)
+            if var is None:
+                var = self.new_var(TensorType(tuple(data.shape), data.dtype), f"c{len(self.consts)}")
+                self._const_map[key] = var
+                self.consts.append((var, data.copy()))
+            return var
+        return self.capture(t)
+
+    def capture(self, t: Tensor):
+        if self.parent is not None:
+            outer = self.parent.capture(t) if t._data.__class__ is np.ndarray else None
+            return self._bind_outer(outer, t)
+        state = self.captures.get(id(t))
+        if state is None:
+            data = t._data
+            index = len(self.capture_order)
+            var = self.new_var(TensorType(tuple(data.shape), data.dtype), f"k{index}")
+            state = _CaptureState(t, var, index, self.grad_sources.get(id(t)))
+            self.captures[id(t)] = state
+            self.capture_order.append(state)
+            if t.grad is not None:
+                self.grad_sources[id(t.grad)] = index
+        return state.var
+
+    def _lift_outer(self, data: TracedValue):
+        """A value of an enclosing trace used inside a cond/while body."""
+        if self.parent is None:
+            raise TracingError(
+                f"{_where()}: a traced tensor from another @function trace "
+                f"(%{data.var.name}: {data.var.type}) leaked into this one: it was stored in "
+                f"Python state during that trace. Return it from that function instead, or "
+                f"create state with a creation function (e.g. eager.zeros_like) and update it "
+                f"in place (copy_, add_), which @function turns into real updates")
+        outer = self.parent.lift(Tensor._wrap(data))
+        return self._bind_outer(outer, None)
+
+    def _bind_outer(self, outer, tensor):
+        key = id(outer)
+        var = self._outer_map.get(key)
+        if var is None:
+            var = self.new_var(outer.type)
+            self._outer_map[key] = var
+            self.outer_captures.append((outer, var))
+        return var
+
+    # -------------------------------------------------------------- the compute hook
+    def compute(self, op, inputs, params):
+        operands = tuple(self.lift(t) for t in inputs)
+        out_type = op.infer(*[x.type for x in operands], **params)
+        out = self.new_var(out_type)
+        self.eqns.append(Eqn(op.name, operands, dict(params), out, _short_where()))
+        return TracedValue(out, self)
+
+    def on_create(self, t: Tensor, mutated: bool = False):
+        if not mutated:
+            self.created[id(t)] = t
+            return
+        if self.parent is not None:
+            raise TracingError(f"{_where()}: in-place updates of outside tensors inside "
+                               f"tracer.cond / tracer.while_loop bodies are not supported; "
+                               f"return the new value from the body instead")
+        if id(t) in self.created:
+            # State made during the trace and updated in place (e.g. an optimizer's first
+            # step): the runtime writes the computed value into this very tensor.
+            self.created_mutated.setdefault(id(t), (t, t._data))
+        else:
+            self.capture(t)
+
+    def record(self, op: str, operands: tuple, params: dict, out_types: tuple) -> tuple:
+        """Record a multi-output (control-flow) equation; returns its output Vars."""
+        outs = tuple(self.new_var(ty) for ty in out_types)
+        self.eqns.append(Eqn(op, operands, params, outs, _short_where()))
+        return outs
+
+    # -------------------------------------------------------------- activation
+    def __enter__(self):
+        self._prev_compute = dispatch.set_compute(self.compute)
+        self._prev_create = dispatch.set_on_create(self.on_create)
+        return self
+
+    def __exit__(self, *exc):
+        dispatch.set_compute(self._prev_compute)
+        dispatch.set_on_create(self._prev_create)
+        return False
+
+
+def current_trace() -> "Trace | None":
+    hook = dispatch.get_compute()
+    owner = getattr(hook, "__self__", None)
+    return owner if isinstance(owner, Trace) else None
+
+
+def is_traced(t) -> bool:
+    return isinstance(t, Tensor) and t._data.__class__ is TracedValue
+
+
+__all__ = ["Trace", "TracedValue", "TracingError", "current_trace", "is_traced", "Graph",
+           "Eqn", "Var", "Literal"]
