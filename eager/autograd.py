@@ -18,7 +18,7 @@ import numpy as np
 from . import dispatch
 from . import functions as F
 from .dispatch import _state
-from .errors import describe, op_error
+from .errors import describe, op_error, user_location
 from .ops import TensorType
 
 Tensor = None  # bound by eager/__init__.py
@@ -61,10 +61,11 @@ class Node:
         if self._state is _FREED:
             raise RuntimeError(
                 f"Trying to backward through the graph a second time (or directly access "
-                f"saved tensors after they have already been freed) at {self.name()}. Saved "
+                f"saved tensors after they have already been freed) at {self.name()} "
+                f"(inputs {', '.join(str(t) for t in self.types)}). Saved "
                 f"intermediate values of the graph are freed when you call .backward() or "
                 f"autograd.grad(). Specify retain_graph=True if you need to backward through "
-                f"the graph a second time.")
+                f"the graph a second time. (at {user_location()})")
         for i, t in enumerate(self.saved):
             if t is not None and t._version[0] != self.versions[i]:
                 raise _modified_error(self, f"input {i}", t, self.versions[i])
@@ -76,13 +77,23 @@ class Node:
         self.check_saved()
         op = self.op
         args = [s if s is not None else ty for s, ty in zip(self.saved, self.types)]
+        out = self.out
+        if out is not None and _state.grad_enabled:
+            # The output is saved without its grad_fn (saving it whole would make a reference
+            # cycle).  A differentiable backward (create_graph) must see it as the function
+            # of the inputs that it is, so re-attach this node, as PyTorch's SavedVariable
+            # does; otherwise d(out)/dx is silently dropped from second derivatives.
+            out = Tensor._wrap(out._data)
+            out._version = self.out._version
+            out.grad_fn = self
+            out.requires_grad = True
         vjp = op.vjp
         if callable(vjp):  # variadic op: one function returns every input's gradient
-            return vjp(g, self.out, *args, **self.params)
+            return vjp(g, out, *args, **self.params)
         grads = []
         for i, rule in enumerate(vjp):
             if needed[i] and rule is not None:
-                grads.append(rule(g, self.out, *args, **self.params))
+                grads.append(rule(g, out, *args, **self.params))
             else:
                 grads.append(None)
         return grads
@@ -98,7 +109,8 @@ def _modified_error(node, what, t, version):
         f"one of the variables needed for gradient computation has been modified by an "
         f"inplace operation: the {what} of {node.name()}, a {describe(t)} tensor, is at "
         f"version {t._version[0]}; expected version {version} instead. Clone it before "
-        f"modifying it in place, or do the in-place update after backward().")
+        f"modifying it in place, or do the in-place update after backward(). "
+        f"(at {user_location()})")
 
 
 def attach_node(op, inputs, params, out):
@@ -208,7 +220,8 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None)
                 raise RuntimeError(
                     f"element 0 of tensors does not require grad and does not have a grad_fn "
                     f"({describe(out)}); call .requires_grad_() on the inputs before "
-                    f"computing it, and don't compute it under no_grad()")
+                    f"computing it, and don't compute it under no_grad() "
+                    f"(at {user_location()})")
             leaves[id(out)] = out
             _accumulate(leaf_grads, id(out), g)
             continue
@@ -281,7 +294,7 @@ def _default_grad(out, op="backward"):
         raise RuntimeError(
             f"grad can be implicitly created only for scalar outputs; this output is "
             f"{describe(out)}. Pass gradient=... (a tensor of the output's shape), or reduce "
-            f"it first, e.g. out.sum().backward()")
+            f"it first, e.g. out.sum().backward() (at {user_location()})")
     return F.const(1, out.dtype) if out.ndim == 0 else F.reshape(F.const(1, out.dtype),
                                                                   out.shape)
 
@@ -377,7 +390,7 @@ class FunctionCtx:
             raise RuntimeError("Trying to backward through the graph a second time (or "
                                "directly access saved tensors after they have already been "
                                "freed). Specify retain_graph=True if you need to backward "
-                               "through the graph a second time.")
+                               f"through the graph a second time. (at {user_location()})")
         for t, v in zip(self._saved, self._versions):
             if t is not None and t._version[0] != v:
                 raise RuntimeError("one of the variables needed for gradient computation "

@@ -141,6 +141,11 @@ def apply(op, *inputs, **params):
     out.grad_fn = None
     if op.view and data.__class__ is _ndarray and data.base is not None:
         out._version = inputs[0]._version  # a view: in-place writes to either are seen by both
+        # Autograd cannot yet rebase a view's or its base's history after an in-place write
+        # to the other (PyTorch's CopySlices); Tensor._inplace refuses such writes instead of
+        # letting the other tensor's gradient silently miss the update.
+        out._is_view = True
+        inputs[0]._has_views = True
     else:
         out._version = [0]
     if op.vjp is not None:

@@ -51,8 +51,11 @@ def canonical(dtype) -> np.dtype:
         return float64 if d.itemsize > 4 else float32
     if d.kind in "iu":
         return int64 if d.itemsize > 4 or d.kind == "u" and d.itemsize == 4 else int32
+    from .errors import user_location
+
     raise TypeError(
-        f"dtype {d} is not supported; tracejit supports float32, float64, int32, int64 and bool"
+        f"dtype {d} is not supported; tracejit supports float32, float64, int32, int64 and bool "
+        f"(at {user_location()})"
     )
 
 

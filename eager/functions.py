@@ -253,11 +253,12 @@ def clamp(x, min=None, max=None):  # noqa: A002
     if min is None and max is None:
         raise op_error("clamp", "at least one of min and max must be given", (x,))
     # Select the bound only where the comparison is true, so NaN (never comparable) stays
-    # NaN as in PyTorch; at the bound itself x is kept, so its gradient is 1.
+    # NaN as in PyTorch, and at the bound itself x is kept, so its gradient is 1 there
+    # (maximum/minimum would split it in half) for number and tensor bounds alike.
     if min is not None:
-        x = where(lt(x, min), min, x) if not isinstance(min, Tensor) else maximum(x, min)
+        x = where(lt(x, min), min, x)
     if max is not None:
-        x = where(gt(x, max), max, x) if not isinstance(max, Tensor) else minimum(x, max)
+        x = where(gt(x, max), max, x)
     return x
 
 
@@ -632,6 +633,7 @@ def getitem(x, key):
         elif _is_advanced(k):
             tensors = _index_tensor(k, x.shape[axis])
             for ti in tensors:
+                _check_index_bounds(x, ti, axis)
                 advanced.append((out_axis, ti))
                 basic.append((0, x.shape[axis], 1))
                 axis += 1
@@ -661,6 +663,19 @@ def getitem(x, key):
         rest = list(range(nb, out.ndim))
         out = permute(out, rest[:first] + list(range(nb)) + rest[first:])
     return out
+
+
+def _check_index_bounds(x, ti, axis):
+    # numpy would report this from inside gather as "numpy failed"; say it like basic indexing
+    # does, as an IndexError (traced index values are unknown, so only concrete ones are checked)
+    data = ti._data
+    if type(data) is not np.ndarray or not data.size:
+        return
+    size = x.shape[axis]
+    bad = (data < -size) | (data >= size)
+    if bad.any():
+        raise op_error("index", f"index {int(data[bad].flat[0])} is out of bounds for dimension "
+                       f"{axis} with size {size}", (x, ti), exc=IndexError)
 
 
 def _is_advanced_tuple(key):
@@ -693,7 +708,9 @@ def index_shape_of(shape, index):
 # creation
 
 def _dtype_of_data(data):
-    if isinstance(data, np.ndarray):
+    # numpy scalars (np.float64(1.0), a 0-d result of array arithmetic) keep their dtype like
+    # arrays do, as in torch.tensor; only Python numbers and lists get the defaults
+    if isinstance(data, (np.ndarray, np.generic)):
         return dtypes.canonical(data.dtype)
     arr = np.asarray(data)
     if arr.dtype.kind == "f":

@@ -183,15 +183,23 @@ class Adam(Optimizer):
                 m, v = state["exp_avg"], state["exp_avg_sq"]
                 m.mul_(b1).add_(g, alpha=1 - b1)
                 v.mul_(b2).add_(g * g, alpha=1 - b2)
-                # Bias corrections 1 - beta ** step from the step tensor, in float64 as
-                # PyTorch computes them (in Python floats): in float32, 0.999 is off by
-                # 1.3e-8, which moves 1 - 0.999 ** 1 by 1.3e-5 relative.
-                step64 = T.cast(step, np.float64)
-                bc1 = 1 - T.pow(T.const(b1, np.float64), step64)
-                bc2 = 1 - T.pow(T.const(b2, np.float64), step64)
-                step_size = T.cast(lr / bc1, p.dtype)
-                denom = T.sqrt(v) / T.cast(T.sqrt(bc2), p.dtype) + eps
-                # p -= step_size * m / denom, PyTorch's addcdiv_ order
+                if type(step._data) is np.ndarray:
+                    # Eager: bias corrections in Python floats from the step count, as
+                    # PyTorch's default (non-capturable) path computes them.
+                    n = step.item()
+                    step_size = T.const(lr / (1 - b1 ** n), p.dtype)
+                    bc2_sqrt = T.const(math.sqrt(1 - b2 ** n), p.dtype)
+                else:
+                    # Traced: from the step tensor (PyTorch's capturable path), so the trace
+                    # does not bake in a step count. In float64, as the eager floats: in
+                    # float32, 0.999 is off by 1.3e-8, moving 1 - 0.999 ** 1 by 1.3e-5.
+                    step64 = T.cast(step, np.float64)
+                    bc1 = 1 - T.pow(T.const(b1, np.float64), step64)
+                    bc2 = 1 - T.pow(T.const(b2, np.float64), step64)
+                    step_size = T.cast(lr / bc1, p.dtype)
+                    bc2_sqrt = T.cast(T.sqrt(bc2), p.dtype)
+                denom = T.sqrt(v) / bc2_sqrt + eps
+                # p -= step_size * m / denom, in the order of PyTorch's addcdiv_
                 p.sub_(m * step_size / denom)
         return loss
 
@@ -207,4 +215,3 @@ class AdamW(Adam):
 
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW"]
-_ = math

@@ -11,7 +11,7 @@ from .dispatch import apply as _apply
 from .ops import OPS as _OPS
 
 _ADD, _SUB, _MUL = _OPS["add"], _OPS["sub"], _OPS["mul"]
-from .errors import op_error
+from .errors import op_error, user_location
 
 
 class Tensor:
@@ -29,6 +29,8 @@ class Tensor:
     requires_grad = False
     grad = None
     _retains_grad = False
+    _is_view = False    # made by a view op, shares its input's storage (set by dispatch.apply)
+    _has_views = False  # some view op output shares this tensor's storage
     __array_priority__ = 1000  # numpy scalars and arrays defer to Tensor's operators
 
     def __init__(self, data=None, *, dtype=None, requires_grad=False):
@@ -132,7 +134,7 @@ class Tensor:
             return data.item()
         if data.size != 1:
             raise ValueError(f"item(): a Tensor with {data.size} elements cannot be converted "
-                             "to a Python scalar; index it first")
+                             f"to a Python scalar; index it first (at {user_location()})")
         return data.reshape(()).item()
 
     def tolist(self):
@@ -195,10 +197,11 @@ class Tensor:
     def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
         if requires_grad and self.dtype.kind != "f":
             raise RuntimeError(f"only floating-point tensors can require gradients, got "
-                               f"{self.dtype}; cast with .float() first")
+                               f"{self.dtype}; cast with .float() first "
+                               f"(at {user_location()})")
         if not requires_grad and self.grad_fn is not None:
             raise RuntimeError("requires_grad_(False) is only allowed on leaf tensors; "
-                               "use .detach() for a non-leaf")
+                               f"use .detach() for a non-leaf (at {user_location()})")
         self.requires_grad = bool(requires_grad)
         return self
 
@@ -246,7 +249,8 @@ class Tensor:
         if _state.grad_enabled and self.requires_grad and self.grad_fn is None:
             raise RuntimeError(
                 f"{op}: a leaf Variable that requires grad is being used in an in-place "
-                "operation; wrap the update in `with eager.no_grad():` (as optimizers do)")
+                "operation; wrap the update in `with eager.no_grad():` (as optimizers do) "
+                f"(at {user_location()})")
 
     def _inplace(self, op, result: "Tensor") -> "Tensor":
         if result.shape != self.shape:
@@ -258,11 +262,18 @@ class Tensor:
                 raise op_error(op, f"result type {result.dtype} can't be cast to the desired "
                                f"output type {self.dtype}", (self, result), exc=TypeError)
             result = F.cast(result, self.dtype)
+        if result.requires_grad and (self._is_view or self._has_views):
+            raise RuntimeError(
+                f"{op}: in-place write with autograd to a tensor that shares storage with a "
+                f"{'base tensor it is a view of' if self._is_view else 'view of it'}; the "
+                f"other tensor's gradient would miss the update (this is not supported yet). "
+                f"Use the out-of-place op (y = y.add(...)) or clone() before viewing "
+                f"(at {user_location()})")
         data, new = self._data, result._data
         if type(data) is np.ndarray and type(new) is np.ndarray:
             if not data.flags.writeable:
                 raise RuntimeError(f"{op}: this tensor is a read-only (expanded) view; "
-                                   "clone() it before writing in place")
+                                   f"clone() it before writing in place (at {user_location()})")
             np.copyto(data, new)
         else:
             if data.__class__ is np.ndarray:
@@ -330,12 +341,13 @@ class Tensor:
         if isinstance(value, Tensor):
             value = value._data
         probe = F.getitem(Tensor._wrap(data), key)  # validates the key, gives the target
-        target = probe._data
-        if target.base is None and not np.shares_memory(target, data):
-            # advanced index: assign through numpy directly
+        items = key if isinstance(key, tuple) else (key,)
+        # Decide by the key, not by the probe's memory: an advanced index in a middle position
+        # comes back as a *view* of a gathered copy, and writing into it would be lost.
+        if any(F._is_advanced(k) for k in items):
             data[_numpy_key(key)] = value
         else:
-            target[...] = value
+            probe._data[...] = value
         self._version[0] += 1
 
     # ---------------------------------------------------------------- operators

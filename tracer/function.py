@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import functools
 import inspect
+import sys
 import threading
+import types
 import time
 import warnings
 import weakref
@@ -25,6 +27,7 @@ import weakref
 import numpy as np
 
 from eager import dispatch
+from eager.errors import _is_library_file
 from eager.nn.module import STRUCTURE_EPOCH, Module
 from eager.optim import Optimizer
 from eager.tensor import Tensor
@@ -91,7 +94,7 @@ class ConcreteFunction:
     def __init__(self, name, graph, raw_graph, program, arg_tree, out_tree, arg_names,
                  signature, captures, capture_grad_owner, update_targets, grad_pattern,
                  sources, one_shot, differentiable, trace_seconds, compile_seconds,
-                 created_targets, input_grad_targets):
+                 created_targets, input_grad_targets, root_guards=()):
         self.name = name
         self.graph = graph
         self.raw_graph = raw_graph
@@ -105,8 +108,17 @@ class ConcreteFunction:
         self._update_targets = update_targets
         self._grad_pattern = grad_pattern
         self._sources = sources
+        # (description, getter, object) of each global / closure variable captures came
+        # through: rebinding one (w = eager.randn(3) at module level) must retrace, and
+        # nothing like STRUCTURE_EPOCH announces it, so identities are checked every call.
+        self._root_guards = root_guards
         self._epoch = STRUCTURE_EPOCH[0]
         self._capture_types = tuple((v.type.shape, v.type.dtype) for v in graph.captures)
+        # requires_grad of each capture as traced: the backward graph of a training step
+        # depends on it (freezing a layer must retrace). None for captured .grad tensors.
+        self._capture_requires_grad = tuple(
+            None if owner is not None else t.requires_grad
+            for t, owner in zip(captures, capture_grad_owner))
         self.one_shot = one_shot
         self.differentiable = differentiable
         self.trace_seconds = trace_seconds
@@ -114,6 +126,7 @@ class ConcreteFunction:
         self._created_targets = created_targets
         self._input_grad_targets = input_grad_targets
         self._out_copies = _outputs_needing_copy(graph)
+        self.writes_input_grads = any(t[0] == "input_grad" for t in update_targets)
 
     # -------------------------------------------------------------- inspection
     @property
@@ -145,6 +158,17 @@ class ConcreteFunction:
             if data.shape != shape or data.dtype != dtype:
                 return (f"capture {self.graph.capture_names[i]}: "
                         f"{_sig_text(shape, dtype)} -> {_sig_text(data.shape, data.dtype)}")
+            rg = self._capture_requires_grad[i]
+            if rg is not None and t.requires_grad != rg:
+                return (f"capture {self.graph.capture_names[i]}: requires_grad "
+                        f"{rg} -> {t.requires_grad}")
+        for desc, get, obj in self._root_guards:
+            try:
+                current = get()
+            except Exception:  # noqa: BLE001 - a deleted global or an emptied cell
+                current = None
+            if current is not obj:
+                return f"{desc} now names another object"
         for i, was_none in self._grad_pattern:
             if (caps[i].grad is None) != was_none:
                 return (f"capture {self.graph.capture_names[i]}: .grad is "
@@ -196,6 +220,8 @@ class ConcreteFunction:
                 _assign_data(self._created_targets[i], value)
             elif kind == "input_grad":
                 _assign_grad(leaves[i], value)
+            elif kind == "input":
+                _assign_data(leaves[i], value)
 
 
 def _assign_data(t: Tensor, value):
@@ -239,7 +265,9 @@ def _outputs_needing_copy(graph: Graph) -> set:
 def _sig_text(shape, dtype) -> str:
     from eager.dtypes import SHORT_NAMES
 
-    return f"{SHORT_NAMES.get(np.dtype(dtype), str(dtype))}{list(shape)}"
+    # Spelled as TensorType prints (f32[8,4]), so messages and printouts agree.
+    dims = ",".join(str(d) for d in shape)
+    return f"{SHORT_NAMES.get(np.dtype(dtype), str(dtype))}[{dims}]"
 
 
 # --------------------------------------------------------------------------------------
@@ -326,6 +354,11 @@ class Function:
                 return self._fn(*args, **kwargs)
         if concrete.differentiable and dispatch.is_grad_enabled():
             return self._eager_for_grad(args, kwargs)
+        if concrete.writes_input_grads and any(t.grad is not None for t in leaves):
+            # The trace began with every argument's .grad unset, so its backward assigns
+            # .grad where eager would accumulate into the existing one.
+            return self._eager_for_grad(args, kwargs, "an argument's .grad is set and the "
+                                        "function's backward would accumulate into it")
         for t in leaves:
             if t._data.__class__ is not np.ndarray:
                 return self._fn(*args, **kwargs)
@@ -340,11 +373,12 @@ class Function:
                 return concrete
         return None
 
-    def _eager_for_grad(self, args, kwargs):
-        if "grad" not in self._warned:
-            self._warned.add("grad")
-            logs.log("recompiles", f"{self._name}: outputs need gradients outside the "
-                     f"function; running it eagerly so autograd sees every op")
+    def _eager_for_grad(self, args, kwargs,
+                        why="outputs need gradients outside the function"):
+        if why not in self._warned:
+            self._warned.add(why)
+            logs.log("recompiles", f"{self._name}: {why}; running it eagerly so autograd "
+                     f"sees every op")
         return self._fn(*args, **kwargs)
 
     def get_concrete_function(self, *args, **kwargs) -> ConcreteFunction:
@@ -385,7 +419,8 @@ class Function:
                     self._warned.add("max")
                     warnings.warn(f"tracer.function {self._name}: reached max_traces="
                                   f"{self.max_traces}; running eagerly from now on for new "
-                                  f"signatures", RuntimeWarning, stacklevel=4)
+                                  f"signatures", RuntimeWarning,
+                                  stacklevel=_user_stacklevel())
                 self._eager_keys.add(key)
                 return None
             self._explain_retrace(key, names)
@@ -403,7 +438,7 @@ class Function:
                     f"{'; the changing argument: ' + changing if changing else ''}. Each new "
                     f"shape, dtype or static value traces again: pass varying Python values "
                     f"as tensors, or use input_signature with None dimensions",
-                    RuntimeWarning, stacklevel=4)
+                    RuntimeWarning, stacklevel=_user_stacklevel())
             return concrete
 
     def _changing_args(self) -> str:
@@ -478,6 +513,17 @@ def _static_text(tree) -> str:
     return "(" + ", ".join(vals) + ")"
 
 
+def _user_stacklevel() -> int:
+    """warnings.warn's stacklevel that points at the user's call, not into tracejit (the
+    depth differs between f(x), a bound method and get_concrete_function)."""
+    frame = sys._getframe(1)
+    level = 1
+    while frame is not None and _is_library_file(frame.f_code.co_filename):
+        frame = frame.f_back
+        level += 1
+    return level
+
+
 def _static(value):
     try:
         hash(value)
@@ -535,10 +581,12 @@ def trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
                    static_argnames, param_names, backend, optimize=True) -> ConcreteFunction:
     t0 = time.perf_counter()
     tr = Trace(name)
+    tr.entry_grads = _entry_grads(fn, args, kwargs)
     traced_leaves = []
     for t, n in zip(leaves, names):
         var = tr.add_input(_type_of(t), _var_name(n))
         traced_leaves.append(tr.traced_tensor(var, t.requires_grad))
+    leaf_values = [t._data for t in traced_leaves]
     targs, tkwargs = _rebuild(tree, traced_leaves, args, kwargs, static_argnums,
                               static_argnames, param_names)
     try:
@@ -549,11 +597,19 @@ def trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
             outputs = tuple(tr.lift(t) for t in out_leaves)
             differentiable = any(t.grad_fn is not None and t.grad_fn._state is None
                                  for t in out_leaves)
-            updates, targets, created_targets = _collect_updates(tr, traced_leaves)
+            for t, grad in tr.entry_grads.values():
+                if t.grad is not grad:
+                    # A .grad the function set or cleared without otherwise using the
+                    # tensor (model.zero_grad() over unused parameters): capture it so the
+                    # change becomes an update made at every call, not only while tracing.
+                    tr.capture(t)
+            updates, targets, created_targets = _collect_updates(tr, traced_leaves,
+                                                                 leaf_values)
     finally:
         _restore_captures(tr)
     caps = tr.capture_order
-    capture_names, sources = _find_sources(fn, args, kwargs, [s.tensor for s in caps])
+    capture_names, sources, root_guards = _find_sources(fn, args, kwargs,
+                                                        [s.tensor for s in caps])
     grad_owner = []
     for s in caps:
         grad_owner.append(getattr(s, "grad_owner", None))
@@ -584,7 +640,7 @@ def trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
         update_targets=tuple(targets_runtime(t) for t in targets),
         grad_pattern=grad_pattern, sources=sources, one_shot=bool(created_targets),
         differentiable=differentiable, trace_seconds=t1 - t0, compile_seconds=t2 - t1,
-        created_targets=created_targets, input_grad_targets=())
+        created_targets=created_targets, input_grad_targets=(), root_guards=root_guards)
 
 
 def targets_runtime(target):
@@ -626,8 +682,9 @@ def _rebuild(tree, traced_leaves, args, kwargs, static_argnums, static_argnames,
     return new_args, new_kwargs
 
 
-def _collect_updates(tr: Trace, traced_leaves):
-    """Functionalized mutation: new values of captured tensors, their .grad, new state."""
+def _collect_updates(tr: Trace, traced_leaves, leaf_values):
+    """Functionalized mutation: new values of captured tensors, their .grad, new state,
+    arguments updated in place."""
     updates, targets = [], []
     for s in tr.capture_order:
         t = s.tensor
@@ -647,10 +704,17 @@ def _collect_updates(tr: Trace, traced_leaves):
         if t.grad is not None:
             updates.append(tr.lift(t.grad))
             targets.append(("input_grad", i))
+        if t._data is not leaf_values[i]:
+            # x.add_(1) on an argument: eager changes the caller's tensor, so must we.
+            updates.append(tr.lift(t))
+            targets.append(("input", i))
     return tuple(updates), tuple(targets), created
 
 
 def _restore_captures(tr: Trace):
+    # Also the .grad of reachable tensors the trace never captured (it failed half-way).
+    for t, grad in tr.entry_grads.values():
+        t.grad = grad
     for s in tr.capture_order:
         t = s.tensor
         t._data = s.data
@@ -662,53 +726,117 @@ def _restore_captures(tr: Trace):
         t._data = orig
 
 
+def _roots(fn, args, kwargs):
+    """Where a call reaches outside objects from: (description, getter, object, is_free) for
+    each argument, closure variable and global the function's code names. Free (closure and
+    global) roots can be rebound between calls; arguments are part of the cache key."""
+    for i, a in enumerate(args):
+        yield _arg_name(fn, i), (lambda a=a: a), a, False
+    for k, v in kwargs.items():
+        yield k, (lambda v=v: v), v, False
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return
+    for var, cell in zip(code.co_freevars, getattr(fn, "__closure__", None) or ()):
+        try:
+            obj = cell.cell_contents
+        except ValueError:
+            continue
+        yield var, (lambda cell=cell: cell.cell_contents), obj, True
+    g = getattr(fn, "__globals__", {})
+    for gname in _global_names(code):
+        if gname in g:
+            yield gname, (lambda g=g, gname=gname: g[gname]), g[gname], True
+
+
+def _global_names(code) -> list:
+    """Names read by `code` and by the lambdas and functions nested in it (a tracer.cond
+    branch written inline reads `model` from there)."""
+    names = dict.fromkeys(code.co_names)
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            names.update(dict.fromkeys(_global_names(c)))
+    return list(names)
+
+
+def _entry_grads(fn, args, kwargs) -> dict:
+    """id -> (tensor, .grad) for every parameter the call can reach, before it runs."""
+    found = {}
+
+    def visit(obj, depth=0):
+        if isinstance(obj, Tensor):
+            found.setdefault(id(obj), (obj, obj.grad))
+        elif isinstance(obj, Module):
+            for p in obj.parameters():
+                found.setdefault(id(p), (p, p.grad))
+        elif isinstance(obj, Optimizer):
+            for group in obj.param_groups:
+                for p in group["params"]:
+                    found.setdefault(id(p), (p, p.grad))
+        elif depth == 0 and isinstance(obj, (list, tuple)):
+            for x in obj:
+                visit(x, 1)
+        elif depth == 0 and hasattr(obj, "__dict__") and not isinstance(obj, type) \
+                and not isinstance(obj, types.ModuleType) and not callable(obj):
+            for x in list(vars(obj).values()):  # a trainer object holding model and opt
+                visit(x, 1)
+
+    for _desc, _get, obj, free in _roots(fn, args, kwargs):
+        if free or not isinstance(obj, Tensor):  # tensor arguments are traced, not captured
+            visit(obj)
+    return found
+
+
 def _find_sources(fn, args, kwargs, captured):
     """Name each captured tensor by where it lives, and how to find it again."""
     wanted = {id(t): i for i, t in enumerate(captured)}
     names = [""] * len(captured)
     sources = []
+    root_guards = []
 
     def visit_module(root_desc, get_root, module):
+        found = False
         for pname, p in list(module.named_parameters()) + list(module.named_buffers()):
             i = wanted.get(id(p))
             if i is not None and not names[i]:
                 names[i] = f"{root_desc}.{pname}"
                 sources.append((i, _Source(names[i], _path_resolver(get_root, pname))))
+                found = True
+        return found
 
     def visit(root_desc, get_root, obj):
+        """Name the captures found under `obj`; True if there were any."""
         if isinstance(obj, Tensor):
             i = wanted.get(id(obj))
             if i is not None and not names[i]:
                 names[i] = root_desc
                 sources.append((i, _Source(root_desc, get_root)))
+                return True
         elif isinstance(obj, Module):
-            visit_module(root_desc, get_root, obj)
+            return visit_module(root_desc, get_root, obj)
         elif isinstance(obj, Optimizer):
+            found = False
             params = [p for g in obj.param_groups for p in g["params"]]
             for k, p in enumerate(params):
                 for sname, st in obj.state.get(p, {}).items():
                     j = wanted.get(id(st)) if isinstance(st, Tensor) else None
                     if j is not None and not names[j]:
                         names[j] = f"{root_desc}.state[{k}][{sname!r}]"
+                        found = True
+            if found:
+                # opt.load_state_dict() replaces the state dict: the captured buffers are
+                # then stale, so its identity is checked at every call.
+                root_guards.append((f"{root_desc}.state", lambda o=obj: o.state, obj.state))
+            return found
+        return False
 
-    for i, a in enumerate(args):
-        visit(_arg_name(fn, i), (lambda a=a: a), a)
-    code = getattr(fn, "__code__", None)
-    if code is not None:
-        for var, cell in zip(code.co_freevars, getattr(fn, "__closure__", None) or ()):
-            try:
-                obj = cell.cell_contents
-            except ValueError:
-                continue
-            visit(var, (lambda cell=cell: cell.cell_contents), obj)
-        g = getattr(fn, "__globals__", {})
-        for gname in code.co_names:
-            if gname in g:
-                visit(gname, (lambda g=g, gname=gname: g[gname]), g[gname])
+    for desc, get, obj, free in _roots(fn, args, kwargs):
+        if visit(desc, get, obj) and free:
+            root_guards.append((desc, get, obj))
     for i, t in enumerate(captured):
         if not names[i]:
             names[i] = f"<tensor {_sig_text(t.shape, t.dtype)}>"
-    return names, sources
+    return names, sources, tuple(root_guards)
 
 
 def _arg_name(fn, i):

@@ -73,7 +73,7 @@ def _same(a, b) -> bool:
 
 
 def _rewrite_eqn(eqn: Eqn, env: dict, on_sub: Callable[[Graph], Graph] | None) -> Eqn:
-    """`eqn` with renamed inputs and (optionally) transformed sub-graphs; same object if unchanged."""
+    """`eqn` with renamed inputs and transformed sub-graphs (the same object if unchanged)."""
     inputs = tuple(_resolve(x, env) for x in eqn.inputs)
     params = eqn.params
     if on_sub is not None and _sub_graphs(eqn):
@@ -86,13 +86,15 @@ def _rewrite_eqn(eqn: Eqn, env: dict, on_sub: Callable[[Graph], Graph] | None) -
 
 
 def _finish(graph: Graph, eqns: list, env: dict, consts=None) -> Graph:
-    """Rebuild `graph` with new equations/consts and renamed results; `graph` if nothing changed."""
+    """`graph` with new equations and consts and renamed results (itself if nothing changed)."""
     eqns = tuple(eqns)
     consts = graph.consts if consts is None else tuple(consts)
     outputs = tuple(_resolve(x, env) for x in graph.outputs)
     updates = tuple(_resolve(x, env) for x in graph.updates)
-    if (_same(eqns, graph.eqns) and _same(outputs, graph.outputs)
-            and _same(updates, graph.updates) and _same(consts, graph.consts)):
+    same_consts = _same([v for v, _ in consts], [v for v, _ in graph.consts]) and _same(
+        [a for _, a in consts], [a for _, a in graph.consts])
+    if (same_consts and _same(eqns, graph.eqns) and _same(outputs, graph.outputs)
+            and _same(updates, graph.updates)):
         return graph
     return graph.replace(eqns=eqns, consts=consts, outputs=outputs, updates=updates)
 
@@ -131,7 +133,7 @@ def dce(graph: Graph) -> Graph:
         kept.append(eqn)
         live.update(id(x) for x in eqn.inputs if isinstance(x, Var))
     kept.reverse()
-    consts = [(v, arr) for v, arr in graph.consts if id(v) in live]
+    consts = [c for c in graph.consts if id(c[0]) in live]
     return _finish(graph, kept, {}, consts)
 
 
@@ -169,13 +171,15 @@ def cse(graph: Graph) -> Graph:
     """
     env: dict = {}
     consts = []
-    seen_consts: dict = {}
+    candidates: dict = {}  # (dtype, shape) -> [(Var, array)] kept so far
     for v, arr in graph.consts:
-        key = (arr.dtype.str, arr.shape, arr.tobytes())
-        if key in seen_consts:
-            env[id(v)] = seen_consts[key]
+        same_kind = candidates.setdefault((arr.dtype.str, arr.shape), [])
+        # Bytes, not ==: 0.0 and -0.0 must stay apart, equal NaNs may merge.
+        twin = next((w for w, a in same_kind if a.tobytes() == arr.tobytes()), None)
+        if twin is not None:
+            env[id(v)] = twin
         else:
-            seen_consts[key] = v
+            same_kind.append((v, arr))
             consts.append((v, arr))
 
     seen: dict = {}
@@ -293,8 +297,9 @@ def _is_exactly(x, value, consts: dict) -> bool:
     return arr is not None and arr.size > 0 and bool(np.all(arr == value))
 
 
-def _same_type(x, out: Var) -> bool:
-    return tuple(x.type.shape) == tuple(out.type.shape) and x.type.dtype == out.type.dtype
+def _same_type(t, out: Var) -> bool:
+    """Whether TensorType `t` is exactly `out`'s type (no broadcast, no dtype change)."""
+    return tuple(t.shape) == tuple(out.type.shape) and t.dtype == out.type.dtype
 
 
 # (op, operand position of the neutral constant, neutral value)
@@ -312,7 +317,7 @@ def _simplify_eqn(eqn: Eqn, defs: dict, consts: dict):
     if eqn.op in _IDENTITIES:
         for pos, neutral in _IDENTITIES[eqn.op]:
             other = eqn.inputs[1 - pos]
-            if _is_exactly(eqn.inputs[pos], neutral, consts) and _same_type(other, out):
+            if _is_exactly(eqn.inputs[pos], neutral, consts) and _same_type(other.type, out):
                 return other
         return None
     if eqn.op in ("neg", "cast", "reshape", "permute", "broadcast_to"):
@@ -354,13 +359,9 @@ def _retarget(eqn: Eqn, x, **param_changes):
         t = infer_eqn(eqn.op, [x.type], params)
     except Exception:  # noqa: BLE001 - not expressible that way: keep the original
         return None
-    if not _same_type_t(t, eqn.out):
+    if not _same_type(t, eqn.out):
         return None
     return Eqn(eqn.op, (x,), params, eqn.out, eqn.loc)
-
-
-def _same_type_t(t, out: Var) -> bool:
-    return tuple(t.shape) == tuple(out.type.shape) and t.dtype == out.type.dtype
 
 
 # ----------------------------------------------------------------------------- pipeline
@@ -386,16 +387,17 @@ def optimize(graph: Graph, log: Callable[[PassStep], None] | None = None, *,
              passes=PIPELINE, max_rounds: int = 4) -> Graph:
     """Run `passes` in order, repeating until a round changes nothing (at most `max_rounds`).
 
-    Every pass that changed the graph is verified (`tracer.ir.verify`, so a bad
-    rewrite is blamed on the pass that made it), reported to `log` as a
-    `PassStep`, and, when `TRACER_LOGS` contains `passes`, logged with the IR
-    before and after on the `tracer.passes` logger.
+    The input and every pass output that differs from its input are verified
+    (`tracer.ir.verify`, so a bad rewrite is blamed on the pass that made it),
+    reported to `log` as a `PassStep`, and, when `TRACER_LOGS` contains
+    `passes`, logged with the IR before and after on the `tracer.passes` logger.
 
         >>> steps = []
         >>> g = optimize(graph, log=steps.append)
         >>> [s.name for s in steps]
         ['simplify', 'dce']
     """
+    verify(graph)
     for rnd in range(1, max_rounds + 1):
         changed = False
         for name, run in passes:
@@ -415,7 +417,7 @@ def optimize(graph: Graph, log: Callable[[PassStep], None] | None = None, *,
             graph = after
         if not changed:
             break
-    return verify(graph)
+    return graph
 
 
 def _describe(step: PassStep) -> str:

@@ -74,17 +74,29 @@ def format_graph(g, indent: str = "") -> str:
 
 def _target_name(g, target) -> str:
     if isinstance(target, tuple):
+        # The index means a capture, an input or a piece of new state depending on the kind
+        # (see tracer.function._collect_updates); indexing captures for all of them crashed.
         kind, i = target
-        return f"%{g.captures[i].name}.{kind}"
+        if kind in ("data", "grad"):
+            return f"%{g.captures[i].name}.{kind}"
+        if kind == "input":
+            return f"%{g.inputs[i].name}"
+        if kind == "input_grad":
+            return f"%{g.inputs[i].name}.grad"
+        if kind == "created":
+            return f"new_state[{i}]"
+        return f"{kind}[{i}]"
     return f"%{g.captures[target].name}"
 
 
 def graph_to_dot(g) -> str:
     """Graphviz DOT text: one node per value, one box per equation."""
     lines = [f'digraph "{g.name}" {{', "  rankdir=TB;", '  node [fontname="monospace"];']
+    # Node ids numbered in order of appearance (not id()), so the text is deterministic.
+    ids: dict = {}
 
     def vid(v):
-        return f'"v{id(v)}"'
+        return f'"v{ids.setdefault(id(v), len(ids))}"'
 
     for v in g.inputs:
         lines.append(f'  {vid(v)} [label="%{v.name}\\n{v.type}", shape=ellipse, '
@@ -97,11 +109,11 @@ def graph_to_dot(g) -> str:
     for i, e in enumerate(g.eqns):
         node = f'"e{i}"'
         lines.append(f'  {node} [label="{e.op}\\n{e.loc}", shape=box];')
-        for x in e.inputs:
+        for k, x in enumerate(e.inputs):
             if hasattr(x, "name"):
                 lines.append(f"  {vid(x)} -> {node};")
             else:
-                lit = f'"l{i}_{id(x)}"'
+                lit = f'"l{i}_{k}"'
                 lines.append(f'  {lit} [label="{x!r}", shape=plaintext];')
                 lines.append(f"  {lit} -> {node};")
         for o in e.outs:

@@ -153,6 +153,7 @@ class Trace:
         self.created: dict = {}        # id(tensor) -> tensor made during the trace
         self.created_mutated: dict = {}  # id(tensor) -> (tensor, its array before the update)
         self.grad_sources: dict = {}   # id(grad tensor) -> capture index of its owner
+        self.entry_grads: dict = {}    # id(tensor) -> (tensor, its .grad when the call began)
         self._counter = 0
         self.lock = threading.Lock()
 
@@ -215,9 +216,16 @@ class Trace:
             index = len(self.capture_order)
             var = self.new_var(TensorType(tuple(data.shape), data.dtype), f"k{index}")
             state = _CaptureState(t, var, index, self.grad_sources.get(id(t)))
+            entry = self.entry_grads.get(id(t))
+            if entry is not None:
+                # The function may have changed .grad before first using the tensor
+                # (opt.zero_grad() at the top of a training step). Guards, updates and the
+                # restore must compare with the .grad the call started with; otherwise every
+                # call looks different from the trace and traces again.
+                state.grad = entry[1]
             self.captures[id(t)] = state
             self.capture_order.append(state)
-            if t.grad is not None:
+            if t.grad is not None and t.grad is state.grad:
                 self.grad_sources[id(t.grad)] = index
         return state.var
 

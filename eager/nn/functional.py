@@ -78,7 +78,9 @@ def nll_loss(logp, target, reduction: str = "mean"):
         raise op_error("nll_loss", "expected input (N, C) and target (N,)", (logp, target),
                        hint="flatten extra dimensions first")
     rows = T.arange(logp.shape[0])
-    picked = T.getitem(logp, (rows, target))
+    # logp[rows, target] as the gather op getitem would end in, without getitem's key
+    # parsing and the identity permute it records first (both show in a training step).
+    picked = T.gather(logp, (rows, target))
     return _reduce(T.neg(picked), reduction, "nll_loss")
 
 
@@ -103,6 +105,13 @@ def cross_entropy(input, target, reduction: str = "mean", label_smoothing: float
 
 
 def mse_loss(input, target, reduction: str = "mean"):
+    # PyTorch rejects integer targets ("Found dtype Long but expected Float"); promoting them
+    # silently would hide labels passed where regression targets belong.
+    _check_float(input, "mse_loss")
+    if target.dtype.kind != "f":
+        raise op_error("mse_loss", f"target must be floating-point, got {target.dtype}",
+                       (input, target), hint="cast the target with .float() (class labels "
+                       "belong in cross_entropy)", exc=TypeError)
     if input.shape != target.shape:
         raise op_error("mse_loss", f"input shape {input.shape} and target shape "
                        f"{target.shape} differ (PyTorch would broadcast with a warning)",

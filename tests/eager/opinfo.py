@@ -600,9 +600,10 @@ def _stack_ref(*arrays, dim):
     return cat_ref(expanded, dim % (arrays[0].ndim + 1))
 
 
-BASIC_KEYS = [1, -1, slice(1, 3), slice(None, None, -1), slice(None, None, -2), slice(3, 0, -1),
-              (Ellipsis, 1), (None, 0), (slice(None), None, 1), (slice(1, -1), slice(None, None, 2)),
-              (Ellipsis,), slice(3, 1), (0, 1, 2), (Ellipsis, None), (-1, slice(None, None, -3)),
+BASIC_KEYS = [1, -1, slice(1, 3), slice(None, None, -1), slice(None, None, -2),
+              slice(3, 0, -1), (Ellipsis, 1), (None, 0), (slice(None), None, 1),
+              (slice(1, -1), slice(None, None, 2)), (Ellipsis,), slice(3, 1), (0, 1, 2),
+              (Ellipsis, None), (-1, slice(None, None, -3)),
               (slice(-2, None), Ellipsis, slice(None, 1))]
 
 
@@ -900,13 +901,6 @@ def _max_dim_ref(x, dim, keepdim):
 
 def _min_dim_ref(x, dim, keepdim):
     return amin_ref(x, dim, keepdim), argmin_ref(x, dim, keepdim)
-
-
-def _first(fn):
-    """Differentiate only the values of a (values, indices) result."""
-    def call(*args, **kwargs):
-        return fn(*args, **kwargs)[0]
-    return call
 
 
 def _shape_samples(cases):

@@ -4,10 +4,17 @@ import zlib
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import mutually_broadcastable_shapes
 
 import eager
+
+# NaN/inf samples are deliberate; numpy's "invalid value" warnings are expected (eager's own
+# filter for them is dropped when pytest restores the warning filters after collection).
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 from eager import dispatch
-from opinfo import (BY_NAME, OPINFOS, TOLERANCES, forward_cases, to_call_arg, to_ref_arg)
+from opinfo import OPINFOS, TOLERANCES, forward_cases, to_call_arg, to_ref_arg
 
 
 def sample_rng(*parts) -> np.random.Generator:
@@ -210,6 +217,8 @@ def test_creation_dtypes():
     assert eager.tensor([True]).dtype == b8
     assert eager.tensor(np.array([1.0])).dtype == f64
     assert eager.tensor(np.array([1.0], np.float32)).dtype == f32
+    assert eager.tensor(np.float64(1.5)).dtype == f64  # numpy scalars keep their dtype too
+    assert eager.tensor(np.int32(3)).dtype == i32
     assert eager.tensor([1, 2], dtype=f64).dtype == f64
     for dt in (np.float32, np.float64, np.int32, np.int64, np.bool_):
         assert eager.from_numpy(np.zeros(2, dt)).dtype == np.dtype(dt)
@@ -243,4 +252,27 @@ def test_tensor_basics():
     assert [r.tolist() for r in x] == [[1.0, 2.0], [3.0, 4.0]]
     assert "tensor(" in repr(x)
     assert x.size() == (2, 2) and x.size(-1) == 2
-    assert BY_NAME["add"].op == "add"
+
+
+# --------------------------------------------------------------------------------------
+# random broadcasting shapes (a few hypothesis examples on top of the fixed table)
+
+@settings(max_examples=40, deadline=None)
+@given(shapes=mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=4, min_side=0,
+                                            max_side=3),
+       op=st.sampled_from(["add", "sub", "mul", "maximum", "lt"]),
+       seed=st.integers(0, 2 ** 16))
+def test_broadcasting_binary_ops_against_numpy(shapes, op, seed):
+    rng = np.random.default_rng(seed)
+    (sa, sb), result = shapes.input_shapes, shapes.result_shape
+    a_np, b_np = rng.standard_normal(sa), rng.standard_normal(sb)
+    a = eager.tensor(a_np, requires_grad=op != "lt")
+    b = eager.tensor(b_np, requires_grad=op != "lt")
+    out = getattr(eager, op)(a, b)
+    ref = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "maximum": np.maximum,
+           "lt": np.less}[op](a_np, b_np)
+    assert out.shape == result == ref.shape
+    np.testing.assert_array_equal(out.detach().numpy(), ref)
+    if op != "lt":
+        out.sum().backward()
+        assert a.grad.shape == sa and b.grad.shape == sb

@@ -1,0 +1,486 @@
+"""Emission: Numba source text for one fused kernel.
+
+Generated code is meant to be read: one module per kernel, named after what it
+does, literal shapes, typed constants (``np.float32(0.5)``, never a bare float
+literal that would promote float32 math to float64), and each line commented
+with the IR equation and the user's file:line it implements.
+
+Every array reaches a kernel as a flat C-contiguous 1-D view (the runtime
+guarantees contiguity), so any view composed into a load is an affine flat
+offset in the loop indices.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from eager.dtypes import SHORT_NAMES
+from tracer.ir import Literal, Var
+from tracer.printing import format_eqn
+
+from .fuse import KernelGroup, Partition
+from .lower import INT_POWERS, expression, np_type
+
+# NaN and inf must propagate exactly as in eager: no 'nnan'/'ninf'; and no 'afn', which
+# lets LLVM swap in approximate reciprocal square roots.
+FASTMATH = {"nsz", "arcp", "contract", "reassoc"}
+PARALLEL_MIN_SIZE = 1 << 18
+
+_NUMBA_TYPES = {"float32": "float32", "float64": "float64", "int32": "int32",
+                "int64": "int64", "bool": "boolean"}
+
+
+def c_strides(shape) -> tuple:
+    strides = []
+    acc = 1
+    for d in reversed(shape):
+        strides.append(acc)
+        acc *= d
+    return tuple(reversed(strides))
+
+
+class Aff:
+    """An affine integer expression over loop variables: const + sum(coef * var)."""
+
+    __slots__ = ("const", "terms")
+
+    def __init__(self, const=0, terms=None):
+        self.const = const
+        self.terms = dict(terms or {})
+
+    @staticmethod
+    def var(name):
+        return Aff(0, {name: 1})
+
+    def scale(self, k):
+        return Aff(self.const * k, {v: c * k for v, c in self.terms.items()})
+
+    def __add__(self, other):
+        terms = dict(self.terms)
+        for v, c in other.terms.items():
+            terms[v] = terms.get(v, 0) + c
+        return Aff(self.const + other.const, {v: c for v, c in terms.items() if c})
+
+    def render(self) -> str:
+        parts = []
+        for v, c in self.terms.items():
+            parts.append(v if c == 1 else f"{v} * {c}" if c > 0 else f"{v} * ({c})")
+        if self.const or not parts:
+            parts.append(str(self.const))
+        return " + ".join(parts)
+
+
+class KernelSource:
+    """Builds the source of one kernel module."""
+
+    def __init__(self, part: Partition, group: KernelGroup):
+        self.part = part
+        self.group = group
+        self.members = {id(e.out): e for e in group.members}
+        self.args: list = []          # base Vars read from memory
+        self.arg_names: dict = {}
+        self.outputs = list(group.outputs)
+        self.out_names = {id(v): f"out{i}" for i, v in enumerate(self.outputs)}
+        self.consts: dict = {}        # (dtype name, repr) -> name
+        self.imports: set = set()
+        self.lines: list = []
+
+    # -------------------------------------------------------------- names
+    def const(self, value, dtype) -> str:
+        dtype = np.dtype(dtype)
+        v = np.array(value, dtype=dtype).item()
+        if dtype.kind == "f":
+            text = repr(float(v))
+            text = {"inf": "np.inf", "-inf": "-np.inf", "nan": "np.nan"}.get(text, text)
+        elif dtype.kind == "b":
+            text = "True" if v else "False"
+        else:
+            text = str(int(v))
+        key = (dtype.name, text)
+        name = self.consts.get(key)
+        if name is None:
+            name = f"_c{len(self.consts)}"
+            self.consts[key] = name
+        return name
+
+    def arg(self, var: Var) -> str:
+        name = self.arg_names.get(id(var))
+        if name is None:
+            name = f"in{len(self.args)}"
+            self.args.append(var)
+            self.arg_names[id(var)] = name
+        return name
+
+    # -------------------------------------------------------------- loads
+    def index_of(self, x, idx: list):
+        """Follow views from operand `x` read at multi-index `idx` to (base, idx)."""
+        views = self.part.views
+        while isinstance(x, Var) and id(x) in views:
+            e = views[id(x)]
+            src = e.inputs[0]
+            new_idx = _view_index(e, src.type.shape, idx)
+            if new_idx is None:  # a reshape: same flat offset in a contiguous base
+                return src, None, _flat(x.type.shape, idx)
+            idx = new_idx
+            x = src
+        return x, idx, None
+
+    def load(self, x, idx: list, scope: dict, body: list) -> str:
+        if isinstance(x, Literal):
+            return self.const(x.value, x.type.dtype)
+        base, bidx, flat = self.index_of(x, idx)
+        if isinstance(base, Literal):
+            return self.const(base.value, base.type.dtype)
+        if id(base) in scope:  # computed inside this kernel
+            return scope[id(base)]
+        if flat is None:
+            flat = _flat(base.type.shape, bidx)
+        name = self.arg(base)
+        key = (name, flat.render())
+        cached = scope.get(key)
+        if cached is not None:
+            return cached
+        local = f"x{len([k for k in scope if isinstance(k, tuple)])}_{name}"
+        body.append(f"{local} = {name}[{flat.render()}]")
+        scope[key] = local
+        return local
+
+    def operand_index(self, x, out_shape, idx):
+        """Implicit broadcasting: the index of operand `x` for an output index `idx`."""
+        shape = x.type.shape
+        lead = len(out_shape) - len(shape)
+        return [Aff(0) if shape[k] == 1 and out_shape[lead + k] != 1 else idx[lead + k]
+                for k in range(len(shape))]
+
+    def compute(self, e, idx, scope: dict, body: list, name: str) -> None:
+        """Emit `name = <e on its operands>` (operands loaded or already in scope)."""
+        out_shape = e.out.type.shape
+        g = self.group
+        if g.kind == "row" and tuple(out_shape) != tuple(g.shape):
+            idx = _row_index(out_shape, g.shape[:g.split], idx)  # a per-row scalar
+        args = []
+        for x in e.inputs:
+            if isinstance(x, Var) and id(x) in scope:
+                args.append(scope[id(x)])
+                continue
+            args.append(self.load(x, self.operand_index(x, out_shape, idx), scope, body))
+        exponent = None
+        if e.op == "pow" and isinstance(e.inputs[1], Literal):
+            v = e.inputs[1].value.item()
+            if float(v).is_integer() and int(v) in INT_POWERS:
+                exponent = int(v)
+        expr = expression(e.op, args, [x.type for x in e.inputs], e.out.type, e.params,
+                          self.imports, self.const, pow_exponent=exponent)
+        body.append(f"{name} = {expr}  # {_eqn_comment(e)}")
+        scope[id(e.out)] = name
+
+    # -------------------------------------------------------------- the module
+    def header(self, kind_doc: str) -> list:
+        g = self.group
+        return [
+            f'"""Kernel {g.name}: {g.kind}, iteration shape {list(g.shape)}.',
+            "",
+            kind_doc,
+            "Generated by tracejit codegen; each line cites the IR equation it implements.",
+            '"""',
+        ]
+
+
+def _eqn_comment(e) -> str:
+    text = format_eqn(e, "")[0]
+    loc = e.loc
+    core = text[: text.rfind(str(e.out.type))].rstrip() if loc else text
+    return f"{core}  ({loc})" if loc else core
+
+
+def _flat(shape, idx) -> Aff:
+    out = Aff(0)
+    for s, i in zip(c_strides(shape), idx):
+        out = out + i.scale(s)
+    return out
+
+
+def _view_index(e, src_shape, idx):
+    """The index into a view's input for index `idx` into its output (None: reshape)."""
+    op = e.op
+    if op == "broadcast_to":
+        lead = len(e.out.type.shape) - len(src_shape)
+        return [Aff(0) if src_shape[k] == 1 and e.out.type.shape[lead + k] != 1
+                else idx[lead + k] for k in range(len(src_shape))]
+    if op == "permute":
+        perm = e.params["perm"]
+        out = [None] * len(perm)
+        for k, p in enumerate(perm):
+            out[p] = idx[k]
+        return out
+    if op == "getitem":
+        out = []
+        o = 0
+        for item in e.params["index"]:
+            if item is None:
+                o += 1
+            elif isinstance(item, tuple):
+                start, _stop, step = item
+                out.append(Aff(start) + idx[o].scale(step))
+                o += 1
+            else:
+                out.append(Aff(item))
+        out.extend(idx[o:])
+        return out
+    if op == "reshape":
+        a, b = src_shape, e.out.type.shape
+        if [d for d in a if d != 1] == [d for d in b if d != 1]:
+            kept = [i for d, i in zip(b, idx) if d != 1]
+            it = iter(kept)
+            return [Aff(0) if d == 1 else next(it) for d in a]
+        return None
+    raise AssertionError(op)
+
+
+# --------------------------------------------------------------------------------------
+# kernel kinds
+
+def emit_kernel(part: Partition, group: KernelGroup) -> tuple[str, KernelSource]:
+    ks = KernelSource(part, group)
+    shape = group.shape
+    loop_vars = [f"i{k}" for k in range(len(shape))]
+    idx = [Aff.var(v) for v in loop_vars]
+    parallel = math.prod(shape) >= PARALLEL_MIN_SIZE and len(shape) and shape[0] > 1
+    if group.kind == "elementwise":
+        body = _elementwise_body(ks, idx)
+        code = _nest(loop_vars, shape, body, parallel)
+        doc = "One loop nest over the output shape."
+    elif group.kind == "row":
+        code = _row_code(ks, loop_vars, idx, parallel)
+        doc = ("Reductions over trailing axes: per row, one pass per reduction stage, then "
+               "the full-size outputs.")
+    else:
+        code = _col_code(ks, loop_vars, idx)
+        doc = "Reductions over leading axes, accumulated into the outputs row by row."
+        parallel = False
+    return _module(ks, code, parallel, doc), ks
+
+
+def _elementwise_body(ks: KernelSource, idx) -> list:
+    scope: dict = {}
+    body: list = []
+    for n, e in enumerate(ks.group.members):
+        ks.compute(e, idx, scope, body, f"v{n}")
+    for v in ks.outputs:
+        flat = _flat(v.type.shape, idx)
+        body.append(f"{ks.out_names[id(v)]}[{flat.render()}] = {scope[id(v)]}")
+    return body
+
+
+def _nest(loop_vars, shape, body, parallel, indent=1) -> list:
+    lines = []
+    pad = "    " * indent
+    for k, (v, n) in enumerate(zip(loop_vars, shape)):
+        rng = "prange" if (k == 0 and parallel) else "range"
+        lines.append(f"{pad}for {v} in {rng}({n}):")
+        pad += "    "
+    lines.extend(pad + b for b in body)
+    return lines
+
+
+def _stages(ks: KernelSource):
+    """Stage of each member: reductions of stage k finish in pass k."""
+    g = ks.group
+    stage = {}
+    for e in g.members:
+        s = 0
+        for x in e.inputs:
+            b = ks.part.base(x)
+            if isinstance(b, Var) and id(b) in stage:
+                s = max(s, stage[id(b)])
+        if e.op in ("sum", "amax"):
+            s += 1
+        stage[id(e.out)] = s
+    return stage
+
+
+def _is_row_value(g, var) -> bool:
+    return var.type.shape != g.shape
+
+
+def _needed_full(ks: KernelSource, targets, row_ready: set) -> list:
+    """Full-size members needed to compute `targets`, in program order."""
+    g = ks.group
+    members = ks.members
+    need = set()
+    stack = [t for t in targets]
+    while stack:
+        e = stack.pop()
+        for x in e.inputs:
+            b = ks.part.base(x)
+            if not isinstance(b, Var) or id(b) not in members or id(b) in row_ready:
+                continue
+            if id(b) not in need and not _is_row_value(g, b):
+                need.add(id(b))
+                stack.append(members[id(b)])
+    return [e for e in g.members if id(e.out) in need]
+
+
+def _row_code(ks: KernelSource, loop_vars, idx, parallel) -> list:
+    g = ks.group
+    split = g.split
+    outer_vars, inner_vars = loop_vars[:split], loop_vars[split:]
+    outer_shape, inner_shape = g.shape[:split], g.shape[split:]
+    stage = _stages(ks)
+    reductions = [e for e in g.members if e.op in ("sum", "amax")]
+    row_members = [e for e in g.members if e.op not in ("sum", "amax")
+                   and _is_row_value(g, e.out)]
+    full_outputs = [v for v in ks.outputs if not _is_row_value(g, v)]
+    row_outputs = [v for v in ks.outputs if _is_row_value(g, v)]
+    n_passes = max((stage[id(e.out)] for e in reductions), default=0)
+
+    row_scope: dict = {}
+    row_body: list = []
+    row_ready: set = set()
+    counter = [0]
+
+    def emit_row_members(max_stage):
+        for e in row_members:
+            if id(e.out) in row_ready or stage[id(e.out)] > max_stage:
+                continue
+            ks.compute(e, idx, row_scope, row_body, f"r{counter[0]}")
+            counter[0] += 1
+            row_ready.add(id(e.out))
+
+    emit_row_members(0)
+    for p in range(1, n_passes + 1):
+        targets = [e for e in reductions if stage[id(e.out)] == p]
+        accs = []
+        for e in targets:
+            dt = e.out.type.dtype
+            acc = f"acc{counter[0]}"
+            counter[0] += 1
+            init = ks.const(0, dt) if e.op == "sum" else ks.const(-np.inf, dt)
+            row_body.append(f"{acc} = {init}  # {_eqn_comment(e)}")
+            accs.append((e, acc))
+        inner_scope = dict(row_scope)
+        inner: list = []
+        for e in _needed_full(ks, targets, row_ready):
+            ks.compute(e, idx, inner_scope, inner, f"v{counter[0]}")
+            counter[0] += 1
+        for e, acc in accs:
+            x = e.inputs[0]
+            val = inner_scope.get(id(x)) or ks.load(x, idx, inner_scope, inner)
+            if e.op == "sum":
+                inner.append(f"{acc} += {val}")
+            else:
+                inner.append(f"{acc} = {val} if ({val} > {acc} or {val} != {val}) else {acc}")
+        row_body.extend(_nest(inner_vars, inner_shape, inner, False, indent=0))
+        for e, acc in accs:
+            row_scope[id(e.out)] = acc
+            row_ready.add(id(e.out))
+        emit_row_members(p)
+    if full_outputs:
+        targets = [ks.members[id(v)] for v in full_outputs]
+        inner_scope = dict(row_scope)
+        inner = []
+        for e in _needed_full(ks, targets, row_ready) + [
+                t for t in targets if id(t.out) not in row_ready]:
+            if id(e.out) not in inner_scope:
+                ks.compute(e, idx, inner_scope, inner, f"v{counter[0]}")
+                counter[0] += 1
+        for v in full_outputs:
+            inner.append(f"{ks.out_names[id(v)]}[{_flat(v.type.shape, idx).render()}] = "
+                         f"{inner_scope[id(v)]}")
+        row_body.extend(_nest(inner_vars, inner_shape, inner, False, indent=0))
+    for v in row_outputs:
+        ridx = _row_index(v.type.shape, outer_shape, idx)
+        row_body.append(f"{ks.out_names[id(v)]}[{_flat(v.type.shape, ridx).render()}] = "
+                        f"{row_scope[id(v)]}")
+    return _nest(outer_vars, outer_shape, row_body, parallel)
+
+
+def _row_index(shape, outer_shape, idx):
+    if tuple(shape) == tuple(outer_shape):
+        return idx[:len(outer_shape)]
+    return idx[:len(outer_shape)] + [Aff(0)] * (len(shape) - len(outer_shape))
+
+
+def _col_code(ks: KernelSource, loop_vars, idx) -> list:
+    g = ks.group
+    split = g.split
+    kept_shape = g.shape[split:]
+    reductions = [e for e in g.members if e.op in ("sum", "amax")]
+    for e in reductions:
+        if e.out not in ks.outputs:
+            ks.outputs.append(e.out)
+            ks.out_names[id(e.out)] = f"out{len(ks.out_names)}"
+    lines = []
+    for e in reductions:
+        dt = e.out.type.dtype
+        init = ks.const(0, dt) if e.op == "sum" else ks.const(-np.inf, dt)
+        n = math.prod(kept_shape)
+        lines.append(f"    for t in range({n}):  # {_eqn_comment(e)}")
+        lines.append(f"        {ks.out_names[id(e.out)]}[t] = {init}")
+    scope: dict = {}
+    body: list = []
+    counter = 0
+    for e in g.members:
+        if e.op in ("sum", "amax"):
+            continue
+        ks.compute(e, idx, scope, body, f"v{counter}")
+        counter += 1
+    kept_flat = _flat(kept_shape, idx[split:]).render()
+    for e in reductions:
+        x = e.inputs[0]
+        val = scope.get(id(x)) or ks.load(x, idx, scope, body)
+        o = ks.out_names[id(e.out)]
+        if e.op == "sum":
+            body.append(f"{o}[{kept_flat}] += {val}")
+        else:
+            body.append(f"{o}[{kept_flat}] = {val} if ({val} > {o}[{kept_flat}] or "
+                        f"{val} != {val}) else {o}[{kept_flat}]")
+    for v in ks.outputs:
+        if v.type.shape == g.shape:
+            body.append(f"{ks.out_names[id(v)]}[{_flat(v.type.shape, idx).render()}] = "
+                        f"{scope[id(v)]}")
+    lines.extend(_nest(loop_vars, g.shape, body, False))
+    return lines
+
+
+def _module(ks: KernelSource, code: list, parallel: bool, doc: str) -> str:
+    g = ks.group
+    params = [ks.arg_names[id(v)] for v in ks.args] + [ks.out_names[id(v)] for v in ks.outputs]
+    types = [_NUMBA_TYPES[v.type.dtype.name] + "[::1]" for v in ks.args + ks.outputs]
+    lines = ks.header(doc)
+    lines.append("import math  # noqa: F401")
+    lines.append("")
+    lines.append("import numpy as np")
+    lines.append("from numba import njit, prange  # noqa: F401")
+    for module, name in sorted(ks.imports, key=lambda t: (t[0], t[1] or "")):
+        if name is not None:
+            lines.append(f"from {module} import {name}")
+    lines.append("")
+    for (dtype, text), name in ks.consts.items():
+        lines.append(f"{name} = {np_type(dtype)}({text})")
+    lines.append("")
+    lines.append("")
+    flags = "{" + ", ".join(repr(f) for f in sorted(FASTMATH)) + "}"
+    lines.append(f'@njit("void({", ".join(types)})", cache=True, fastmath={flags}, '
+                 f'error_model="numpy"{", parallel=True" if parallel else ""})')
+    lines.append(f"def {_fn_name(g)}({', '.join(params)}):")
+    for v in ks.args:
+        lines.append(f"    # {ks.arg_names[id(v)]}: {_describe_var(v)}")
+    for v in ks.outputs:
+        lines.append(f"    # {ks.out_names[id(v)]}: {_describe_var(v)}")
+    lines.extend(code)
+    if not code:
+        lines.append("    pass")
+    return "\n".join(lines) + "\n"
+
+
+def _describe_var(v) -> str:
+    return f"%{v.name} {SHORT_NAMES[v.type.dtype]}{list(v.type.shape)}"
+
+
+def _fn_name(g: KernelGroup) -> str:
+    return "kernel"
+
+
+__all__ = ["emit_kernel", "FASTMATH", "c_strides"]

@@ -1,0 +1,382 @@
+"""Fusion: partition a graph's equations into the steps of a program.
+
+Steps run in order; each is one of
+
+* `KernelGroup` - a fused loop nest, emitted as Numba source (see emit.py):
+    - ``elementwise``: equations of one output shape, one loop nest;
+    - ``row``: reductions over *trailing* axes (softmax, layer_norm, a loss),
+      with the elementwise work before, between and after them; per row, one
+      pass per reduction stage, then a final pass for full-size outputs;
+    - ``col``: reductions over *leading* axes (bias gradients), accumulating
+      into the output while streaming over rows;
+* `CallStep` - matmul through BLAS, or an op run by its numpy implementation;
+* `ViewStep` - a zero-copy numpy view, when a non-kernel step needs the value.
+
+Views (reshape, permute, broadcast_to, getitem) are index arithmetic inside
+kernels: a kernel reads the view's *base* array with a composed affine index.
+A value computed inside a kernel is written to memory only when something
+outside that kernel needs it.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from tracer.ir import Graph, Literal, Var
+
+from .lower import LOWERING
+
+
+@dataclass(eq=False)
+class KernelGroup:
+    kind: str                     # "elementwise" | "row" | "col"
+    shape: tuple                  # the full iteration shape
+    split: int = 0                # row: outer dims before it; col: reduced dims before it
+    members: list = field(default_factory=list)   # Eqns in program order
+    outputs: list = field(default_factory=list)   # Vars written to memory
+    index: int = 0                # position in the step list
+    name: str = ""
+
+    def member_outs(self) -> set:
+        return {id(e.out) for e in self.members}
+
+
+@dataclass(eq=False)
+class CallStep:
+    eqn: object
+    how: str                      # "blas" | "numpy"
+    index: int = 0
+
+
+@dataclass(eq=False)
+class ViewStep:
+    eqn: object
+    index: int = 0
+
+
+def _is_float(t) -> bool:
+    return t.dtype.kind == "f"
+
+
+class Partition:
+    """The result of fusion: ordered steps plus bookkeeping the emitter needs."""
+
+    def __init__(self, graph: Graph):
+        self.graph = graph
+        self.steps: list = []
+        self.views: dict = {}        # id(Var) -> view Eqn still virtual
+        self.group_of: dict = {}     # id(Var) -> KernelGroup that computes it
+        self.step_of: dict = {}      # id(Var) -> index of the step that materializes it
+        self.view_steps: dict = {}   # id(Var) -> ViewStep
+        self.external = set()        # ids of inputs, captures and consts
+        for v in tuple(graph.inputs) + tuple(graph.captures):
+            self.external.add(id(v))
+        for v, _ in graph.consts:
+            self.external.add(id(v))
+
+    # -------------------------------------------------------------- views
+    def base(self, x):
+        """Follow virtual views from `x` to the value they read."""
+        while isinstance(x, Var) and id(x) in self.views:
+            x = self.views[id(x)].inputs[0]
+        return x
+
+    def ready_index(self, x) -> int:
+        """Index of the step after which base value `x` exists in memory (-1: always)."""
+        if not isinstance(x, Var) or id(x) in self.external:
+            return -1
+        if id(x) in self.step_of:
+            return self.step_of[id(x)]
+        g = self.group_of.get(id(x))
+        if g is not None:
+            return g.index
+        raise KeyError(f"value {x!r} is produced by no step")
+
+    def ensure_materialized(self, x, before: int | None = None):
+        """Make value `x` exist in memory: mark kernel outputs, add view steps."""
+        if not isinstance(x, Var) or id(x) in self.external or id(x) in self.step_of:
+            return
+        if id(x) in self.views:
+            e = self.views[id(x)]
+            self.ensure_materialized(e.inputs[0])
+            step = ViewStep(e)
+            self._append(step, e.out)
+            self.view_steps[id(x)] = step
+            return
+        g = self.group_of.get(id(x))
+        if g is not None and x not in g.outputs:
+            g.outputs.append(x)
+
+    def _append(self, step, *outs):
+        step.index = len(self.steps)
+        self.steps.append(step)
+        for o in outs:
+            self.step_of[id(o)] = step.index
+
+
+# --------------------------------------------------------------------------------------
+# the partitioner
+
+def partition(graph: Graph) -> Partition:
+    p = Partition(graph)
+    for e in graph.eqns:
+        how = LOWERING.get(e.op)
+        if how == "view":
+            _place_view(p, e)
+        elif how == "kernel" and _kernel_types_ok(e):
+            _place_elementwise(p, e)
+        elif how == "reduce" and _place_reduction(p, e):
+            pass
+        else:
+            for x in e.inputs:
+                p.ensure_materialized(x)
+            step = CallStep(e, "blas" if how == "blas" else "numpy")
+            p._append(step, *e.outs)
+    for x in graph.results:
+        if x is not None:
+            p.ensure_materialized(x)
+    _name_groups(p)
+    return p
+
+
+def _kernel_types_ok(e) -> bool:
+    return all(x.type.dtype.name in ("float32", "float64", "int32", "int64", "bool")
+               for x in tuple(e.inputs) + e.outs)
+
+
+def _place_view(p: Partition, e):
+    x = e.inputs[0]
+    if e.op == "reshape" and isinstance(x, Var) and id(x) in p.views \
+            and not _is_unit_reshape(x.type.shape, e.out.type.shape):
+        # reshape of a strided view is not an affine index map: make the view real first
+        p.ensure_materialized(x)
+        step = ViewStep(e)
+        p._append(step, e.out)
+        p.view_steps[id(e.out)] = step
+        return
+    p.views[id(e.out)] = e
+
+
+def _is_unit_reshape(a, b) -> bool:
+    return [d for d in a if d != 1] == [d for d in b if d != 1]
+
+
+def _deps(p: Partition, e):
+    """Base values `e` reads (through views)."""
+    out = []
+    for x in e.inputs:
+        b = p.base(x)
+        if isinstance(b, Var):
+            out.append((x, b))
+    return out
+
+
+def _can_join(p: Partition, g: KernelGroup, e, role: str) -> bool:
+    """May equation `e` become a member of group `g` (playing `role`)?"""
+    if role == "full" and g.kind == "col" and any(m.op in ("sum", "amax") for m in g.members):
+        # A col group's reductions complete only after the whole loop: nothing after them.
+        for x, b in _deps(p, e):
+            if p.group_of.get(id(b)) is g and b.type.shape != g.shape:
+                return False
+    members = g.member_outs()
+    for x, b in _deps(p, e):
+        if id(b) in members:
+            if not _internal_read_ok(p, g, x, b, role):
+                return False
+            continue
+        if p.ready_index(b) >= g.index:
+            return False
+    return True
+
+
+def _internal_read_ok(p: Partition, g: KernelGroup, x, b, role: str) -> bool:
+    """Can a member of `g` read internal value `b` through operand `x` without memory?"""
+    full = g.shape
+    if g.kind == "elementwise" or g.kind == "col":
+        return x is b and b.type.shape == full
+    # row group: full-size values at the same point, row values at the same row
+    outer = full[:g.split]
+    row_shapes = (outer, outer + (1,) * (len(full) - g.split))
+    if b.type.shape == full:
+        return x is b and role in ("full", "reduce")
+    if b.type.shape in row_shapes:
+        shape = x.type.shape
+        if role == "row":
+            return shape in row_shapes and _views_keep_rows(p, x, outer)
+        return _views_keep_rows(p, x, outer)
+    return False
+
+
+def _views_keep_rows(p: Partition, x, outer) -> bool:
+    """Views between a row value and `x` only add/remove size-1 dims or broadcast inner dims."""
+    while isinstance(x, Var) and id(x) in p.views:
+        e = p.views[id(x)]
+        if e.op == "reshape" and not _is_unit_reshape(e.inputs[0].type.shape, e.out.type.shape):
+            return False
+        if e.op not in ("reshape", "broadcast_to"):
+            return False
+        if e.op == "broadcast_to" and tuple(e.out.type.shape[:len(outer)]) != tuple(outer):
+            return False
+        x = e.inputs[0]
+    return True
+
+
+def _new_group(p: Partition, kind: str, shape: tuple, split: int = 0) -> KernelGroup:
+    g = KernelGroup(kind, tuple(shape), split)
+    p._append(g)
+    return g
+
+
+def _join(p: Partition, g: KernelGroup, e):
+    g.members.append(e)
+    p.group_of[id(e.out)] = g
+    members = g.member_outs()
+    # Anything read from another kernel must be in memory.
+    for x, b in _deps(p, e):
+        if id(b) not in members:
+            p.ensure_materialized(b)
+
+
+def _candidate_groups(p: Partition, e):
+    seen = []
+    for x, b in _deps(p, e):
+        g = p.group_of.get(id(b))
+        if g is not None and g not in seen:
+            seen.append(g)
+    # the latest kernel too: sibling fusion of independent work of the same shape
+    for step in reversed(p.steps):
+        if isinstance(step, KernelGroup):
+            if step not in seen:
+                seen.append(step)
+            break
+    return sorted(seen, key=lambda g: -g.index)
+
+
+def _role_in(g: KernelGroup, shape) -> str | None:
+    if shape == g.shape:
+        return "full"
+    if g.kind == "row":
+        outer = g.shape[:g.split]
+        if shape == outer or shape == outer + (1,) * (len(g.shape) - g.split):
+            return "row"
+    return None
+
+
+def _place_elementwise(p: Partition, e):
+    shape = tuple(e.out.type.shape)
+    for g in _candidate_groups(p, e):
+        role = _role_in(g, shape)
+        if role is None:
+            continue
+        if role == "row" and not _row_member_ok(p, g, e):
+            continue
+        if _can_join(p, g, e, role):
+            _join(p, g, e)
+            return
+    g = _new_group(p, "elementwise", shape)
+    _join(p, g, e)
+
+
+def _row_member_ok(p: Partition, g: KernelGroup, e) -> bool:
+    # a per-row scalar may only read row values and row-shaped arrays (not full-size data)
+    full = g.shape
+    for x in e.inputs:
+        if x.type.shape == full and len(full) > g.split:
+            return False
+    return True
+
+
+def _place_reduction(p: Partition, e) -> bool:
+    x = e.inputs[0]
+    if not _is_float(x.type) or not x.type.shape or 0 in x.type.shape:
+        return False
+    ndim = len(x.type.shape)
+    axes = tuple(e.params["axes"])
+    if not axes:
+        return False
+    shape = tuple(x.type.shape)
+    if axes == tuple(range(ndim - len(axes), ndim)):
+        kind, split = "row", ndim - len(axes)
+    elif axes == tuple(range(len(axes))):
+        kind, split = "col", len(axes)
+    else:
+        return False
+    b = p.base(x)
+    src = p.group_of.get(id(b)) if isinstance(b, Var) else None
+    if src is not None and src.shape == shape and (
+            (src.kind == kind and src.split == split)
+            or (src.kind == "elementwise" and _upgradable(p, src))):
+        if _can_join(p, src, e, "reduce") or (src.kind == "elementwise" and
+                                               _can_join_as(p, src, e, kind, split)):
+            src.kind, src.split = kind, split
+            _join(p, src, e)
+            return True
+    g = _new_group(p, kind, shape, split)
+    if not _can_join(p, g, e, "reduce"):
+        p.steps.pop()
+        return False
+    _join(p, g, e)
+    return True
+
+
+def _upgradable(p: Partition, g: KernelGroup) -> bool:
+    return all(m.out.type.shape == g.shape for m in g.members)
+
+
+def _can_join_as(p: Partition, g, e, kind, split) -> bool:
+    old = (g.kind, g.split)
+    g.kind, g.split = kind, split
+    ok = _can_join(p, g, e, "reduce")
+    g.kind, g.split = old
+    return ok
+
+
+def _name_groups(p: Partition):
+    name = p.graph.name
+    k = 0
+    for step in p.steps:
+        if isinstance(step, KernelGroup):
+            ops = []
+            for m in step.members:
+                if m.op not in ops:
+                    ops.append(m.op)
+            summary = "_".join(ops[:4]) + ("_etc" if len(ops) > 4 else "")
+            step.name = f"{name}_k{k}_{summary}"
+            k += 1
+
+
+def describe(p: Partition) -> str:
+    """The fusion groups, one line per step (what `str(concrete)` shows)."""
+    lines = ["fused kernels:"]
+    for i, step in enumerate(p.steps):
+        if isinstance(step, KernelGroup):
+            ms = step.members
+            reads = sorted({repr(p.base(x)) for m in ms for x in m.inputs
+                            if isinstance(p.base(x), Var) and p.group_of.get(id(p.base(x)))
+                            is not step}, key=_var_sort)
+            writes = ", ".join(repr(v) for v in step.outputs)
+            size = math.prod(step.shape)
+            lines.append(f"  {step.name}  {step.kind:<11} {_span(ms)}  reads {', '.join(reads)}"
+                         f"  writes {writes}  {size} iterations")
+        elif isinstance(step, CallStep):
+            e = step.eqn
+            lines.append(f"  {step.how:<5} {', '.join(repr(o) for o in e.outs)} = {e.op} "
+                         + ", ".join(repr(x) for x in e.inputs))
+        else:
+            e = step.eqn
+            lines.append(f"  view  {e.out!r} = {e.op} {e.inputs[0]!r}")
+    return "\n".join(lines)
+
+
+def _span(ms) -> str:
+    if len(ms) == 1:
+        return repr(ms[0].out)
+    return f"{ms[0].out!r}..{ms[-1].out!r} ({len(ms)} eqns)"
+
+
+def _var_sort(name: str):
+    return (len(name), name)
+
+
+__all__ = ["partition", "Partition", "KernelGroup", "CallStep", "ViewStep", "describe",
+           "Literal"]

@@ -1,0 +1,207 @@
+"""The executor: a compiled program is its kernels, BLAS calls and numpy steps, in order.
+
+Values live in a flat list of slots (graph inputs, captures, consts, then
+step outputs).  Kernels take flat 1-D views of C-ordered arrays: `reshape(-1)`
+is free for contiguous arrays and makes a C-ordered copy of anything else, so
+non-contiguous and negative-stride inputs are read correctly.  Outputs are
+allocated with numpy's allocator outside Numba (faster than allocating inside
+a jitted function, which page-faults on fresh memory).
+"""
+from __future__ import annotations
+
+import logging
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+from eager.ops import OPS
+from tracer import logs
+from tracer.interpret import _run_cond, _run_while
+from tracer.ir import Graph, Literal, Var
+
+from . import build
+from .emit import emit_kernel
+from .fuse import CallStep, KernelGroup, ViewStep, describe, partition
+
+log = logging.getLogger("tracer.kernels")
+_warned: set = set()
+
+
+@dataclass(eq=False)
+class Kernel:
+    """One compiled fused kernel."""
+
+    name: str
+    kind: str
+    source: str
+    group: KernelGroup
+    fn: object = None           # the Numba dispatcher (None if the build failed)
+    module: str = ""
+    error: str = ""
+
+    def __repr__(self) -> str:
+        state = "compiled" if self.fn is not None else f"fallback ({self.error})"
+        return f"<Kernel {self.name} {self.kind} {state}>"
+
+
+class Program:
+    """The 'numba' backend's executable for one graph."""
+
+    def __init__(self, graph: Graph):
+        self.graph = graph
+        self.part = partition(graph)
+        self.slots: dict = {}
+        self.n_slots = 0
+        self.kernels: list = []
+        self.ops: list = []
+        for v in tuple(graph.inputs) + tuple(graph.captures):
+            self._slot(v)
+        self.n_args = self.n_slots
+        self.const_slots = []
+        for v, value in graph.consts:
+            self.const_slots.append((self._slot(v), value))
+        for step in self.part.steps:
+            if isinstance(step, KernelGroup):
+                self.ops.append(self._kernel_op(step))
+            elif isinstance(step, CallStep):
+                self.ops.append(self._call_op(step.eqn, step.how))
+            elif isinstance(step, ViewStep):
+                self.ops.append(self._call_op(step.eqn, "view"))
+        self.result_reads = [self._reader(x) for x in graph.results]
+
+    # -------------------------------------------------------------- slots
+    def _slot(self, v: Var) -> int:
+        s = self.slots.get(id(v))
+        if s is None:
+            s = self.n_slots
+            self.slots[id(v)] = s
+            self.n_slots += 1
+        return s
+
+    def _reader(self, x):
+        if x is None:
+            return lambda env: None
+        if isinstance(x, Literal):
+            value = x.value
+            return lambda env: np.array(value)
+        s = self.slots[id(x)]
+        return lambda env: env[s]
+
+    # -------------------------------------------------------------- steps
+    def _kernel_op(self, group: KernelGroup):
+        source, ks = emit_kernel(self.part, group)
+        kernel = Kernel(group.name, group.kind, source, group)
+        self.kernels.append(kernel)
+        logs.log("kernels", lambda: f"kernel {group.name}:\n{source}")
+        try:
+            module = build.load_module(source, group.name)
+            kernel.fn = module.kernel
+            kernel.module = module.__name__
+        except Exception as exc:  # noqa: BLE001 - never a crash: fall back below
+            kernel.error = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+            if group.name not in _warned:
+                _warned.add(group.name)
+                warnings.warn(f"codegen: could not build kernel {group.name} ({kernel.error}); "
+                              f"running its {len(group.members)} equations through numpy "
+                              f"instead", RuntimeWarning, stacklevel=2)
+            return self._interpreted_group(group, ks.outputs)
+        in_slots = [self.slots[id(v)] for v in ks.args]
+        outs = [(self._slot(v), tuple(v.type.shape), v.type.dtype) for v in ks.outputs]
+        fn = kernel.fn
+
+        def run(env):
+            args = []
+            for s in in_slots:
+                a = env[s].reshape(-1)
+                if not a.flags.writeable:
+                    a = a.copy()
+                args.append(a)
+            for s, shape, dtype in outs:
+                o = np.empty(shape, dtype)
+                env[s] = o
+                args.append(o.reshape(-1))
+            fn(*args)
+        return run
+
+    def _interpreted_group(self, group: KernelGroup, outputs):
+        members = list(group.members)
+        reads = []
+        for e in members:
+            for x in e.inputs:
+                if isinstance(x, Var) and id(x) not in {id(m.out) for m in members}:
+                    reads.append(x)
+        out_slots = [(id(v), self._slot(v)) for v in outputs]
+        slots = self.slots
+
+        def run(env):
+            local = {}
+            for x in reads:
+                if id(x) not in local:
+                    local[id(x)] = _value_of(x, env, slots, self.part)
+            for e in members:
+                vals = [x.value if isinstance(x, Literal) else local[id(x)] for x in e.inputs]
+                local[id(e.out)] = np.asarray(OPS[e.op].impl(*vals, **e.params))
+            for key, s in out_slots:
+                env[s] = local[key]
+        return run
+
+    def _call_op(self, e, how):
+        reads = [self._reader(x) for x in e.inputs]
+        out_slots = [self._slot(o) for o in e.outs]
+        if e.op == "cond":
+            def run(env):
+                outs = _run_cond(e, [r(env) for r in reads])
+                for s, o in zip(out_slots, outs):
+                    env[s] = o
+            return run
+        if e.op == "while_loop":
+            def run(env):
+                outs = _run_while(e, [r(env) for r in reads])
+                for s, o in zip(out_slots, outs):
+                    env[s] = o
+            return run
+        impl = OPS[e.op].impl
+        params = e.params
+        (out_slot,) = out_slots
+
+        def run(env):
+            out = impl(*[r(env) for r in reads], **params)
+            env[out_slot] = out if out.__class__ is np.ndarray else np.asarray(out)
+        return run
+
+    # -------------------------------------------------------------- calling
+    def __call__(self, args):
+        env = list(args)
+        env.extend([None] * (self.n_slots - len(env)))
+        for s, value in self.const_slots:
+            env[s] = value
+        for op in self.ops:
+            op(env)
+        return [r(env) for r in self.result_reads]
+
+    def describe(self) -> str:
+        text = describe(self.part)
+        failed = [k for k in self.kernels if k.fn is None]
+        if failed:
+            text += "\n" + "\n".join(f"  note: {k.name} runs through numpy ({k.error})"
+                                     for k in failed)
+        return text
+
+
+def _value_of(x, env, slots, part):
+    """A value for the interpreted fallback: from its slot, or by evaluating its views."""
+    s = slots.get(id(x))
+    if s is not None and env[s] is not None:
+        return env[s]
+    e = part.views.get(id(x))
+    if e is None:
+        raise KeyError(f"fallback cannot find {x!r}")
+    src = _value_of(e.inputs[0], env, slots, part)
+    return np.asarray(OPS[e.op].impl(src, **e.params))
+
+
+def compile_numba(graph: Graph) -> Program:
+    program = Program(graph)
+    logs.log("fusion", lambda: f"{graph.name}:\n{program.describe()}")
+    return program
