@@ -304,14 +304,23 @@ def _is_row_value(g, var) -> bool:
     return var.type.shape != g.shape
 
 
-def _needed_full(ks: KernelSource, targets, row_ready: set) -> list:
-    """Full-size members needed to compute `targets`, in program order."""
+def _needed_full(ks: KernelSource, targets, row_ready: set, cached=()) -> list:
+    """Full-size members needed to compute `targets`, in program order (the targets too,
+    when they are full-size); traversal stops at row values and at `cached` members."""
     g = ks.group
     members = ks.members
     need = set()
-    stack = [t for t in targets]
+    stack = []
+    for t in targets:
+        if id(t.out) in row_ready:
+            continue
+        if not _is_row_value(g, t.out) and t.op not in ("sum", "amax"):
+            need.add(id(t.out))
+        stack.append(t)
     while stack:
         e = stack.pop()
+        if id(e.out) in cached and e.op not in ("sum", "amax"):
+            continue
         for x in e.inputs:
             b = ks.part.base(x)
             if not isinstance(b, Var) or id(b) not in members or id(b) in row_ready:
@@ -322,11 +331,17 @@ def _needed_full(ks: KernelSource, targets, row_ready: set) -> list:
     return [e for e in g.members if id(e.out) in need]
 
 
+# Recomputing these in a later pass costs more than a store and a load from a row buffer
+# (which stays in L1/L2: one row at a time).
+_EXPENSIVE = {"exp", "log", "tanh", "sigmoid", "erf", "pow", "div", "sqrt"}
+
+
 def _row_code(ks: KernelSource, loop_vars, idx, parallel) -> list:
     g = ks.group
     split = g.split
     outer_vars, inner_vars = loop_vars[:split], loop_vars[split:]
     outer_shape, inner_shape = g.shape[:split], g.shape[split:]
+    inner_flat = _flat(inner_shape, idx[split:]).render()
     stage = _stages(ks)
     reductions = [e for e in g.members if e.op in ("sum", "amax")]
     row_members = [e for e in g.members if e.op not in ("sum", "amax")
@@ -335,10 +350,32 @@ def _row_code(ks: KernelSource, loop_vars, idx, parallel) -> list:
     row_outputs = [v for v in ks.outputs if _is_row_value(g, v)]
     n_passes = max((stage[id(e.out)] for e in reductions), default=0)
 
+    # The passes: reductions of stage p, then (if any) the full-size outputs.
+    passes = [[e for e in reductions if stage[id(e.out)] == p] for p in range(1, n_passes + 1)]
+    if full_outputs:
+        passes.append([ks.members[id(v)] for v in full_outputs])
+    # Which full-size values to keep in a row buffer rather than recompute in later passes.
+    plain_needs = [{id(e.out) for e in _needed_full(ks, t, set())} for t in passes]
+    cache = set()
+    for p, need in enumerate(plain_needs):
+        later = set().union(*plain_needs[p + 1:]) if p + 1 < len(plain_needs) else set()
+        for e in g.members:
+            if id(e.out) in need and id(e.out) in later and e.op in _EXPENSIVE:
+                cache.add(id(e.out))
+    buffers = {}
+
     row_scope: dict = {}
     row_body: list = []
     row_ready: set = set()
+    stored: set = set()
     counter = [0]
+
+    for key in [k for e in g.members for k in [id(e.out)] if k in cache]:
+        e = ks.members[key]
+        name = f"row{len(buffers)}"
+        buffers[key] = name
+        row_body.append(f"{name} = np.empty({math.prod(inner_shape)}, "
+                        f"{np_type(e.out.type.dtype)})  # keeps {e.out!r} of this row")
 
     def emit_row_members(max_stage):
         for e in row_members:
@@ -348,9 +385,23 @@ def _row_code(ks: KernelSource, loop_vars, idx, parallel) -> list:
             counter[0] += 1
             row_ready.add(id(e.out))
 
+    def emit_pass(targets):
+        inner_scope = dict(row_scope)
+        inner: list = []
+        for e in _needed_full(ks, targets, row_ready, stored):
+            name = f"v{counter[0]}"
+            counter[0] += 1
+            if id(e.out) in stored:
+                inner.append(f"{name} = {buffers[id(e.out)]}[{inner_flat}]  # {e.out!r}")
+                inner_scope[id(e.out)] = name
+                continue
+            ks.compute(e, idx, inner_scope, inner, name)
+            if id(e.out) in cache:
+                inner.append(f"{buffers[id(e.out)]}[{inner_flat}] = {name}")
+        return inner_scope, inner
+
     emit_row_members(0)
-    for p in range(1, n_passes + 1):
-        targets = [e for e in reductions if stage[id(e.out)] == p]
+    for p, targets in enumerate(passes[:n_passes], start=1):
         accs = []
         for e in targets:
             dt = e.out.type.dtype
@@ -358,33 +409,30 @@ def _row_code(ks: KernelSource, loop_vars, idx, parallel) -> list:
             counter[0] += 1
             init = ks.const(0, dt) if e.op == "sum" else ks.const(-np.inf, dt)
             row_body.append(f"{acc} = {init}  # {_eqn_comment(e)}")
+            if e.op == "amax":
+                row_body.append(f"nan_{acc} = {ks.const(0, dt)}")
             accs.append((e, acc))
-        inner_scope = dict(row_scope)
-        inner: list = []
-        for e in _needed_full(ks, targets, row_ready):
-            ks.compute(e, idx, inner_scope, inner, f"v{counter[0]}")
-            counter[0] += 1
+        inner_scope, inner = emit_pass(targets)
         for e, acc in accs:
             x = e.inputs[0]
             val = inner_scope.get(id(x)) or ks.load(x, idx, inner_scope, inner)
             if e.op == "sum":
                 inner.append(f"{acc} += {val}")
             else:
-                inner.append(f"{acc} = {val} if ({val} > {acc} or {val} != {val}) else {acc}")
+                # A plain select max vectorizes; NaNs are counted on the side.
+                inner.append(f"{acc} = {val} if {val} > {acc} else {acc}")
+                inner.append(f"nan_{acc} += {val} != {val}")
         row_body.extend(_nest(inner_vars, inner_shape, inner, False, indent=0))
         for e, acc in accs:
+            if e.op == "amax":
+                row_body.append(f"if nan_{acc} > {ks.const(0, e.out.type.dtype)}:")
+                row_body.append(f"    {acc} = {ks.const(np.nan, e.out.type.dtype)}")
             row_scope[id(e.out)] = acc
             row_ready.add(id(e.out))
+        stored.update(k for k in cache if k in plain_needs[p - 1])
         emit_row_members(p)
     if full_outputs:
-        targets = [ks.members[id(v)] for v in full_outputs]
-        inner_scope = dict(row_scope)
-        inner = []
-        for e in _needed_full(ks, targets, row_ready) + [
-                t for t in targets if id(t.out) not in row_ready]:
-            if id(e.out) not in inner_scope:
-                ks.compute(e, idx, inner_scope, inner, f"v{counter[0]}")
-                counter[0] += 1
+        inner_scope, inner = emit_pass(passes[-1])
         for v in full_outputs:
             inner.append(f"{ks.out_names[id(v)]}[{_flat(v.type.shape, idx).render()}] = "
                          f"{inner_scope[id(v)]}")

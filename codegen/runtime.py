@@ -52,6 +52,7 @@ class Program:
         self.graph = graph
         self.part = partition(graph)
         self.slots: dict = {}
+        self._own_slots: set = set()
         self.n_slots = 0
         self.kernels: list = []
         self.ops: list = []
@@ -69,6 +70,10 @@ class Program:
             elif isinstance(step, ViewStep):
                 self.ops.append(self._call_op(step.eqn, "view"))
         self.result_reads = [self._reader(x) for x in graph.results]
+        self._pad = [None] * (self.n_slots - self.n_args)
+        self._result_slots = None
+        if all(isinstance(x, Var) for x in graph.results):
+            self._result_slots = [self.slots[id(x)] for x in graph.results]
 
     # -------------------------------------------------------------- slots
     def _slot(self, v: Var) -> int:
@@ -107,21 +112,29 @@ class Program:
                               f"instead", RuntimeWarning, stacklevel=2)
             return self._interpreted_group(group, ks.outputs)
         in_slots = [self.slots[id(v)] for v in ks.args]
+        # Arrays this program allocated itself are C-contiguous and writable; anything else
+        # (arguments, captures, consts, numpy results) is checked on every call.
+        checked = [s not in self._own_slots for s in in_slots]
         outs = [(self._slot(v), tuple(v.type.shape), v.type.dtype) for v in ks.outputs]
-        fn = kernel.fn
+        for s, _, _ in outs:
+            self._own_slots.add(s)
+        entry = kernel.fn.get_overload(kernel.fn.signatures[0])  # skips argument typing
+        ins = list(zip(in_slots, checked))
 
         def run(env):
             args = []
-            for s in in_slots:
-                a = env[s].reshape(-1)
-                if not a.flags.writeable:
-                    a = a.copy()
+            for s, check in ins:
+                a = env[s]
+                if check:
+                    a = _kernel_arg(a)
+                else:
+                    a = a.reshape(-1)
                 args.append(a)
             for s, shape, dtype in outs:
                 o = np.empty(shape, dtype)
                 env[s] = o
                 args.append(o.reshape(-1))
-            fn(*args)
+            entry(*args)
         return run
 
     def _interpreted_group(self, group: KernelGroup, outputs):
@@ -172,12 +185,14 @@ class Program:
 
     # -------------------------------------------------------------- calling
     def __call__(self, args):
-        env = list(args)
-        env.extend([None] * (self.n_slots - len(env)))
+        env = list(args) + self._pad
         for s, value in self.const_slots:
             env[s] = value
         for op in self.ops:
             op(env)
+        slots = self._result_slots
+        if slots is not None:
+            return [env[s] for s in slots]
         return [r(env) for r in self.result_reads]
 
     def describe(self) -> str:
@@ -187,6 +202,19 @@ class Program:
             text += "\n" + "\n".join(f"  note: {k.name} runs through numpy ({k.error})"
                                      for k in failed)
         return text
+
+
+def _kernel_arg(a):
+    """A flat, C-ordered, writable view (or copy) of `a`, as kernels take their arrays."""
+    if a.__class__ is not np.ndarray:
+        a = np.asarray(a)
+    flat = a.reshape(-1)  # a copy in C order when `a` is not contiguous
+    # ... except when the strides are uniform (a[::2], a[::-1], (3,1) sliced with a step):
+    # then reshape(-1) returns a strided 1-D *view*, which the kernel (entered without
+    # argument typing) would read as contiguous memory: wrong values. Copy those too.
+    if not (flat.flags.writeable and flat.flags.c_contiguous):
+        flat = flat.copy()
+    return flat
 
 
 def _value_of(x, env, slots, part):

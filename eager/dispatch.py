@@ -24,6 +24,7 @@ class _State(threading.local):
     grad_enabled = True
     compute = None  # set below to eager_compute; the tracer swaps it
     on_create = None  # while tracing: called with each tensor made by a creation function
+    live_scalar = None  # while tracing: turns a Python-number getter into a traced input
 
 
 _state = _State()
@@ -100,6 +101,25 @@ def note_mutated(t):
     hook = _state.on_create
     if hook is not None:
         hook(t, mutated=True)
+
+
+def set_live_scalar(fn):
+    prev = _state.live_scalar
+    _state.live_scalar = fn
+    return prev
+
+
+def live_scalar(getter, dtype=np.float64, name: str = "", key=None):
+    """A Python number that may change between calls of a compiled function.
+
+    Eagerly this is just ``getter()``.  While tracing it becomes a 0-d tensor input that
+    the compiled function reads from ``getter()`` at every call, so e.g. an optimizer's
+    learning rate can change (LR schedules) without retracing or going stale.
+    """
+    hook = _state.live_scalar
+    if hook is None:
+        return getter()
+    return hook(getter, np.dtype(dtype), name, key)
 
 
 def get_compute():

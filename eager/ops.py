@@ -32,16 +32,32 @@ from . import dtypes
 from .errors import op_error
 
 
-@dataclass(frozen=True)
 class TensorType:
-    """Shape and dtype of a value. Dimensions are ints, or strings for symbolic sizes."""
+    """Shape and dtype of a value. Dimensions are ints, or strings for symbolic sizes.
 
-    shape: tuple
-    dtype: np.dtype
+    A plain slotted class rather than a frozen dataclass: autograd makes one per recorded
+    input, so construction cost matters. Treat instances as immutable.
+    """
+
+    __slots__ = ("shape", "dtype")
+
+    def __init__(self, shape: tuple, dtype: np.dtype):
+        self.shape = shape
+        self.dtype = dtype
 
     @property
     def ndim(self) -> int:
         return len(self.shape)
+
+    def __eq__(self, other) -> bool:
+        return (isinstance(other, TensorType) and tuple(self.shape) == tuple(other.shape)
+                and self.dtype == other.dtype)
+
+    def __hash__(self) -> int:
+        return hash((tuple(self.shape), self.dtype))
+
+    def __repr__(self) -> str:
+        return f"TensorType({tuple(self.shape)}, {self.dtype})"
 
     def __str__(self) -> str:
         name = dtypes.SHORT_NAMES.get(self.dtype, str(self.dtype))

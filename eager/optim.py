@@ -14,6 +14,7 @@ import numpy as np
 
 from . import functions as T
 from .autograd import no_grad
+from .dispatch import live_scalar
 from .tensor import Tensor
 
 
@@ -98,6 +99,12 @@ def _zeroed(grad: Tensor) -> Tensor:
     return T.zeros_like(grad)
 
 
+def _live_lr(opt, group):
+    """The group's learning rate: a float eagerly, a per-call input inside a trace."""
+    index = next(i for i, g in enumerate(opt.param_groups) if g is group)
+    return live_scalar(lambda: group["lr"], name=f"param_groups[{index}]['lr']", key=id(group))
+
+
 def _step_tensor():
     return Tensor._wrap(np.array(0.0, np.float32))
 
@@ -119,7 +126,8 @@ class SGD(Optimizer):
     def step(self, closure=None):
         loss = closure() if closure is not None else None
         for group in self.param_groups:
-            lr, mu, wd = group["lr"], group["momentum"], group["weight_decay"]
+            mu, wd = group["momentum"], group["weight_decay"]
+            lr = _live_lr(self, group)
             for p in group["params"]:
                 g = p.grad
                 if g is None:
@@ -160,7 +168,8 @@ class Adam(Optimizer):
     def step(self, closure=None):
         loss = closure() if closure is not None else None
         for group in self.param_groups:
-            lr, eps, wd = group["lr"], group["eps"], group["weight_decay"]
+            eps, wd = group["eps"], group["weight_decay"]
+            lr = _live_lr(self, group)
             b1, b2 = group["betas"]
             for p in group["params"]:
                 g = p.grad

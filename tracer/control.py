@@ -60,7 +60,8 @@ def cond(pred, true_fn, false_fn, *operands):
         return true_fn(*operands) if bool(pred) else false_fn(*operands)
     if pred.shape not in ((), (1,)) or pred.dtype.kind != "b":
         raise TracingError(f"{_where()}: tracer.cond needs a bool scalar predicate, got "
-                           f"{pred.dtype}{list(pred.shape)}; reduce it, e.g. (x > 0).all()")
+                           f"{_type(pred)}; reduce it, e.g. x.sum() > 0, or (x > 0).amin() for "
+                           f"'all' (tensors have no .all())")
     for o in operands:
         if not isinstance(o, Tensor):
             raise TracingError(f"{_where()}: tracer.cond operands must be tensors; pass "

@@ -36,7 +36,7 @@ from . import logs
 from .backends import get_backend
 from .ir import Graph, Var, verify
 from .pytree import LEAF, Static, flatten, unflatten
-from .trace import Trace, TracingError, current_trace
+from .trace import LiveScalar, Trace, TracingError, current_trace
 
 _RUN_EAGERLY = [False]
 WARN_AFTER_TRACES = 8
@@ -126,6 +126,8 @@ class ConcreteFunction:
         self._created_targets = created_targets
         self._input_grad_targets = input_grad_targets
         self._out_copies = _outputs_needing_copy(graph)
+        self._plain = (not captures and not graph.updates and out_tree == LEAF
+                       and not self._out_copies and len(graph.outputs) == 1)
         self.writes_input_grads = any(t[0] == "input_grad" for t in update_targets)
 
     # -------------------------------------------------------------- inspection
@@ -191,6 +193,9 @@ class ConcreteFunction:
         return self.run(leaves)
 
     def run(self, leaves):
+        if self._plain:
+            # No captures, no updates, one fresh tensor out: the common small function.
+            return Tensor._wrap(self.program([t._data for t in leaves])[0])
         caps = self._captures
         values = [t._data for t in leaves]
         for i, t in enumerate(caps):
@@ -293,6 +298,9 @@ class Function:
         self.max_traces = max_traces
         self.optimize = optimize
         self._cache: dict = {}
+        self._fast: dict = {}  # (tensor signature, grad mode) -> ConcreteFunction
+        self._fast_ok = (not self.static_argnums and not self.static_argnames
+                         and self.input_signature is None)
         self._lock = threading.RLock()
         self.trace_count = 0
         self._warned = set()
@@ -338,6 +346,19 @@ class Function:
 
     # -------------------------------------------------------------- calling
     def __call__(self, *args, **kwargs):
+        # Fast path: positional plain-tensor arguments whose signature already has a cached,
+        # directly runnable trace. Skips flattening and the general key; guards still run.
+        if self._fast and not kwargs and not dispatch._hooked_threads and not _RUN_EAGERLY[0]:
+            sig = []
+            for a in args:
+                if a.__class__ is not Tensor or a._data.__class__ is not np.ndarray:
+                    break
+                d = a._data
+                sig.append((d.shape, d.dtype, a.requires_grad))
+            else:
+                concrete = self._fast.get((tuple(sig), dispatch._state.grad_enabled))
+                if concrete is not None and concrete.guard_failure() is None:
+                    return concrete.run(args)
         if _RUN_EAGERLY[0] or current_trace() is not None:
             # Eager mode, or called from inside another trace: run (and so inline) the body.
             return self._fn(*args, **kwargs)
@@ -362,6 +383,10 @@ class Function:
         for t in leaves:
             if t._data.__class__ is not np.ndarray:
                 return self._fn(*args, **kwargs)
+        if self._fast_ok and not kwargs and len(leaves) == len(args) and \
+                all(a.__class__ is Tensor for a in args) and not concrete.writes_input_grads \
+                and not (concrete.differentiable and key[2]):
+            self._fast[(key[1], key[2])] = concrete
         return concrete.run(leaves)
 
     def _lookup(self, key):
@@ -688,6 +713,8 @@ def _collect_updates(tr: Trace, traced_leaves, leaf_values):
     updates, targets = [], []
     for s in tr.capture_order:
         t = s.tensor
+        if isinstance(t, LiveScalar):  # read each call, never written
+            continue
         if t._data is not s.data:
             updates.append(tr.lift(t))
             targets.append(("data", s.index))
@@ -759,6 +786,13 @@ def _global_names(code) -> list:
     return list(names)
 
 
+def _plain_object(obj) -> bool:
+    """An instance of a user class (not a function, class or module) whose attributes may
+    hold tensors, modules and optimizers."""
+    return hasattr(obj, "__dict__") and not isinstance(obj, (type, types.ModuleType)) \
+        and not callable(obj)
+
+
 def _entry_grads(fn, args, kwargs) -> dict:
     """id -> (tensor, .grad) for every parameter the call can reach, before it runs."""
     found = {}
@@ -776,8 +810,7 @@ def _entry_grads(fn, args, kwargs) -> dict:
         elif depth == 0 and isinstance(obj, (list, tuple)):
             for x in obj:
                 visit(x, 1)
-        elif depth == 0 and hasattr(obj, "__dict__") and not isinstance(obj, type) \
-                and not isinstance(obj, types.ModuleType) and not callable(obj):
+        elif depth == 0 and _plain_object(obj):
             for x in list(vars(obj).values()):  # a trainer object holding model and opt
                 visit(x, 1)
 
@@ -804,7 +837,7 @@ def _find_sources(fn, args, kwargs, captured):
                 found = True
         return found
 
-    def visit(root_desc, get_root, obj):
+    def visit(root_desc, get_root, obj, depth=0):
         """Name the captures found under `obj`; True if there were any."""
         if isinstance(obj, Tensor):
             i = wanted.get(id(obj))
@@ -828,13 +861,25 @@ def _find_sources(fn, args, kwargs, captured):
                 # then stale, so its identity is checked at every call.
                 root_guards.append((f"{root_desc}.state", lambda o=obj: o.state, obj.state))
             return found
+        elif depth == 0 and _plain_object(obj):
+            # A trainer or a plain class's `self`: name self.scale, self.model.0.weight, and
+            # guard the attributes (rebinding self.scale has no epoch to announce it).
+            found = False
+            for attr, value in list(vars(obj).items()):
+                get = (lambda get_root=get_root, attr=attr: getattr(get_root(), attr))
+                if visit(f"{root_desc}.{attr}", get, value, 1):
+                    root_guards.append((f"{root_desc}.{attr}", get, value))
+                    found = True
+            return found
         return False
 
     for desc, get, obj, free in _roots(fn, args, kwargs):
         if visit(desc, get, obj) and free:
             root_guards.append((desc, get, obj))
     for i, t in enumerate(captured):
-        if not names[i]:
+        if not names[i] and isinstance(t, LiveScalar):
+            names[i] = f"{t.name or 'a Python number'}, read at each call"
+        elif not names[i]:
             names[i] = f"<tensor {_sig_text(t.shape, t.dtype)}>"
     return names, sources, tuple(root_guards)
 

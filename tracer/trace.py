@@ -117,6 +117,36 @@ class TracedValue:
         return f"<traced %{self.var.name}: {self.var.type}>"
 
 
+class LiveScalar:
+    """A captured Python number (a learning rate): its value is `getter()` at every call.
+
+    Quacks like a captured tensor for the capture machinery: `_data` is read per call.
+    """
+
+    __slots__ = ("getter", "dtype", "name", "_version", "grad", "grad_fn", "requires_grad")
+
+    def __init__(self, getter, dtype, name=""):
+        self.getter = getter
+        self.dtype = dtype
+        self.name = name
+        self._version = [0]
+        self.grad = None
+        self.grad_fn = None
+        self.requires_grad = False
+
+    @property
+    def _data(self):
+        return np.array(self.getter(), self.dtype)
+
+    @_data.setter
+    def _data(self, value):  # restoring after a trace: nothing to restore
+        pass
+
+    @property
+    def shape(self):
+        return ()
+
+
 class _CaptureState:
     """What a captured tensor looked like before the trace touched it."""
 
@@ -151,6 +181,7 @@ class Trace:
         self.consts: list = []         # (Var, ndarray)
         self._const_map: dict = {}     # id(tensor) -> Var
         self.created: dict = {}        # id(tensor) -> tensor made during the trace
+        self._live: dict = {}           # (name, key) -> LiveScalar
         self.created_mutated: dict = {}  # id(tensor) -> (tensor, its array before the update)
         self.grad_sources: dict = {}   # id(grad tensor) -> capture index of its owner
         self.entry_grads: dict = {}    # id(tensor) -> (tensor, its .grad when the call began)
@@ -280,14 +311,28 @@ class Trace:
         return outs
 
     # -------------------------------------------------------------- activation
+    def live_scalar(self, getter, dtype, name="", key=None):
+        """A Python number read at every call (eager.dispatch.live_scalar): a capture."""
+        if self.parent is not None:
+            return Tensor._wrap(TracedValue(self._bind_outer(
+                self.parent.live_scalar(getter, dtype, name, key)._data.var, None), self))
+        key = (name, key if key is not None else id(getter))
+        source = self._live.get(key)
+        if source is None:
+            source = LiveScalar(getter, dtype, name)
+            self._live[key] = source
+        return Tensor._wrap(TracedValue(self.capture(source), self))
+
     def __enter__(self):
         self._prev_compute = dispatch.set_compute(self.compute)
         self._prev_create = dispatch.set_on_create(self.on_create)
+        self._prev_live = dispatch.set_live_scalar(self.live_scalar)
         return self
 
     def __exit__(self, *exc):
         dispatch.set_compute(self._prev_compute)
         dispatch.set_on_create(self._prev_create)
+        dispatch.set_live_scalar(self._prev_live)
         return False
 
 

@@ -248,6 +248,13 @@ def test_set_grad_enabled():
     with eager.set_grad_enabled(False):
         assert not eager.is_grad_enabled()
     assert eager.is_grad_enabled()
+    eager.set_grad_enabled(False)  # also works as a plain call, as in PyTorch
+    try:
+        assert not eager.is_grad_enabled()
+        assert not (leaf([1.0]) * 2).requires_grad
+    finally:
+        eager.set_grad_enabled(True)
+    assert eager.is_grad_enabled()
 
 
 # --------------------------------------------------------------------------------------

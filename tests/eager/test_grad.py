@@ -237,6 +237,17 @@ def test_pow_gradient_with_respect_to_exponent_at_zero_base():
     np.testing.assert_allclose(gb, [0.0, 8 * np.log(2.0)])
 
 
+def test_masked_softmax_gradients_are_finite():
+    # -inf logits (attention masks) get probability 0 and gradient 0, not NaN
+    x = eager.tensor(np.array([[0.0, -np.inf, 1.0]]), requires_grad=True)
+    w = eager.tensor(np.array([[1.0, 2.0, 3.0]]))
+    (eager.softmax(x, -1) * w).sum().backward()
+    assert np.isfinite(x.grad.numpy()).all() and x.grad.numpy()[0, 1] == 0
+    x.grad = None
+    eager.nn.functional.log_softmax(x, -1)[:, [0, 2]].sum().backward()
+    assert np.isfinite(x.grad.numpy()).all() and x.grad.numpy()[0, 1] == 0
+
+
 def test_float32_gradients_stay_float32():
     x = eager.tensor(values(np.random.default_rng(0), (3, 4), np.dtype(np.float32)),
                      requires_grad=True)
