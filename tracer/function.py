@@ -190,7 +190,78 @@ class ConcreteFunction:
     def __call__(self, *args, **kwargs):
         leaves = []
         flatten((args, kwargs), leaves, "", [])
+        # Called directly, nothing has checked the arguments against the trace: the program
+        # would run on whatever arrays it gets (numpy broadcasts them; kernels assume the
+        # traced shapes).
+        got = [_sig_text(t.shape, t.dtype) for t in leaves]
+        want = [str(v.type) for v in self.graph.inputs]
+        if got != want:
+            raise TypeError(f"{self.name}: this concrete function was traced for "
+                            f"({', '.join(want)}) but is called with ({', '.join(got)}); call "
+                            f"the @function instead, which traces new signatures")
+        why = self.guard_failure()
+        if why is not None:
+            raise RuntimeError(f"{self.name}: the state this concrete function captured has "
+                               f"changed ({why}); call the @function instead, which traces "
+                               f"again")
         return self.run(leaves)
+
+    # -------------------------------------------------------------- gradients
+    _plan = None
+    _plan_key = None
+    plan_error = "outputs need gradients outside the function"
+    backend_name = "numba"
+
+    def backward_plan(self, input_requires_grad):
+        """Forward/backward programs for calls whose outputs need gradients (or None)."""
+        key = (tuple(input_requires_grad), tuple(t.requires_grad for t in self._captures))
+        if self._plan_key == key:
+            return self._plan
+        self._plan_key = key
+        from .autodiff import build_plan
+        from .passes import optimize
+
+        try:
+            self._plan = build_plan(self.graph, list(key[0]), list(key[1]),
+                                    get_backend(self.backend_name), optimize)
+        except TracingError as exc:
+            self.plan_error = f"{exc}; running it eagerly so autograd sees every op"
+            self._plan = None
+        return self._plan
+
+    @property
+    def backward(self):
+        """The backward plan built so far (forward/backward graphs and kernels), or None."""
+        return self._plan
+
+    def run_with_grad(self, leaves, plan, replay_call):
+        """Run the forward program and put one compiled-backward node on the tape."""
+        from .autodiff import attach
+
+        caps = self._captures
+        values = [t._data for t in leaves] + [t._data for t in caps]
+        results = plan.fwd_program(values)
+        n_out = len(self.graph.outputs)
+        outs = []
+        for j in range(n_out):
+            r = results[j]
+            if j in self._out_copies:
+                r = np.array(r)
+            outs.append(Tensor._wrap(r))
+        wrt = [leaves[i] if kind == "input" else caps[i] for kind, i in plan.wrt]
+
+        def replay(g, k):
+            # create_graph=True: differentiate an eager re-run instead.
+            from eager import autograd
+
+            fresh = []
+            flatten(replay_call(), fresh, "", [])
+            grads = autograd.grad(fresh[plan.diff_outputs[k]], wrt, grad_outputs=g,
+                                  create_graph=True, allow_unused=True)
+            return list(grads)
+
+        attach(plan, outs, wrt, results[n_out:], replay, list(leaves) + list(caps))
+        return unflatten(self.out_tree, iter(outs))
 
     def run(self, leaves):
         if self._plain:
@@ -374,7 +445,11 @@ class Function:
             if concrete is None:
                 return self._fn(*args, **kwargs)
         if concrete.differentiable and dispatch.is_grad_enabled():
-            return self._eager_for_grad(args, kwargs)
+            plan = concrete.backward_plan([t.requires_grad for t in leaves])
+            if plan is None:
+                return self._eager_for_grad(args, kwargs, concrete.plan_error)
+            fn = self._fn
+            return concrete.run_with_grad(leaves, plan, lambda: fn(*args, **kwargs))
         if concrete.writes_input_grads and any(t.grad is not None for t in leaves):
             # The trace began with every argument's .grad unset, so its backward assigns
             # .grad where eager would accumulate into the existing one.
@@ -385,7 +460,9 @@ class Function:
                 return self._fn(*args, **kwargs)
         if self._fast_ok and not kwargs and len(leaves) == len(args) and \
                 all(a.__class__ is Tensor for a in args) and not concrete.writes_input_grads \
-                and not (concrete.differentiable and key[2]):
+                and not (concrete.differentiable and key[2]) and not concrete.one_shot:
+            # (A one-shot trace materializes state made on the first call; running it again
+            # would start that state over, which is why _cache never keeps it either.)
             self._fast[(key[1], key[2])] = concrete
         return concrete.run(leaves)
 
@@ -452,6 +529,7 @@ class Function:
             concrete = trace_function(self._fn, self._name, args, kwargs, leaves, names, tree,
                                       self.static_argnums, self.static_argnames,
                                       self._param_names, self.backend, self.optimize)
+            concrete.backend_name = self.backend
             self.trace_count += 1
             if not concrete.one_shot:
                 self._cache.setdefault(key, []).append(concrete)
@@ -656,8 +734,13 @@ def trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
     t1 = time.perf_counter()
     program = get_backend(backend)(graph)
     t2 = time.perf_counter()
+    # Whether a captured tensor's .grad is None matters only where the trace read it (a
+    # capture of it) or wrote it (an update): a forward-only function must not retrace
+    # just because a backward outside it filled in .grad.
+    grad_touched = {i for kind, i in targets if kind == "grad"}
+    grad_touched |= {s.grad_owner for s in caps if getattr(s, "grad_owner", None) is not None}
     grad_pattern = tuple((i, s.grad is None) for i, s in enumerate(caps)
-                         if getattr(s, "grad_owner", None) is None)
+                         if getattr(s, "grad_owner", None) is None and i in grad_touched)
     signature = ", ".join(f"{n}: {_sig_text(t.shape, t.dtype)}" for n, t in zip(names, leaves))
     return ConcreteFunction(
         name, graph, raw, program, tree, out_tree, names, signature,

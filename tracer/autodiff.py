@@ -1,0 +1,345 @@
+"""IR autodiff: a backward graph for a traced forward graph, compiled ahead of time.
+
+The forward graph is *replayed* equation by equation as eager ops on traced
+values that require grad, so the eager autograd engine - with the registry's
+vjp rules, which are registry ops themselves - records the backward pass into
+the same trace.  That joint graph (outputs and input gradients) is then split:
+
+* the forward program computes the outputs plus the values backward needs
+  ("saved"), and
+* the backward program computes every input gradient from the saved values
+  and the output gradients.
+
+Cheap elementwise values are recomputed in backward instead of saved when
+their own inputs are saved anyway (a small version of the min-cut idea of
+functorch's partitioner), so fewer and smaller activations stay alive.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from eager import autograd
+from eager.autograd import Node
+from eager.ops import OPS, TensorType
+from eager.tensor import Tensor
+
+from .ir import Eqn, Graph, Literal, Var, verify
+from .trace import Trace, TracingError
+
+_RECOMPUTABLE = {"add", "sub", "mul", "div", "neg", "relu", "cast", "where", "gt", "ge",
+                 "lt", "le", "eq", "ne", "maximum", "minimum", "abs", "sign", "tanh",
+                 "sigmoid", "exp", "reshape", "permute", "broadcast_to", "getitem"}
+
+
+class BackwardPlan:
+    """Forward and backward graphs (and programs) for one differentiable ConcreteFunction."""
+
+    def __init__(self, forward: Graph, backward: Graph, fwd_program, bwd_program,
+                 wrt: list, diff_outputs: list, saved_bytes: int, save_all_bytes: int):
+        self.forward = forward
+        self.backward = backward
+        self.fwd_program = fwd_program
+        self.bwd_program = bwd_program
+        self.wrt = wrt                  # ("input", i) or ("capture", i), per gradient
+        self.diff_outputs = diff_outputs  # indices of outputs that carry gradients
+        self.saved_bytes = saved_bytes
+        self.save_all_bytes = save_all_bytes
+
+    @property
+    def kernels(self):
+        return tuple(getattr(self.bwd_program, "kernels", ()))
+
+    def __str__(self):
+        text = (f"forward (saves {len(self.forward.outputs) - self.n_outputs} values, "
+                f"{self.saved_bytes} bytes; saving every forward value would keep "
+                f"{self.save_all_bytes}):\n{self.forward}\n")
+        describe = getattr(self.fwd_program, "describe", None)
+        if describe:
+            text += describe() + "\n"
+        text += f"backward:\n{self.backward}"
+        describe = getattr(self.bwd_program, "describe", None)
+        if describe:
+            text += "\n" + describe()
+        return text
+
+    n_outputs = 0
+
+
+def build_plan(graph: Graph, input_requires_grad, capture_requires_grad, compile_fn,
+               optimize) -> BackwardPlan:
+    """Derive and compile forward/backward programs for `graph`."""
+    for e in graph.eqns:
+        if e.op in ("cond", "while_loop"):
+            raise TracingError("gradients through tracer.cond / tracer.while_loop are not "
+                               "supported in compiled functions yet")
+    if graph.updates:
+        raise TracingError("a function that both mutates state and returns outputs that need "
+                           "gradients is not supported compiled")
+    joint, n_out, wrt, diff_outputs = _joint_graph(graph, input_requires_grad,
+                                                   capture_requires_grad)
+    joint = optimize(joint)
+    fwd, bwd, saved_bytes, all_bytes = _split(joint, n_out, len(diff_outputs))
+    fwd = optimize(fwd)
+    bwd = optimize(bwd)
+    plan = BackwardPlan(fwd, bwd, compile_fn(fwd), compile_fn(bwd), wrt, diff_outputs,
+                        saved_bytes, all_bytes)
+    plan.n_outputs = n_out
+    return plan
+
+
+def _joint_graph(graph: Graph, input_rg, capture_rg):
+    tr = Trace(graph.name + "_joint")
+    env = {}
+    params = []
+    for v, rg in zip(graph.inputs, input_rg):
+        var = tr.add_input(v.type, v.name)
+        env[id(v)] = tr.traced_tensor(var, rg)
+        params.append(env[id(v)])
+    for v, rg in zip(graph.captures, capture_rg):
+        var = tr.add_input(v.type, v.name)
+        env[id(v)] = tr.traced_tensor(var, rg)
+        params.append(env[id(v)])
+    for v, value in graph.consts:
+        c = Tensor._wrap(value)
+        tr.on_create(c)
+        env[id(v)] = c
+
+    def read(x):
+        if isinstance(x, Var):
+            return env[id(x)]
+        lit = Tensor._wrap(x.value)
+        lit._data.flags.writeable = False
+        return lit
+
+    from eager.dispatch import apply
+
+    with tr:
+        for e in graph.eqns:
+            env[id(e.out)] = apply(OPS[e.op], *[read(x) for x in e.inputs], **e.params)
+        outs = [read(x) for x in graph.outputs]
+        diff_outputs = [j for j, t in enumerate(outs) if t.requires_grad]
+        gvars = []
+        for j in diff_outputs:
+            var = tr.add_input(outs[j]._data.var.type if isinstance(graph.outputs[j], Var)
+                               else TensorType(outs[j].shape, outs[j].dtype), f"g{j}")
+            gvars.append(tr.traced_tensor(var))
+        wrt_tensors = [t for t in params if t.requires_grad]
+        wrt = []
+        n_in = len(graph.inputs)
+        for k, t in enumerate(params):
+            if t.requires_grad:
+                wrt.append(("input", k) if k < n_in else ("capture", k - n_in))
+        grads = autograd.grad([outs[j] for j in diff_outputs], wrt_tensors,
+                              grad_outputs=gvars, allow_unused=True)
+        results = [tr.lift(t) for t in outs]
+        grad_results = []
+        for t, g in zip(wrt_tensors, grads):
+            if g is None:
+                from eager import functions as F
+
+                g = F.expand(F.const(0, t.dtype), t.shape)
+            grad_results.append(tr.lift(g))
+    joint = Graph(name=graph.name + "_joint", inputs=tuple(tr.inputs),
+                  consts=tuple(tr.consts), eqns=tuple(tr.eqns),
+                  outputs=tuple(results) + tuple(grad_results),
+                  input_names=tuple(tr.input_names))
+    verify(joint)
+    return joint, len(results), wrt, diff_outputs
+
+
+def _nbytes(v: Var) -> int:
+    return math.prod(v.type.shape) * v.type.dtype.itemsize
+
+
+def _split(joint: Graph, n_out: int, n_grads_in: int):
+    """Split the joint graph into forward (outputs + saved) and backward (grads) graphs."""
+    n_inputs = len(joint.inputs) - n_grads_in
+    primal_inputs = joint.inputs[:n_inputs]
+    grad_inputs = joint.inputs[n_inputs:]
+    producer = {id(e.out): e for e in joint.eqns}
+    order = {id(e): i for i, e in enumerate(joint.eqns)}
+
+    def closure(roots):
+        need = set()
+        stack = [r for r in roots if isinstance(r, Var)]
+        while stack:
+            v = stack.pop()
+            e = producer.get(id(v))
+            if e is None or id(e) in need:
+                continue
+            need.add(id(e))
+            stack.extend(x for x in e.inputs if isinstance(x, Var))
+        return need
+
+    fwd_ids = closure(joint.outputs[:n_out])
+    bwd_ids = closure(joint.outputs[n_out:])
+    # What depends on an output gradient can only run in backward.
+    tainted = {id(v) for v in grad_inputs}
+    needs_g = set()
+    for e in joint.eqns:
+        if any(isinstance(x, Var) and id(x) in tainted for x in e.inputs):
+            needs_g.add(id(e))
+            tainted.add(id(e.out))
+    # Forward-only work that backward needs (masks, transposes): the cheap part is
+    # recomputed in backward; the rest runs in forward and is saved.
+    bwd_set = set()
+    for e in joint.eqns:
+        if id(e) in bwd_ids and id(e) not in fwd_ids and (id(e) in needs_g or
+                                                           _recomputable(e)):
+            bwd_set.add(id(e))
+    # Recompute a saved value in backward when its own inputs are saved anyway.
+    primal_ids = {id(v) for v in primal_inputs}
+    while True:
+        saved = _saved(joint, bwd_set, n_out, grad_inputs)
+        saved_ids = {id(v) for v in saved}
+        moved = False
+        for v in saved:
+            e = producer.get(id(v))
+            if e is None or not _recomputable(e) or id(e) in bwd_set:
+                continue
+            ins = [x for x in e.inputs if isinstance(x, Var)]
+            if all(id(x) in saved_ids or id(x) in primal_ids for x in ins):
+                bwd_set.add(id(e))
+                moved = True
+                break
+        if not moved:
+            break
+    saved = _saved(joint, bwd_set, n_out, grad_inputs)
+    # Forward computes the outputs and everything backward reads from it.
+    fwd_set = closure(tuple(joint.outputs[:n_out]) + tuple(saved))
+    fwd_eqns = [e for e in joint.eqns if id(e) in fwd_set]
+    bwd_eqns = [e for e in joint.eqns if id(e) in bwd_set]
+    forward = Graph(name=joint.name.replace("_joint", "_forward"), inputs=primal_inputs,
+                    consts=joint.consts, eqns=tuple(fwd_eqns),
+                    outputs=tuple(joint.outputs[:n_out]) + tuple(saved),
+                    input_names=joint.input_names[:n_inputs])
+    bwd_in = [Var(v.name, v.type) for v in saved]
+    rename = {id(v): nv for v, nv in zip(saved, bwd_in)}
+    backward = Graph(name=joint.name.replace("_joint", "_backward"),
+                     inputs=tuple(bwd_in) + tuple(grad_inputs), consts=joint.consts,
+                     eqns=tuple(_rename(e, rename) for e in bwd_eqns),
+                     outputs=tuple(rename.get(id(x), x) if isinstance(x, Var) else x
+                                   for x in joint.outputs[n_out:]),
+                     input_names=tuple(v.name for v in bwd_in) + tuple(
+                         v.name for v in grad_inputs))
+    forward = _dce_unused(forward)
+    backward = _dce_unused(backward)
+    verify(forward)
+    verify(backward)
+    saved_bytes = sum(_nbytes(v) for v in saved if id(v) not in primal_ids)
+    all_bytes = sum(_nbytes(e.out) for e in fwd_eqns if isinstance(e.out, Var))
+    del order
+    return forward, backward, saved_bytes, all_bytes
+
+
+def _recomputable(e) -> bool:
+    return e.op in _RECOMPUTABLE
+
+
+def _saved(joint, bwd_set, n_out, grad_inputs) -> list:
+    """Values backward reads that it does not compute itself, in a stable order."""
+    bwd_defined = {id(e.out) for e in joint.eqns if id(e) in bwd_set}
+    excluded = {id(v) for v in grad_inputs} | {id(v) for v, _ in joint.consts}
+    saved = []
+    seen = set()
+
+    def want(x):
+        if not isinstance(x, Var) or id(x) in bwd_defined or id(x) in excluded \
+                or id(x) in seen:
+            return
+        seen.add(id(x))
+        saved.append(x)
+
+    for e in joint.eqns:
+        if id(e) in bwd_set:
+            for x in e.inputs:
+                want(x)
+    for x in joint.outputs[n_out:]:
+        want(x)
+    return saved
+
+
+def _rename(e, rename):
+    ins = tuple(rename.get(id(x), x) if isinstance(x, Var) else x for x in e.inputs)
+    return Eqn(e.op, ins, e.params, e.out, e.loc)
+
+
+def _dce_unused(graph: Graph) -> Graph:
+    from .passes import dce
+
+    return dce(graph)
+
+
+# --------------------------------------------------------------------------------------
+# runtime: the autograd node of a compiled call
+
+class CompiledNode(Node):
+    """The backward of one call of a compiled function, as one node on the eager tape."""
+
+    __slots__ = ("plan", "saved_arrays", "output_index", "n_diff", "replay")
+
+    def name(self):
+        return f"CompiledFunctionBackward[{self.plan.backward.name}]"
+
+    def input_grads(self, g, needed):
+        self.check_saved()
+        from eager import dispatch
+
+        if dispatch.is_grad_enabled():
+            # create_graph=True: the compiled backward is not differentiable; replay the
+            # function eagerly so the gradient carries its own history.
+            return self.replay(g, self.output_index)
+        gs = []
+        for k in range(self.n_diff):
+            if k == self.output_index:
+                gs.append(np.ascontiguousarray(g._data))
+            else:
+                ty = self.plan.backward.inputs[len(self.saved_arrays) + k].type
+                gs.append(np.zeros(ty.shape, ty.dtype))
+        grads = self.plan.bwd_program(list(self.saved_arrays) + gs)
+        return [Tensor._wrap(a) if a is not None else None for a in grads]
+
+    def release(self):
+        self.saved_arrays = ()
+        from eager.autograd import _FREED
+
+        self._state = _FREED
+
+
+def attach(plan: BackwardPlan, outputs: list, wrt_tensors: list, saved: list, replay,
+           read_tensors=()):
+    """Give each differentiable output tensor a CompiledNode over `wrt_tensors`.
+
+    `read_tensors` (the call's inputs and captures) get eager's version check: updating
+    one in place before backward raises instead of giving wrong gradients.
+    """
+    types = tuple(TensorType(t.shape, t.dtype) for t in wrt_tensors)
+    edges = tuple((t.grad_fn if t.grad_fn is not None else t) if t.requires_grad else None
+                  for t in wrt_tensors)
+    for k, j in enumerate(plan.diff_outputs):
+        node = CompiledNode.__new__(CompiledNode)
+        Node.__init__(node, _PlanOp(plan), {}, types, tuple(read_tensors), edges, None)
+        node.plan = plan
+        node.saved_arrays = tuple(saved)
+        node.output_index = k
+        node.n_diff = len(plan.diff_outputs)
+        node.replay = replay
+        out = outputs[j]
+        out.grad_fn = node
+        out.requires_grad = True
+
+
+class _PlanOp:
+    category = "compiled"
+    saves = ()
+    saves_out = False
+
+    def __init__(self, plan):
+        self.name = plan.backward.name
+        self.vjp = None
+
+
+__all__ = ["build_plan", "BackwardPlan", "CompiledNode", "attach"]
+_ = Literal
