@@ -187,8 +187,10 @@ def _argmax_infer(a, axis, keepdim):
     else:
         _check_axes("argmax", a.ndim, (axis,))
         shape = _reduce_shape(a.shape, (axis,), keepdim)
-    if 0 in a.shape:
-        raise op_error("argmax", "cannot take argmax of an empty tensor", (a,))
+    # Only an empty *reduced* extent is an error (numpy's rule): argmax over dim 0 of a
+    # (2, 0, 3) tensor is a (0, 3) result.
+    if (axis is None and 0 in a.shape) or (axis is not None and a.shape[axis] == 0):
+        raise op_error("argmax", "cannot take argmax over an empty dimension", (a,))
     return TensorType(shape, dtypes.int64)
 
 

@@ -295,19 +295,62 @@ class Tensor:
         t.grad_fn = self.grad_fn
         return t
 
+    def _fast_inplace(self, ufunc, other, alpha=None) -> bool:
+        """The eager no-autograd case of add_/sub_/mul_/div_ (optimizer updates): one
+        numpy call writing into this tensor's memory. False when the general path is
+        needed (tracing, autograd, dtype or shape changes, read-only memory)."""
+        if _dispatch._hooked_threads:
+            return False
+        data = self._data
+        if data.__class__ is not np.ndarray or not data.flags.writeable \
+                or data.dtype.kind != "f":
+            return False
+        if isinstance(other, Tensor):
+            if other.requires_grad and _state.grad_enabled:
+                return False
+            value = other._data
+            if value.__class__ is not np.ndarray or value.dtype != data.dtype \
+                    or value.ndim > data.ndim:
+                return False
+        elif other.__class__ is float or other.__class__ is int:
+            value = other
+        else:
+            return False
+        if self.requires_grad and _state.grad_enabled:
+            return False
+        if alpha is not None:
+            if alpha.__class__ is not float and alpha.__class__ is not int:
+                return False
+            value = value * data.dtype.type(alpha) if value.__class__ is np.ndarray \
+                else value * alpha
+        try:
+            ufunc(data, value, out=data)
+        except ValueError:  # does not broadcast into self's shape: let the general path say so
+            return False
+        self._version[0] += 1
+        return True
+
     def add_(self, other, alpha=None) -> "Tensor":
+        if self._fast_inplace(np.add, other, alpha):
+            return self
         self._check_inplace("add_")
         return self._inplace("add_", F.add(self._snapshot(), other, alpha=alpha))
 
     def sub_(self, other, alpha=None) -> "Tensor":
+        if self._fast_inplace(np.subtract, other, alpha):
+            return self
         self._check_inplace("sub_")
         return self._inplace("sub_", F.sub(self._snapshot(), other, alpha=alpha))
 
     def mul_(self, other) -> "Tensor":
+        if self._fast_inplace(np.multiply, other):
+            return self
         self._check_inplace("mul_")
         return self._inplace("mul_", F.mul(self._snapshot(), other))
 
     def div_(self, other) -> "Tensor":
+        if self._fast_inplace(np.true_divide, other):
+            return self
         self._check_inplace("div_")
         return self._inplace("div_", F.div(self._snapshot(), other))
 
