@@ -39,6 +39,7 @@ _BINARY = {
 
 _UNARY = {
     "neg": "(-{0})",
+    "stop_gradient": "{0}",
     "abs": "abs({0})",
     "sqrt": "np.sqrt({0})",
     # max(x, 0) with NaN propagating, as np.maximum(x, 0)
@@ -98,6 +99,10 @@ def expression(op: str, args: list, in_types: list, out_type, params: dict, impo
         imports.add(("codegen.vmath", name))
         return f"{name}({args[0]})"
     if op == "pow":
+        if pow_exponent == 0.5:
+            # np.power with a scalar exponent 0.5 computes sqrt(x), as eager does: there
+            # (-inf) ** 0.5 is NaN (and -0.0 stays -0.0), where C's pow gives +inf.
+            return f"np.sqrt({args[0]})"
         if pow_exponent is not None:
             return _int_power(args[0], pow_exponent)
         return f"({args[0]} ** {args[1]})"

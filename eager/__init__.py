@@ -33,7 +33,8 @@ from .functions import (  # noqa: E402
     concatenate, div, dot, eq, erf, exp, expand, eye, flatten, from_numpy, full, full_like, ge,
     gt, le, linspace, log, logical_not, logsumexp, lt, matmul, max, maximum, mean, min, minimum,
     mul, ne, neg, ones, ones_like, permute, pow, rand, rand_like, randint, randn, randn_like,
-    relu, reshape, sigmoid, sign, sqrt, squeeze, stack, sub, sum, tanh, tensor, transpose,
+    relu, reshape, sigmoid, sign, sqrt, squeeze, stack, stop_gradient, sub, sum, tanh, tensor,
+    transpose,
     unsqueeze, where, zeros, zeros_like,
 )
 from . import nn  # noqa: E402

@@ -363,6 +363,12 @@ def detach(x):
     return x.detach()
 
 
+def stop_gradient(x):
+    """x, with gradients not flowing back through it (JAX's name; like detach, but always
+    an op, so it is visible in traced graphs)."""
+    return apply(OPS["stop_gradient"], as_tensor(x, "stop_gradient"))
+
+
 # --------------------------------------------------------------------------------------
 # matmul
 

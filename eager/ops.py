@@ -509,6 +509,8 @@ register("relu", E, 1, _relu_impl, _unary_infer,
 register("abs", E, 1, np.abs, _unary_infer,
          vjp=(lambda g, out, a: fn.mul(g, fn.sign(a)),), saves=(0,), doc="|a|.")
 register("sign", E, 1, np.sign, _unary_infer, doc="-1, 0 or 1 (NaN for NaN).")
+register("stop_gradient", E, 1, lambda a: a, _unary_infer, view=True,
+         doc="Identity that gradients do not flow through: `detach()` inside a trace.")
 register("where", E, 3, np.where, _where_infer,
          vjp=(None,
               lambda g, out, c, a, b: fn.where(c, g, fn.const(0, g.dtype)),

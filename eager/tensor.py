@@ -206,7 +206,12 @@ class Tensor:
         return self
 
     def detach(self) -> "Tensor":
-        t = Tensor._wrap(self._data)
+        data = self._data
+        if data.__class__ is not np.ndarray:
+            # Traced: record the cut, so a graph replayed for its gradients (tracer's IR
+            # autodiff) still stops the gradient here.
+            return _apply(_OPS["stop_gradient"], self)
+        t = Tensor._wrap(data)
         t._version = self._version
         return t
 

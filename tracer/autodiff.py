@@ -196,12 +196,9 @@ def _split(joint: Graph, n_out: int, n_grads_in: int):
         saved_ids = {id(v) for v in saved}
         moved = False
         for v in saved:
-            e = producer.get(id(v))
-            if e is None or not _recomputable(e) or id(e) in bwd_set:
-                continue
-            ins = [x for x in e.inputs if isinstance(x, Var)]
-            if all(id(x) in saved_ids or id(x) in primal_ids for x in ins):
-                bwd_set.add(id(e))
+            chain = _recompute_chain(v, producer, saved_ids | primal_ids, bwd_set)
+            if chain:
+                bwd_set.update(chain)
                 moved = True
                 break
         if not moved:
@@ -232,6 +229,32 @@ def _split(joint: Graph, n_out: int, n_grads_in: int):
     all_bytes = sum(_nbytes(e.out) for e in fwd_eqns if isinstance(e.out, Var))
     del order
     return forward, backward, saved_bytes, all_bytes
+
+
+def _recompute_chain(v, producer, available, bwd_set, limit=12):
+    """Equations (ids) that recompute `v` from `available` values, all cheap; or None.
+
+    Recomputing trades a few fused elementwise operations in the backward kernel for
+    not keeping `v` alive between forward and backward (or writing it out at all)."""
+    first = producer.get(id(v))
+    if first is None or not _recomputable(first) or id(first) in bwd_set:
+        return None
+    chain = {id(first)}
+    stack = [y for y in first.inputs if isinstance(y, Var)]
+    while stack:
+        x = stack.pop()
+        if id(x) in available:
+            continue
+        e = producer.get(id(x))
+        if e is None or not _recomputable(e):
+            return None
+        if id(e) in chain or id(e) in bwd_set:
+            continue
+        chain.add(id(e))
+        if len(chain) > limit:
+            return None
+        stack.extend(y for y in e.inputs if isinstance(y, Var))
+    return chain or None
 
 
 def _recomputable(e) -> bool:

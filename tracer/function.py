@@ -333,7 +333,8 @@ def _outputs_needing_copy(graph: Graph) -> set:
         seen.add(id(v))
         if isinstance(v, Var):
             for e in graph.eqns:
-                if e.out is v and e.op in ("reshape", "permute", "broadcast_to", "getitem"):
+                if e.out is v and e.op in ("reshape", "permute", "broadcast_to", "getitem",
+                                           "stop_gradient"):
                     copies.add(j)
     return copies
 

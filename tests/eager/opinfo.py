@@ -1004,6 +1004,8 @@ OPINFOS: list[OpInfo] = [
     _e("abs_operator", "abs", lambda a: abs(a), pointwise(abs), unary_samples(), NUMERIC,
        unary_grad("nonzero")),
     _e("sign", "sign", eager.sign, pointwise(_sign), unary_samples(), NUMERIC),
+    _e("stop_gradient", "stop_gradient", eager.stop_gradient, pointwise(lambda v: v),
+       unary_samples(), ALL),
     _e("where", "where", eager.where, pointwise(lambda c, a, b: a if c else b,
                                                 lambda c, a, b: a),
        where_samples, ALL, where_grad),
