@@ -9,7 +9,9 @@ Times, on 2**24 float32 values (64 MiB in, 64 MiB out):
   * numba loop calling vmath exp_f32 / tanh_f32 (vectorized)
   * fused GELU (tanh approximation) loop with tanh_f32 vs numpy expression
   * the vmath loops with prange on T threads (default 2)
-Prints the median of R runs (default 7) and ratios.
+Cases are run round-robin R times (default 7); prints median and min per case
+and ratios.  On a shared machine, load from other processes shows up mostly
+in the prange (2-thread) numbers.
 """
 
 import argparse
@@ -112,16 +114,6 @@ def gelu_numpy(x, out):
 
 # --- timing ----------------------------------------------------------------
 
-def median_time(fn, repeat):
-    fn()  # warm up (page faults, compilation)
-    ts = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return float(np.median(ts))
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=24, help="log2 of element count")
@@ -142,52 +134,61 @@ def main():
     gelu_numpy(x[:4096], ref)
     assert np.allclose(out[:4096], ref, rtol=1e-5, atol=1e-6)
 
-    rows = []
+    cases = [
+        ("x.copy()", lambda: x.copy()),
+        ("np.copyto(out, x)", lambda: np.copyto(out, x)),
+        ("numba prange copy", lambda: copy_par(x, out)),
+        ("numpy np.exp", lambda: np.exp(x, out=out)),
+        ("numba loop math.exp", lambda: exp_libm(x, out)),
+        ("numba loop vmath exp_f32", lambda: exp_vm(x, out)),
+        ("numba prange vmath exp_f32", lambda: exp_vm_par(x, out)),
+        ("numpy np.tanh", lambda: np.tanh(x, out=out)),
+        ("numba loop math.tanh", lambda: tanh_libm(x, out)),
+        ("numba loop vmath tanh_f32", lambda: tanh_vm(x, out)),
+        ("numba prange vmath tanh_f32", lambda: tanh_vm_par(x, out)),
+        ("numpy GELU(tanh) expression", lambda: gelu_numpy(x, out)),
+        ("numba loop GELU math.tanh", lambda: gelu_libm(x, out)),
+        ("numba loop GELU tanh_f32", lambda: gelu_vm(x, out)),
+        ("numba prange GELU tanh_f32", lambda: gelu_vm_par(x, out)),
+    ]
+    for _, fn in cases:  # warm up: compilation, page faults
+        fn()
+    # round-robin so that load from other processes hits all cases alike
+    times = {name: [] for name, _ in cases}
+    for _ in range(args.repeat):
+        for name, fn in cases:
+            t0 = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t0)
+    med = {k: float(np.median(v)) for k, v in times.items()}
+    best = {k: float(np.min(v)) for k, v in times.items()}
 
-    def bench(name, fn):
-        t = median_time(fn, args.repeat)
-        rows.append((name, t))
-        print("%-36s %9.2f ms  %6.1f GB/s" % (name, t * 1e3, nbytes / t / 1e9),
-              flush=True)
-        return t
+    print("n = 2**%d float32, %d rounds, %d thread(s) for prange, %d cpus\n"
+          % (args.n, args.repeat, numba.get_num_threads(), os.cpu_count()))
+    print("%-32s %10s %10s %9s" % ("", "median ms", "min ms", "GB/s(med)"))
+    for name, _ in cases:
+        print("%-32s %10.2f %10.2f %9.1f"
+              % (name, med[name] * 1e3, best[name] * 1e3, nbytes / med[name] / 1e9))
 
-    print("n = 2**%d float32, median of %d runs, %d thread(s) for prange\n"
-          % (args.n, args.repeat, numba.get_num_threads()))
-    t_copy = bench("x.copy()", lambda: x.copy())
-    t_copyto = bench("np.copyto(out, x)", lambda: np.copyto(out, x))
-    t_copy_par = bench("numba prange copy", lambda: copy_par(x, out))
-    t_np_exp = bench("numpy np.exp", lambda: np.exp(x, out=out))
-    t_libm_exp = bench("numba loop math.exp", lambda: exp_libm(x, out))
-    t_vm_exp = bench("numba loop vmath exp_f32", lambda: exp_vm(x, out))
-    t_vm_exp_p = bench("numba prange vmath exp_f32", lambda: exp_vm_par(x, out))
-    t_np_tanh = bench("numpy np.tanh", lambda: np.tanh(x, out=out))
-    t_libm_tanh = bench("numba loop math.tanh", lambda: tanh_libm(x, out))
-    t_vm_tanh = bench("numba loop vmath tanh_f32", lambda: tanh_vm(x, out))
-    t_vm_tanh_p = bench("numba prange vmath tanh_f32", lambda: tanh_vm_par(x, out))
-    t_np_gelu = bench("numpy GELU(tanh) expression", lambda: gelu_numpy(x, out))
-    t_libm_gelu = bench("numba loop GELU math.tanh", lambda: gelu_libm(x, out))
-    t_vm_gelu = bench("numba loop GELU tanh_f32", lambda: gelu_vm(x, out))
-    t_vm_gelu_p = bench("numba prange GELU tanh_f32", lambda: gelu_vm_par(x, out))
-
-    print("\nratios (time / time):")
+    print("\nratios of medians (min in parentheses):")
     for label, a, b in [
-        ("exp:  numpy / vmath", t_np_exp, t_vm_exp),
-        ("exp:  math.exp loop / vmath", t_libm_exp, t_vm_exp),
-        ("exp:  vmath / x.copy()", t_vm_exp, t_copy),
-        ("exp:  vmath / np.copyto", t_vm_exp, t_copyto),
-        ("exp:  vmath prange / prange copy", t_vm_exp_p, t_copy_par),
-        ("tanh: numpy / vmath", t_np_tanh, t_vm_tanh),
-        ("tanh: math.tanh loop / vmath", t_libm_tanh, t_vm_tanh),
-        ("tanh: vmath / x.copy()", t_vm_tanh, t_copy),
-        ("tanh: vmath / np.copyto", t_vm_tanh, t_copyto),
-        ("tanh: vmath prange / prange copy", t_vm_tanh_p, t_copy_par),
-        ("gelu: numpy / vmath loop", t_np_gelu, t_vm_gelu),
-        ("gelu: math.tanh loop / vmath loop", t_libm_gelu, t_vm_gelu),
-        ("gelu: vmath loop / x.copy()", t_vm_gelu, t_copy),
-        ("gelu: vmath loop / np.copyto", t_vm_gelu, t_copyto),
-        ("gelu: vmath prange / prange copy", t_vm_gelu_p, t_copy_par),
+        ("exp:  numpy / vmath", "numpy np.exp", "numba loop vmath exp_f32"),
+        ("exp:  math.exp loop / vmath", "numba loop math.exp", "numba loop vmath exp_f32"),
+        ("exp:  vmath / x.copy()", "numba loop vmath exp_f32", "x.copy()"),
+        ("exp:  vmath / np.copyto", "numba loop vmath exp_f32", "np.copyto(out, x)"),
+        ("exp:  vmath prange / prange copy", "numba prange vmath exp_f32", "numba prange copy"),
+        ("tanh: numpy / vmath", "numpy np.tanh", "numba loop vmath tanh_f32"),
+        ("tanh: math.tanh loop / vmath", "numba loop math.tanh", "numba loop vmath tanh_f32"),
+        ("tanh: vmath / x.copy()", "numba loop vmath tanh_f32", "x.copy()"),
+        ("tanh: vmath / np.copyto", "numba loop vmath tanh_f32", "np.copyto(out, x)"),
+        ("tanh: vmath prange / prange copy", "numba prange vmath tanh_f32", "numba prange copy"),
+        ("gelu: numpy / vmath loop", "numpy GELU(tanh) expression", "numba loop GELU tanh_f32"),
+        ("gelu: math.tanh loop / vmath loop", "numba loop GELU math.tanh", "numba loop GELU tanh_f32"),
+        ("gelu: vmath loop / x.copy()", "numba loop GELU tanh_f32", "x.copy()"),
+        ("gelu: vmath loop / np.copyto", "numba loop GELU tanh_f32", "np.copyto(out, x)"),
+        ("gelu: vmath prange / prange copy", "numba prange GELU tanh_f32", "numba prange copy"),
     ]:
-        print("  %-36s %6.2fx" % (label, a / b))
+        print("  %-36s %6.2fx  (%5.2fx)" % (label, med[a] / med[b], best[a] / best[b]))
 
 
 if __name__ == "__main__":

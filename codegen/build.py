@@ -187,8 +187,18 @@ def _version_salt() -> str:
         "llvmlite=" + llvmlite.__version__,
         "numpy=" + numpy.__version__,
         "python=" + sys.implementation.name + "-" + sys.version,
+        # Numba's cache checks only a kernel's own file, not the functions it calls, so
+        # the helper modules kernels import are part of every kernel's identity.
+        "vmath=" + _file_digest(Path(__file__).with_name("vmath.py")),
     ]
     return "\n".join(parts)
+
+
+def _file_digest(path) -> str:
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+    except OSError:
+        return "missing"
 
 
 def _source_digest(source: str) -> str:

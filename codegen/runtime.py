@@ -118,7 +118,9 @@ class Program:
         outs = [(self._slot(v), tuple(v.type.shape), v.type.dtype) for v in ks.outputs]
         for s, _, _ in outs:
             self._own_slots.add(s)
-        entry = kernel.fn.get_overload(kernel.fn.signatures[0])  # skips argument typing
+        entry = kernel.fn
+        if hasattr(entry, "get_overload"):  # not under NUMBA_DISABLE_JIT=1 (plain Python)
+            entry = entry.get_overload(entry.signatures[0])  # skips argument typing
         ins = list(zip(in_slots, checked))
 
         def run(env):

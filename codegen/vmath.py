@@ -21,15 +21,22 @@ Usage (this is what the code generator emits)::
 
 Design notes
 ------------
-* Every function is a plain ``numba.njit(fastmath={'contract'})`` function.
-  ``inline='always'`` is NOT used and not needed: LLVM's inliner inlines the
-  (small) callee into the caller's loop, after which the loop vectorizes.
-  Keeping Numba-level inlining off also means the callee keeps *its own*
-  fast-math flags, so a caller compiled with ``reassoc``/``arcp`` cannot break
-  the Cody-Waite range reduction or the compensated sums here.  (Callers must
-  NOT use ``nnan``/``ninf``: those would let LLVM delete the special-value
-  selects.)  ``contract`` only allows FMA fusion, which never hurts accuracy
-  here.
+* Every function is a plain ``numba.njit(fastmath={'contract'},
+  error_model='numpy')`` function whose first statement is the intrinsic
+  ``_always_inline()``, which puts LLVM's ``alwaysinline`` attribute on the
+  compiled function.  LLVM then inlines it into the caller's loop (whatever
+  its size; without this, tanh/erf/expm1_f64 exceeded the inline threshold
+  and stayed calls, which blocks vectorization), and the loop vectorizes.
+  Numba's ``inline='always'`` is deliberately NOT used: it re-lowers the body
+  with the *caller's* fast-math flags, and ``reassoc`` would e.g. fold the
+  round-to-integer trick ``(x*log2e + C) - C`` away.  With LLVM inlining the
+  instructions keep their own flags, so callers may use ``reassoc``/``arcp``/
+  ``afn``/``nsz``/``contract`` (``FASTMATH_FLAGS``); results are
+  bit-identical to a caller without fast-math (tested).  Callers must NOT use
+  ``nnan``/``ninf``: NaN/inf propagation relies on selects that those flags
+  allow LLVM to delete.  ``contract`` (FMA fusion) never hurts accuracy here.
+  ``error_model='numpy'`` removes the ZeroDivisionError branches numba would
+  otherwise emit for ``/`` (which also block vectorization).
 * Float32 functions use float32 constants only (module-level ``np.float32``),
   so their LLVM IR contains no ``double`` operations.
 * Pass scalars of the matching dtype (float32 to ``*_f32``).  Other argument
@@ -41,36 +48,47 @@ Design notes
 
 Measured accuracy
 -----------------
-Max error in ULP of the result dtype, ULP distance to the reference rounded
-to the result dtype (float32: numpy/scipy float64 reference rounded to
-float32; float64: numpy ``longdouble`` (x87 80-bit) or mpmath reference
-rounded to float64).  Float32 sweep: every 97th float32 bit pattern over the
-whole range (~44M values, both signs, denormals included) plus ±0, ±inf, nan,
-denormals and the overflow/underflow edges.  Float64 sweep: 2*10^6 random bit
-patterns over the whole range + 2*10^6 uniform values on the interesting
-domain + the special values (erf_f64 is libm, not measured).
+Max error in ULP of the result dtype = distance in representable numbers
+between our result and the reference rounded to the result dtype.
+float32: reference = numpy/scipy float64 result rounded to float32; measured
+EXHAUSTIVELY over all 2**32 float32 inputs (both signs, denormals, ±0, ±inf,
+nans).  float64: reference = numpy ``longdouble`` (x87 80-bit) rounded to
+float64 (erf: mpmath); 60M inputs = random bit patterns over the whole range
++ uniform on the interesting domain + |x| in [1e-20, 1] + edge/special values
+(denormals, overflow/underflow thresholds).  Measured with the vmath
+function inlined into a kernel compiled with ``FASTMATH_FLAGS`` on an
+AVX-512 host (LLVM may or may not fuse FMAs on other hosts; the algorithms
+do not depend on FMA).
 
-=========  =======  ===============================================  =======
-function   dtype    method                                           max ULP
-=========  =======  ===============================================  =======
-exp        float32  Cody-Waite n*ln2, deg-7 minimax, 2^n split       1
-exp        float64  Cody-Waite n*ln2, deg-13 minimax, 2^n split      1
-expm1      float32  same reduction, 2^n*(e^r-1) + (2^n-1)            1
-expm1      float64  same reduction, 2^n*(e^r-1) + (2^n-1)            1
-log        float32  m*2^e, m in [sqrt(.5),sqrt(2)), atanh series    1
-log        float64  same, 7-term minimax in s^2                      1
-log1p      float32  log of 1+x with rounding correction c/(1+x)     1
-log1p      float64  same                                             1
-tanh       float32  |x|<.625: odd minimax; else 1-2/(e^2|x|+1)      2
-tanh       float64  expm1(2|x|)/(expm1(2|x|)+2)                      2
-sigmoid    float32  [1 or e^-|x|] / (1 + e^-|x|)                     2
-sigmoid    float64  [1 or e^-|x|] / (1 + e^-|x|)                     2
-erf        float32  |x|<=1: odd minimax; else 1-exp(Q(|x|)), Q deg 6 2
-erf        float64  libm ``math.erf`` (scalar call, does NOT vectorize)  0
-=========  =======  ===============================================  =======
+=======  =======  ==========================================  ====  ==========
+op       dtype    method                                      ULP   vectorizes
+=======  =======  ==========================================  ====  ==========
+exp      float32  n=rint(x/ln2), r=x-n*ln2 (Cody-Waite),      1     yes
+                  e^r-1 deg-7 minimax, 2^n as two scalings
+exp      float64  same, deg-13 minimax                        1     yes
+expm1    float32  same reduction, 2^n*(e^r-1) + (2^n-1)       1     yes
+expm1    float64  same                                        2     yes
+log      float32  x=m*2^e, m in [sqrt(.5),sqrt(2)),           1     yes
+                  s=f/(2+f), log1p(f)=f-f^2/2+s(f^2/2+R(s^2))
+                  R: 3-term minimax; e*ln2 hi/lo
+log      float64  same, R: 7-term minimax                     1     yes
+log1p    float32  log kernel on u=1+x plus correction         1     yes
+                  (x-(u-1))/u; exact f=x when u in [.71,1.41)
+log1p    float64  same                                        1     yes
+tanh     float32  -em/(2+em), em=expm1(-2|x|) (exp reduction,  2     yes
+                  e^r-1 deg-7 minimax, 2^n*(e^r-1)+(2^n-1))
+tanh     float64  same as float32, deg-13 minimax              3     yes
+sigmoid  float32  t=exp(-|x|): x>=0: 1/(1+t), x<0: t/(1+t)    2     yes
+sigmoid  float64  same                                        2     yes
+erf      float32  |x|<=1: x+x*P(x^2) (deg-6 minimax);         1     yes
+                  1<|x|<4: 1-exp(Q(|x|-1)), Q deg-6 minimax
+                  of log(erfc); |x|>=4: ±1
+erf      float64  libm ``math.erf`` fallback (a deg ~20       1     NO (scalar
+                  polynomial would be needed; not worth it)         libm call)
+=======  =======  ==========================================  ====  ==========
 
-(The numbers in ``VMATH_MAX_ULP`` below are the authoritative ones; they are
-re-checked by ``tests/codegen/test_vmath.py``.)
+``VMATH_MAX_ULP`` holds these numbers; ``tests/codegen/test_vmath.py``
+re-checks them on a subsample (~1.5M inputs per function).
 
 Domain / special values (all handled branch-free with selects):
 exp(-inf)=0, exp(+inf)=inf, exp(nan)=nan, overflow -> inf, underflow ->
@@ -81,14 +99,15 @@ sigmoid(-inf)=0, sigmoid(inf)=1 (denormal results for very negative x);
 erf(±inf)=±1, erf(±0)=±0; nan -> nan everywhere.
 
 Polynomial coefficients were produced with a Remez exchange in 40-digit
-mpmath (relative-error weighting, coefficients rounded to the target dtype
-one at a time and the remaining ones re-fitted for the float32 sets).
+mpmath (weighted for the final relative error; for the float32 sets the
+coefficients were rounded to float32 one at a time, re-fitting the rest).
 """
 
 import math
 
 import numpy as np
 from llvmlite import ir
+from numba import config as _numba_config
 from numba import njit, types
 from numba.extending import intrinsic
 
@@ -286,16 +305,10 @@ _L1P_TINY_F64 = _D(2.0 ** -54)
 _MINUS_ONE_F32 = _F(-1.0)
 _MINUS_ONE_F64 = _D(-1.0)
 
-# tanh(x)/x - 1 = u*P(u), u = x^2 <= 0.625^2 (float32)
-_TANH_SMALL_F32 = _F(0.625)
 _TANH_TINY_F32 = _F(2.0 ** -13)
-_TANH_CLAMP_F32 = _F(20.0)      # exp(20) -> 1 - 2/(e+1) rounds to 1
-_T1_F32, _T2_F32, _T3_F32, _T4_F32, _T5_F32 = (
-    _F(-0.3333328068256378), _F(0.13331405818462372),
-    _F(-0.05373651534318924), _F(0.02062816731631756),
-    _F(-0.0056922961957752705))
+_TANH_LO_F32 = _F(-20.0)          # expm1(-20) rounds to -1 -> tanh = 1
 _TANH_TINY_F64 = _D(2.0 ** -28)
-_TANH_ONE_F64 = _D(22.0)
+_TANH_LO_F64 = _D(-40.0)          # expm1(-40) rounds to -1 -> tanh = 1
 
 # erf, float32: |x| <= 1: erf(x) = x + x*PA(x^2);  1 < |x|: erfc = exp(Q(|x|-1))
 _ERF_SPLIT_F32 = _F(1.0)
@@ -531,20 +544,19 @@ def tanh_f32(x):
     """tanh for float32 (vectorizable)."""
     _always_inline()
     a = abs(x)
-    u = x * x
-    p = _T5_F32
-    p = p * u + _T4_F32
-    p = p * u + _T3_F32
-    p = p * u + _T2_F32
-    p = p * u + _T1_F32
-    y_small = x + x * (u * p)
-    a2 = a + a
-    a2 = a2 if a2 < _TANH_CLAMP_F32 else _TANH_CLAMP_F32   # nan -> clamp
-    e = _exp_core_f32(a2)
-    y_big = _ONE_F32 - _TWO_F32 / (e + _ONE_F32)
-    y_big = -y_big if x < _ZERO_F32 else y_big
-    y = y_small if a < _TANH_SMALL_F32 else y_big
-    y = x if a < _TANH_TINY_F32 else y       # keeps -0.0 (and is exact)
+    # em = expm1(-2|x|) in (-1, 0]; the argument is clamped at -20 (em -> -1,
+    # tanh -> 1) and a nan maps to the clamp (fixed by the last select).
+    v = -(a + a)
+    v = v if v > _TANH_LO_F32 else _TANH_LO_F32
+    n = (v * _LOG2E_F32 + _RND_F32) - _RND_F32
+    r = v - n * _LN2HI_F32
+    r = r - n * _LN2LO_F32
+    p = _em1_poly_f32(r)
+    s = _pow2(n)                               # n in [-29, 0]
+    em = s * p + (s - _ONE_F32)
+    y = -em / (_TWO_F32 + em)                  # tanh(|x|)
+    y = -y if x < _ZERO_F32 else y
+    y = x if a < _TANH_TINY_F32 else y         # keeps -0.0 (and is exact)
     return y if x == x else x
 
 
@@ -553,9 +565,15 @@ def tanh_f64(x):
     """tanh for float64 (vectorizable)."""
     _always_inline()
     a = abs(x)
-    em = expm1_f64(a + a)
-    y = em / (em + _TWO_F64)
-    y = _ONE_F64 if a > _TANH_ONE_F64 else y
+    v = -(a + a)
+    v = v if v > _TANH_LO_F64 else _TANH_LO_F64
+    n = (v * _LOG2E_F64 + _RND_F64) - _RND_F64
+    r = v - n * _LN2HI_F64
+    r = r - n * _LN2LO_F64
+    p = _em1_poly_f64(r)
+    s = _pow2(n)                               # n in [-58, 0]
+    em = s * p + (s - _ONE_F64)
+    y = -em / (_TWO_F64 + em)
     y = -y if x < _ZERO_F64 else y
     y = x if a < _TANH_TINY_F64 else y
     return y if x == x else x
@@ -643,8 +661,8 @@ VMATH_METHOD = {
     ("log", "float64"): "m*2^e, m in [sqrt.5,sqrt2), s=f/(2+f), 7-term R(s^2)",
     ("log1p", "float32"): "log kernel on 1+x with rounding correction c/(1+x)",
     ("log1p", "float64"): "log kernel on 1+x with rounding correction c/(1+x)",
-    ("tanh", "float32"): "|x|<0.625: x+x^3 P(x^2); else 1-2/(exp(2|x|)+1)",
-    ("tanh", "float64"): "expm1(2|x|)/(expm1(2|x|)+2)",
+    ("tanh", "float32"): "-em/(2+em), em = expm1(-2|x|)",
+    ("tanh", "float64"): "-em/(2+em), em = expm1(-2|x|)",
     ("sigmoid", "float32"): "{1, e^-|x|} / (1 + e^-|x|)",
     ("sigmoid", "float64"): "{1, e^-|x|} / (1 + e^-|x|)",
     ("erf", "float32"): "|x|<=1: x+x P(x^2); else 1-exp(Q(|x|-1))",
@@ -653,23 +671,68 @@ VMATH_METHOD = {
 
 # Measured max error in ULP (see module docstring for the procedure).
 VMATH_MAX_ULP = {
-    ("exp", "float32"): 1.0,
+    ("exp", "float32"): 1.0,       # exhaustive
     ("exp", "float64"): 1.0,
-    ("expm1", "float32"): 1.0,
-    ("expm1", "float64"): 1.0,
-    ("log", "float32"): 1.0,
+    ("expm1", "float32"): 1.0,     # exhaustive
+    ("expm1", "float64"): 2.0,
+    ("log", "float32"): 1.0,       # exhaustive
     ("log", "float64"): 1.0,
-    ("log1p", "float32"): 1.0,
+    ("log1p", "float32"): 1.0,     # exhaustive
     ("log1p", "float64"): 1.0,
-    ("tanh", "float32"): 2.0,
-    ("tanh", "float64"): 2.0,
-    ("sigmoid", "float32"): 2.0,
+    ("tanh", "float32"): 2.0,      # exhaustive
+    ("tanh", "float64"): 3.0,
+    ("sigmoid", "float32"): 2.0,   # exhaustive
     ("sigmoid", "float64"): 2.0,
-    ("erf", "float32"): 2.0,
-    ("erf", "float64"): 1.0,
+    ("erf", "float32"): 1.0,       # exhaustive
+    ("erf", "float64"): 1.0,       # libm (glibc), vs mpmath
 }
 
 
 def vmath_name(op, dtype):
     """Importable name (in ``codegen.vmath``) for op on dtype, or None."""
     return VMATH_NAMES.get((op, np.dtype(dtype).name))
+
+
+# With NUMBA_DISABLE_JIT=1 (debugging generated kernels as plain Python, see README) the
+# llvmlite intrinsics above cannot run: use scalar reference implementations instead.
+if _numba_config.DISABLE_JIT:  # pragma: no cover - exercised by a subprocess test
+    import math as _math
+
+    def _py(fn, dtype):
+        def scalar(x):
+            with np.errstate(all="ignore"):
+                return dtype(fn(float(x)))
+        return scalar
+
+    def _py_exp(v):
+        try:
+            return _math.exp(v)
+        except OverflowError:
+            return _math.inf
+
+    def _py_expm1(v):
+        try:
+            return _math.expm1(v)
+        except OverflowError:
+            return _math.inf
+
+    def _py_log(v):
+        if v != v or v < 0:
+            return _math.nan
+        return -_math.inf if v == 0 else _math.log(v)
+
+    def _py_log1p(v):
+        if v != v or v < -1:
+            return _math.nan
+        return -_math.inf if v == -1 else _math.log1p(v)
+
+    def _py_sigmoid(v):
+        if v != v:
+            return v
+        return 1.0 / (1.0 + _py_exp(-v))
+
+    _PY = {"exp": _py_exp, "expm1": _py_expm1, "log": _py_log, "log1p": _py_log1p,
+           "tanh": _math.tanh, "sigmoid": _py_sigmoid, "erf": _math.erf}
+    for (_op, _dt), _name in VMATH_NAMES.items():
+        globals()[_name] = _py(_PY[_op], np.float32 if _dt == "float32" else np.float64)
+    VMATH = {key: globals()[name] for key, name in VMATH_NAMES.items()}

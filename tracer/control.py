@@ -7,6 +7,7 @@ enclosing trace that a body uses become that sub-graph's captures.
 """
 from __future__ import annotations
 
+from eager import dispatch
 from eager.tensor import Tensor
 
 from .ir import Graph, verify
@@ -33,11 +34,27 @@ def _trace_body(parent: Trace, name: str, fn, operands: list, op_names: list):
             if not isinstance(x, Tensor):
                 raise TracingError(f"{_where()}: {name} must return tensors")
         outputs = tuple(sub.lift(x) for x in leaves)
+        _refuse_gradients(name, list(operands) + leaves)
     graph = Graph(name=name, inputs=tuple(sub.inputs),
                   captures=tuple(v for _, v in sub.outer_captures), consts=tuple(sub.consts),
                   eqns=tuple(sub.eqns), outputs=outputs, input_names=tuple(sub.input_names))
     verify(graph)
     return graph, tree, [o for o, _ in sub.outer_captures]
+
+
+class GradientThroughControlFlow(TracingError):
+    """A cond/while body needs gradients; @function then runs that signature eagerly."""
+
+
+def _refuse_gradients(name: str, tensors: list):
+    # The cond / while_loop equation has no vjp yet: its results get no grad_fn, so a
+    # backward through them would silently leave out the branch's contribution.
+    if dispatch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+        raise GradientThroughControlFlow(
+            f"{_where()}: gradients cannot flow through tracer.cond / tracer.while_loop yet, "
+            f"and the {name} would need them (its operands or results require grad). Run "
+            f"it under eager.no_grad() or .detach() its operands if no gradient is needed, "
+            f"or use eager.where(pred, a, b) to select between both computed values")
 
 
 def _type(t):

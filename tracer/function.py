@@ -36,6 +36,7 @@ from . import logs
 from .backends import get_backend
 from .ir import Graph, Var, verify
 from .pytree import LEAF, Static, flatten, unflatten
+from .control import GradientThroughControlFlow
 from .trace import LiveScalar, Trace, TracingError, current_trace
 
 _RUN_EAGERLY = [False]
@@ -222,7 +223,9 @@ class ConcreteFunction:
         from .passes import optimize
 
         try:
-            self._plan = build_plan(self.graph, list(key[0]), list(key[1]),
+            # The unoptimized trace: passes drop stop_gradient (detach), which only
+            # matters to differentiation.
+            self._plan = build_plan(self.raw_graph, list(key[0]), list(key[1]),
                                     get_backend(self.backend_name), optimize)
         except TracingError as exc:
             self.plan_error = f"{exc}; running it eagerly so autograd sees every op"
@@ -527,9 +530,17 @@ class Function:
                 self._eager_keys.add(key)
                 return None
             self._explain_retrace(key, names)
-            concrete = trace_function(self._fn, self._name, args, kwargs, leaves, names, tree,
-                                      self.static_argnums, self.static_argnames,
-                                      self._param_names, self.backend, self.optimize)
+            try:
+                concrete = self._trace(args, kwargs, leaves, names, tree)
+            except GradientThroughControlFlow as exc:
+                # Correct gradients need eager autograd here: run this signature eagerly.
+                if "control-grad" not in self._warned:
+                    self._warned.add("control-grad")
+                    warnings.warn(f"tracer.function {self._name}: {exc}. Running this "
+                                  f"signature eagerly instead.", RuntimeWarning,
+                                  stacklevel=4)
+                self._eager_keys.add(key)
+                return None
             concrete.backend_name = self.backend
             self.trace_count += 1
             if not concrete.one_shot:
@@ -544,6 +555,11 @@ class Function:
                     f"as tensors, or use input_signature with None dimensions",
                     RuntimeWarning, stacklevel=_user_stacklevel())
             return concrete
+
+    def _trace(self, args, kwargs, leaves, names, tree):
+        return trace_function(self._fn, self._name, args, kwargs, leaves, names, tree,
+                              self.static_argnums, self.static_argnames, self._param_names,
+                              self.backend, self.optimize)
 
     def _changing_args(self) -> str:
         sigs = [k for k in self._cache]

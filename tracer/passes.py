@@ -320,6 +320,9 @@ def _simplify_eqn(eqn: Eqn, defs: dict, consts: dict):
             if _is_exactly(eqn.inputs[pos], neutral, consts) and _same_type(other.type, out):
                 return other
         return None
+    if eqn.op == "stop_gradient":
+        # Only autodiff cares, and it differentiates the unoptimized trace.
+        return eqn.inputs[0]
     if eqn.op in ("neg", "cast", "reshape", "permute", "broadcast_to"):
         x = eqn.inputs[0]
         inner = defs.get(id(x)) if isinstance(x, Var) else None
