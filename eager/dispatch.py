@@ -25,6 +25,7 @@ class _State(threading.local):
     compute = None  # set below to eager_compute; the tracer swaps it
     on_create = None  # while tracing: called with each tensor made by a creation function
     live_scalar = None  # while tracing: turns a Python-number getter into a traced input
+    on_grad = None  # while tracing: told of each read or write of a tensor's .grad
 
 
 _state = _State()
@@ -94,6 +95,18 @@ def note_created(t):
     hook = _state.on_create
     if hook is not None:
         hook(t)
+
+
+def set_on_grad(fn):
+    prev = _state.on_grad
+    _state.on_grad = fn
+    return prev
+
+
+def note_grad(t, write: bool):
+    hook = _state.on_grad
+    if hook is not None:
+        hook(t, write)
 
 
 def note_mutated(t):

@@ -27,8 +27,22 @@ class Tensor:
     # class-level defaults, so making a tensor sets only three slots.
     __slots__ = ("_data", "grad_fn", "_version", "__dict__", "__weakref__")
     requires_grad = False
-    grad = None
+    _grad = None
     _retains_grad = False
+
+    # .grad is a property only so a trace can tell whether a function *read* a tensor's
+    # incoming .grad (its result then depends on it) or overwrote it first (zero_grad).
+    @property
+    def grad(self):
+        if _dispatch._hooked_threads:
+            _dispatch.note_grad(self, False)
+        return self._grad
+
+    @grad.setter
+    def grad(self, value):
+        if _dispatch._hooked_threads:
+            _dispatch.note_grad(self, True)
+        self._grad = value
     _is_view = False    # made by a view op, shares its input's storage (set by dispatch.apply)
     _has_views = False  # some view op output shares this tensor's storage
     __array_priority__ = 1000  # numpy scalars and arrays defer to Tensor's operators

@@ -723,6 +723,7 @@ def trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
                     # tensor (model.zero_grad() over unused parameters): capture it so the
                     # change becomes an update made at every call, not only while tracing.
                     tr.capture(t)
+            _drop_temporaries(tr, _reachable_tensor_ids(fn, args, kwargs))
             updates, targets, created_targets = _collect_updates(tr, traced_leaves,
                                                                  leaf_values)
     finally:
@@ -749,12 +750,18 @@ def trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
     if logs.enabled("ir"):
         logs.log("ir", f"traced {name}:\n{graph}")
     t1 = time.perf_counter()
-    program = get_backend(backend)(graph)
+    # A trace that creates state runs once (see _drop_temporaries): interpret it rather
+    # than compile kernels that would never run again.
+    program = get_backend("interpret" if created_targets else backend)(graph)
     t2 = time.perf_counter()
     # Whether a captured tensor's .grad is None matters only where the trace read it (a
     # capture of it) or wrote it (an update): a forward-only function must not retrace
     # just because a backward outside it filled in .grad.
-    grad_touched = {i for kind, i in targets if kind == "grad"}
+    # ...and only where the trace's first access to that .grad was a read: after an
+    # opt.zero_grad() inside the function, the incoming value does not matter.
+    first = tr.grad_first_access
+    grad_touched = {i for kind, i in targets
+                    if kind == "grad" and first.get(id(caps[i].tensor)) != "write"}
     grad_touched |= {s.grad_owner for s in caps if getattr(s, "grad_owner", None) is not None}
     grad_pattern = tuple((i, s.grad is None) for i, s in enumerate(caps)
                          if getattr(s, "grad_owner", None) is None and i in grad_touched)
@@ -836,6 +843,50 @@ def _collect_updates(tr: Trace, traced_leaves, leaf_values):
             updates.append(tr.lift(t))
             targets.append(("input", i))
     return tuple(updates), tuple(targets), created
+
+
+def _drop_temporaries(tr: Trace, reachable: set):
+    """Tensors made during the trace and then updated in place, that nothing outside the
+    call can reach, are temporaries: their constant initial value is right at every call
+    and their final value is unobservable, so they need no update and no retrace.
+
+    Reachable ones are new state (an optimizer's first step): the Python code that made
+    them ran a first-call-only path (PyTorch's SGD copies the first gradient into its
+    momentum buffer), so that trace runs once and the next call traces the steady state."""
+    for key in list(tr.created_mutated):
+        if key not in reachable:
+            del tr.created_mutated[key]
+
+
+def _reachable_tensor_ids(fn, args, kwargs) -> set:
+    """Ids of tensors the caller can reach after the call: through arguments, closure
+    variables and globals - modules' parameters and buffers, optimizers' state."""
+    found = set()
+
+    def visit(obj, depth):
+        if isinstance(obj, Tensor):
+            found.add(id(obj))
+        elif isinstance(obj, Module):
+            found.update(id(p) for p in obj.parameters())
+            found.update(id(b) for b in obj.buffers())
+        elif isinstance(obj, Optimizer):
+            for st in obj.state.values():
+                for v in st.values():
+                    visit(v, depth + 1)
+        elif depth < 2 and isinstance(obj, (list, tuple)):
+            for x in obj:
+                visit(x, depth + 1)
+        elif depth < 2 and isinstance(obj, dict):
+            for x in obj.values():
+                visit(x, depth + 1)
+        elif depth < 1 and hasattr(obj, "__dict__") and not isinstance(
+                obj, (type, types.ModuleType)) and not callable(obj):
+            for x in list(vars(obj).values()):
+                visit(x, depth + 1)
+
+    for _desc, _get, obj, _free in _roots(fn, args, kwargs):
+        visit(obj, 0)
+    return found
 
 
 def _restore_captures(tr: Trace):

@@ -159,7 +159,7 @@ class _CaptureState:
         self.var = var
         self.index = index
         self.data = tensor._data
-        self.grad = tensor.grad
+        self.grad = getattr(tensor, "_grad", None)  # not .grad: no access event
         self.grad_fn = tensor.grad_fn
         self.requires_grad = tensor.requires_grad
         self.version = tensor._version[0]
@@ -182,6 +182,7 @@ class Trace:
         self._const_map: dict = {}     # id(tensor) -> Var
         self.created: dict = {}        # id(tensor) -> tensor made during the trace
         self._live: dict = {}           # (name, key) -> LiveScalar
+        self.grad_first_access: dict = {}  # id(tensor) -> "read" | "write"
         self.created_mutated: dict = {}  # id(tensor) -> (tensor, its array before the update)
         self.grad_sources: dict = {}   # id(grad tensor) -> capture index of its owner
         self.entry_grads: dict = {}    # id(tensor) -> (tensor, its .grad when the call began)
@@ -227,8 +228,8 @@ class Trace:
             return Literal(data, TensorType((), data.dtype))
         key = id(t)
         if key in self.created or key in self._const_map:
-            if data.ndim == 0:
-                return Literal(data.copy(), TensorType((), data.dtype))
+            # Even 0-d: a created tensor may turn out to be state (see _state_to_captures);
+            # the passes fold 0-d constants into literals afterwards.
             var = self._const_map.get(key)
             if var is None:
                 var = self.new_var(TensorType(tuple(data.shape), data.dtype), f"c{len(self.consts)}")
@@ -256,8 +257,9 @@ class Trace:
                 state.grad = entry[1]
             self.captures[id(t)] = state
             self.capture_order.append(state)
-            if t.grad is not None and t.grad is state.grad:
-                self.grad_sources[id(t.grad)] = index
+            g = getattr(t, "_grad", None)
+            if g is not None and g is state.grad:
+                self.grad_sources[id(g)] = index
         return state.var
 
     def _lift_outer(self, data: TracedValue):
@@ -327,13 +329,19 @@ class Trace:
         self._prev_compute = dispatch.set_compute(self.compute)
         self._prev_create = dispatch.set_on_create(self.on_create)
         self._prev_live = dispatch.set_live_scalar(self.live_scalar)
+        self._prev_grad = dispatch.set_on_grad(self.on_grad)
         return self
 
     def __exit__(self, *exc):
         dispatch.set_compute(self._prev_compute)
         dispatch.set_on_create(self._prev_create)
         dispatch.set_live_scalar(self._prev_live)
+        dispatch.set_on_grad(self._prev_grad)
         return False
+
+    def on_grad(self, t, write: bool):
+        # The first access decides: a read means the trace depends on the incoming .grad.
+        self.grad_first_access.setdefault(id(t), "write" if write else "read")
 
 
 def current_trace() -> "Trace | None":

@@ -208,12 +208,13 @@ def test_freezing_a_parameter_retraces_a_training_step():
     x = eager.randn(4, 3)
     for _ in range(3):
         step(x)
-    # One trace for the first call (no .grad yet), one for every later call.
-    assert step.trace_count == 2
+    # opt.zero_grad() overwrites .grad before anything reads it, so whether .grad was set
+    # when the call began does not matter: one trace serves every call.
+    assert step.trace_count == 1
     layer.weight.requires_grad_(False)
     before = layer.weight.detach().numpy().copy()
     step(x)
-    assert step.trace_count == 3
+    assert step.trace_count == 2
     np.testing.assert_array_equal(layer.weight.detach().numpy(), before)
 
 
