@@ -3,6 +3,8 @@
 >>> import codegen
 >>> codegen.clear_cache()      # empty the on-disk kernel cache
 """
+import warnings as _warnings
+
 from tracer.backends import register_backend
 
 from .build import cache_dir, clear_cache, compile_stats, reset_stats
@@ -10,6 +12,12 @@ from .lower import LOWERING
 from .runtime import Kernel, Program, compile_numba
 
 register_backend("numba", compile_numba)
+
+# As in eager and tracer: numpy steps of a compiled program (matmul, fallback kernels)
+# computing inf/nan are not warnings; the "could not build kernel" warning still shows.
+_warnings.filterwarnings(
+    "ignore", message=r"(invalid value|divide by zero|overflow|underflow) encountered",
+    category=RuntimeWarning, module=r"codegen(\.|$)")
 
 __all__ = ["compile_numba", "Program", "Kernel", "LOWERING", "cache_dir", "clear_cache",
            "compile_stats", "reset_stats"]

@@ -170,6 +170,8 @@ class KernelSource:
             v = e.inputs[1].value.item()
             if float(v).is_integer() and int(v) in INT_POWERS:
                 exponent = int(v)
+            elif float(v) == 0.5:
+                exponent = 0.5  # numpy's scalar-exponent fast path: sqrt (see lower.py)
         expr = expression(e.op, args, [x.type for x in e.inputs], e.out.type, e.params,
                           self.imports, self.const, pow_exponent=exponent)
         body.append(f"{name} = {expr}  # {_eqn_comment(e)}")
@@ -252,6 +254,9 @@ def emit_kernel(part: Partition, group: KernelGroup) -> tuple[str, KernelSource]
         code = _nest(loop_vars, shape, body, parallel)
         doc = "One loop nest over the output shape."
     elif group.kind == "row":
+        # A reduction over all axes (split 0) has no outer loop to prange: parallel=True
+        # would only make Numba warn (NumbaPerformanceWarning) at the user.
+        parallel = parallel and group.split > 0
         code = _row_code(ks, loop_vars, idx, parallel)
         doc = ("Reductions over trailing axes: per row, one pass per reduction stage, then "
                "the full-size outputs.")

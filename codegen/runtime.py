@@ -105,8 +105,10 @@ class Program:
             kernel.module = module.__name__
         except Exception as exc:  # noqa: BLE001 - never a crash: fall back below
             kernel.error = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
-            if group.name not in _warned:
-                _warned.add(group.name)
+            # Once per distinct kernel (its source), not per name: another function or
+            # shape that happens to share the name is a different kernel.
+            if source not in _warned:
+                _warned.add(source)
                 warnings.warn(f"codegen: could not build kernel {group.name} ({kernel.error}); "
                               f"running its {len(group.members)} equations through numpy "
                               f"instead", RuntimeWarning, stacklevel=2)

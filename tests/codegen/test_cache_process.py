@@ -1,0 +1,181 @@
+"""The on-disk kernel cache seen from processes, and what happens when a kernel cannot be
+built.
+
+* a second process compiling the same @function loads every kernel from the cache: zero
+  Numba compilations (`codegen.compile_stats()`, printed as JSON by `_cache_child.py`);
+* a generated module edited or truncated on disk is detected (sha256 header) and rebuilt,
+  and the results stay right;
+* a cache directory other users can write to is refused with a message saying how to fix it;
+* a kernel that fails to build runs through numpy, with exactly one RuntimeWarning naming it.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import codegen
+import codegen.build
+import eager
+import eager.nn.functional as F
+import tracer
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+CHILD = HERE / "_cache_child.py"
+
+
+def run_child(cache: Path) -> dict:
+    env = dict(os.environ)
+    env["TRACEJIT_CACHE_DIR"] = str(cache)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + [p for p in [env.get("PYTHONPATH")] if p])
+    env.pop("TRACER_LOGS", None)
+    proc = subprocess.run([sys.executable, str(CHILD)], env=env, cwd=str(ROOT),
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def expected_outputs() -> list:
+    """What _cache_child.py computes, computed eagerly here."""
+    x = eager.from_numpy(np.linspace(-2, 2, 24, dtype=np.float32).reshape(4, 6))
+    w = eager.from_numpy(np.linspace(1, -1, 30, dtype=np.float32).reshape(6, 5))
+    with eager.no_grad():
+        h = F.gelu(x @ w)
+        return [F.softmax(h, -1).numpy(), (h * 2 + 1).sum(0).numpy()]
+
+
+def check_outputs(report: dict):
+    for got, exp in zip(report["outputs"], expected_outputs(), strict=True):
+        np.testing.assert_allclose(np.array(got, np.float32), exp, rtol=1e-5, atol=1e-6)
+
+
+def kernel_files(cache: Path) -> list:
+    return sorted(p for p in cache.glob("*.py"))
+
+
+@pytest.fixture
+def cache(tmp_path) -> Path:
+    return tmp_path / "kernels"
+
+
+def test_second_process_compiles_nothing(cache):
+    first = run_child(cache)
+    assert first["cache_dir"] == str(cache)
+    n = len(first["kernels"])
+    assert n >= 2 and not first["fallbacks"], first
+    assert first["stats"]["numba_compiles"] == n, first["stats"]
+    assert first["stats"]["modules_written"] == n
+    check_outputs(first)
+    # no warnings, not even numpy's about the inf * 0 the child computes (eager has none)
+    assert not first["warnings"], first["warnings"]
+    assert len(kernel_files(cache)) == n
+    assert (cache / "__pycache__").is_dir()  # Numba's own index and data files
+
+    second = run_child(cache)
+    assert second["kernels"] == first["kernels"]
+    assert second["modules"] == first["modules"]
+    assert second["stats"]["numba_compiles"] == 0, second["stats"]
+    assert second["stats"]["modules_written"] == 0, second["stats"]
+    assert second["stats"]["numba_cache_hits"] >= n, second["stats"]
+    assert second["stats"]["rebuilds"] == 0
+    assert second["outputs"] == first["outputs"]
+    assert not second["warnings"], second["warnings"]
+
+
+def test_corrupted_module_file_is_detected_and_rebuilt(cache):
+    first = run_child(cache)
+    files = kernel_files(cache)
+    assert len(files) >= 2
+    intact = {p: p.read_bytes() for p in files}
+    # one file truncated half-way; the others edited so that, imported as they are, they
+    # would read the wrong elements (and still compile)
+    truncated = files[0]
+    truncated.write_bytes(intact[truncated][: len(intact[truncated]) // 2])
+    for p in files[1:]:
+        text = intact[p].decode()
+        edited = re.sub(r"\bin0\[", "in0[0 * ", text, count=1)
+        assert edited != text
+        p.write_text(edited)
+
+    second = run_child(cache)
+    assert second["stats"]["rebuilds"] == len(files), second["stats"]
+    assert second["stats"]["modules_written"] == len(files)
+    assert not second["fallbacks"], second
+    assert not second["warnings"], second["warnings"]
+    check_outputs(second)
+    assert second["outputs"] == first["outputs"]
+    for p in files:
+        assert p.read_bytes() == intact[p], f"{p.name} was not restored"
+
+    third = run_child(cache)  # and the rebuilt files are cached again
+    assert third["stats"]["numba_compiles"] == 0
+    assert third["stats"]["rebuilds"] == 0
+
+
+def test_world_writable_cache_directory_is_refused(tmp_path, monkeypatch):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o777)
+    monkeypatch.setenv("TRACEJIT_CACHE_DIR", str(shared))
+    with pytest.raises(PermissionError) as info:
+        codegen.cache_dir()
+    message = str(info.value)
+    assert str(shared) in message
+    assert "0o777" in message and "writable by group or others" in message
+    assert f"chmod 700 {shared}" in message and "TRACEJIT_CACHE_DIR" in message
+
+    # a compiled function still gives the right answer, through numpy, and says why
+    @tracer.function
+    def refused_cache_probe(x):
+        return x * 3 + 1
+
+    x = eager.from_numpy(np.arange(6, dtype=np.float32))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with eager.no_grad():
+            out = refused_cache_probe(x)
+    np.testing.assert_array_equal(out.numpy(), np.arange(6, dtype=np.float32) * 3 + 1)
+    messages = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+    assert len(messages) == 1, messages
+    assert "refused_cache_probe_k0" in messages[0]
+    assert "refusing to use tracejit cache directory" in messages[0]
+    assert list(shared.iterdir()) == []  # nothing was written to (or imported from) it
+
+
+def test_kernel_that_fails_to_build_runs_through_numpy_with_one_warning(monkeypatch):
+    def broken(source, name_hint):
+        raise RuntimeError("simulated build failure")
+    monkeypatch.setattr(codegen.build, "load_module", broken)
+
+    @tracer.function
+    def fallback_probe(x, w):
+        return F.softmax(x * w, -1), F.gelu(x)
+
+    rng = np.random.default_rng(3)
+    x = eager.from_numpy(rng.standard_normal((3, 5)).astype(np.float32))
+    w = eager.from_numpy(rng.standard_normal(5).astype(np.float32))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with eager.no_grad():
+            results = [fallback_probe(x, w) for _ in range(3)]
+            concrete = fallback_probe.get_concrete_function(x, w)
+            expected = (F.softmax(x * w, -1), F.gelu(x))
+    runtime = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+    (kernel,) = concrete.kernels  # softmax and gelu share one (row) kernel
+    assert len(runtime) == 1, runtime  # three calls, one warning
+    assert kernel.name in runtime[0]
+    assert "simulated build failure" in runtime[0] and "numpy" in runtime[0]
+    assert kernel.fn is None and "simulated build failure" in kernel.error
+    assert "runs through numpy" in str(concrete)
+    for outs in results:
+        for got, exp in zip(outs, expected, strict=True):
+            np.testing.assert_allclose(got.numpy(), exp.numpy(), rtol=1e-6, atol=1e-7)
+    assert fallback_probe.trace_count == 1

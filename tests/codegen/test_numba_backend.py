@@ -1,0 +1,712 @@
+"""The "numba" backend against eager and the "interpret" backend, generated from the registry.
+
+Every registry op (`eager.ops.OPS`) has samples in `OP_CASES`, and the composites users call
+(gelu, softmax, layer_norm, cross_entropy, ...) have theirs in `COMPOSITE_CASES`.  Each case
+is compiled once per dtype and then run on its inputs in several memory layouts (C order,
+Fortran order, sliced with a step, negative strides, zero strides) and with NaN/inf/0
+planted in them, without compiling again: the kernels take any layout.  0-d and zero-size
+inputs of every case are batched into one function per dtype (one compile instead of one
+per case).
+
+Everything runs under `eager.no_grad()`: a function whose outputs need gradients runs
+eagerly, and the point here is the compiled path.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+import zlib
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import pytest
+
+import eager
+import eager.nn as nn
+import eager.nn.functional as F
+import eager.optim as optim
+import tracer
+from codegen import LOWERING
+from eager import functions as EF
+from eager.ops import OPS
+
+# IEEE results (0 * inf, log(-1), overflow) are values here, not warnings (as in eager).
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:(invalid value|divide by zero|overflow|underflow) encountered:RuntimeWarning")
+
+F32, F64 = np.dtype(np.float32), np.dtype(np.float64)
+FLOATS = (F32, F64)
+
+# (rtol, atol) by tolerance class and dtype.  "vmath": a transcendental op alone, a few ULP;
+# "default": composites and BLAS; "reduce": sums whose order differs from numpy's pairwise
+# summation (Numba's loops, reassociated), which can cancel to values near 0.
+TOLERANCES = {
+    "vmath": {F32: (2e-6, 1e-7), F64: (4e-15, 1e-300)},
+    "default": {F32: (1e-5, 1e-6), F64: (1e-12, 1e-14)},
+    "reduce": {F32: (1e-5, 1e-5), F64: (1e-12, 1e-13)},
+}
+
+
+# --------------------------------------------------------------------------------------
+# the table
+
+@dataclass
+class Case:
+    name: str
+    fn: Callable                  # fn(*tensors) -> tensor or tuple/namedtuple of tensors
+    inputs: Callable              # inputs(rng, dtype, kind) -> list of arrays, or None
+    tol: str = "default"
+    specials: bool = True         # also run with NaN/inf/0 planted in the float inputs
+    dtypes: tuple = FLOATS
+    random: bool = False          # reseed before each run (random ops)
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+def shapes(main, scalar=None, empty=None, lo=-2.0, hi=2.0, ints=None):
+    """inputs(rng, dtype, kind) drawing uniform floats of the given shapes per kind.
+
+    `ints` maps an argument position to (low, high): that argument is an int64 array.
+    """
+    table = {"main": main, "scalar": scalar, "empty": empty}
+    ints = ints or {}
+
+    def inputs(rng, dtype, kind):
+        kind_shapes = table[kind]
+        if kind_shapes is None:
+            return None
+        out = []
+        for i, s in enumerate(kind_shapes):
+            if i in ints:
+                low, high = ints[i]
+                out.append(rng.integers(low, high, size=s).astype(np.int64))
+            else:
+                out.append(rng.uniform(lo, hi, size=s).astype(dtype))
+        return out
+    return inputs
+
+
+UNARY = shapes([(3, 5)], [()], [(0, 3)])
+BINARY = shapes([(2, 3, 4), (3, 1)], [(), ()], [(0, 4), (4,)])
+
+
+def _binary(name):
+    f = getattr(eager, name)
+    return Case(name, lambda a, b: f(a, b), BINARY)
+
+
+def _unary(name, tol="default", lo=-2.0, hi=2.0):
+    f = getattr(eager, name)
+    return Case(name, lambda a: f(a), shapes([(3, 5)], [()], [(0, 3)], lo=lo, hi=hi), tol=tol)
+
+
+def _casts(a):
+    other = eager.float64 if a.dtype == eager.float32 else eager.float32
+    return a.to(other), (a > 0).to(a.dtype), (a > 0).to(eager.int64).to(a.dtype), a.to(eager.bool_)
+
+
+def _int_casts(a):
+    return a.to(eager.int32), a.to(eager.int64), (a * 3).to(eager.int32).to(a.dtype)
+
+
+def _sums(x):
+    return (x.sum(-1), x.sum(0), x.sum(1), x.sum(), x.sum((1, 2), keepdim=True),
+            x.sum((0, 1)), eager.sum(x > 0, -1))
+
+
+def _amaxes(x):
+    return (eager.amax(x, -1), eager.amax(x, 0, keepdim=True), eager.amax(x, 1), eager.amax(x),
+            eager.amax(x, (1, 2)))
+
+
+def _views(x):
+    return (x.reshape(4, 6) + 1, x.reshape(-1) * 2, x.permute(2, 0, 1) - 1,
+            x.transpose(0, 1) * x.transpose(0, 1), x.reshape(2, 12).T + 0.5,
+            x.permute(1, 2, 0).reshape(12, 2) * 3, x.unsqueeze(1).squeeze(1) - 2)
+
+
+def _broadcasts(x, y):
+    return x.expand(2, 3, 4) + 1, y.expand(4, 3, 4) * y, x.expand(3, 4).reshape(12) - 1
+
+
+def _getitems(x):
+    return (x[1:3, ::2] + 1, x[::-1] * 2, x[:, ::-2] - 1, x[1] + 0.5, x[None, -1, 1:] * 3,
+            x[-1:0:-2, 3:0:-1], x[..., 2], x[:, None, 1] + 1, x[::-1, ::-1].reshape(24))
+
+
+def _gathers(x, idx):
+    return (x[idx] + 1, x[idx, 1:] * 2, x[:, idx] - 1, x[idx, idx] * x[idx, idx],
+            x[idx.reshape(2, -1)])
+
+
+def _scatter_adds(g, idx):
+    return EF.scatter_add(g, (idx,), (4, 3)), EF.scatter_add(g * 2, (idx,), (4, 3)) + 1
+
+
+def _scatter_slices(g):
+    return (EF.scatter_slice(g, (4, 6), ((3, None, -1), (0, 6, 2))),
+            EF.scatter_slice(g * 2, (5, 3), ((1, 5, 1),)) + 1)
+
+
+def _cats(a, b):
+    return (eager.cat([a, b], 0), eager.cat([a, b * 2], 0) + 1, eager.cat([a.T, b.T], 1),
+            eager.stack([a, b], 1) * 2, eager.stack([a, a, b]))
+
+
+def _matmuls(a, b, v, w, batch):
+    return (v @ w, a @ w, v @ b, a @ b, batch @ b, eager.matmul(batch, batch.transpose(1, 2)),
+            (a @ b) * 2 + 1)
+
+
+OP_CASES: dict[str, list[Case]] = {name: [_binary(name)] for name in (
+    "add", "sub", "mul", "div", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge")}
+OP_CASES.update({
+    "pow": [Case("pow", lambda a, b: a ** b, shapes([(2, 3, 4), (3, 1)], [(), ()],
+                                                  [(0, 4), (4,)], lo=-2.0, hi=3.0)),
+            Case("pow_literal", lambda a: (a ** 2, a ** 3, a ** 4, a ** 0.5, a ** -1.0,
+                                           2.0 ** a), UNARY)],
+    "neg": [_unary("neg")],
+    "exp": [_unary("exp", "vmath", lo=-100.0, hi=100.0)],
+    "log": [_unary("log", "vmath", lo=-0.5, hi=50.0)],
+    "sqrt": [_unary("sqrt", lo=-0.5, hi=50.0)],
+    "tanh": [_unary("tanh", "vmath", lo=-12.0, hi=12.0)],
+    "sigmoid": [_unary("sigmoid", "vmath", lo=-60.0, hi=60.0)],
+    "erf": [_unary("erf", "vmath", lo=-5.0, hi=5.0)],
+    "relu": [_unary("relu")],
+    "abs": [_unary("abs")],
+    "sign": [_unary("sign")],
+    "stop_gradient": [Case("stop_gradient", lambda a: (a.detach() * 2, a.detach().exp()),
+                           UNARY)],
+    "where": [Case("where", lambda a, b: eager.where(a > 0, a, b), BINARY),
+              Case("where_scalar", lambda a: eager.where(a < 0.5, 1.0, a), UNARY)],
+    "cast": [Case("cast", _casts, UNARY),
+             Case("cast_int", _int_casts, UNARY, specials=False)],  # NaN -> int: undefined
+    "sum": [Case("sum", _sums, shapes([(2, 3, 4)], None, [(2, 0, 4)]), tol="reduce"),
+            Case("sum_1d", lambda x: (x.sum(), x.sum(-1, keepdim=True), x.sum(0) * 2),
+                 shapes([(5,)], [()], [(0,)]), tol="reduce")],
+    "amax": [Case("amax", _amaxes, shapes([(2, 3, 4)])),
+             Case("amax_1d", lambda x: (eager.amax(x), eager.amax(x, 0, keepdim=True) + 1),
+                  shapes([(5,)], [()], None))],
+    "argmax": [Case("argmax", lambda x: (x.argmax(1), x.argmax(), x.argmax(0, keepdim=True)),
+                    shapes([(3, 5)], None, None))],
+    "matmul": [Case("matmul", _matmuls,
+                    shapes([(3, 4), (4, 5), (4,), (4,), (2, 3, 4)], None,
+                           [(0, 4), (4, 0), (4,), (4,), (2, 0, 4)]))],
+    "reshape": [Case("reshape", _views, shapes([(2, 3, 4)])),
+                Case("reshape_small", lambda x: (x.reshape(1) + 1, x.reshape(1, 1, 1) * 2,
+                                                 x.reshape(()) - 1),
+                     shapes([(1,)], [()], None))],
+    "permute": [Case("permute", lambda x: (x.permute(1, 0, 2) * 2, x.permute(2, 1, 0),
+                                           x.permute(0, 2, 1).sum(-1)),
+                     shapes([(2, 3, 4)], None, [(2, 0, 4)]), tol="reduce")],
+    "broadcast_to": [Case("broadcast_to", _broadcasts,
+                          shapes([(3, 1), (1, 3, 4)], [(), ()], None)),
+                     Case("broadcast_to_rows", lambda x: (x.expand(2, x.shape[0], 4) + 1,
+                                                          x.expand(x.shape[0], 4) * 2),
+                          shapes([(3, 1)], None, [(0, 1)]))],
+    "getitem": [Case("getitem", _getitems, shapes([(4, 6)], None, None)),
+                Case("getitem_3d", lambda x: (x[:, ::-1, 1:] + 1, x[0, :, ::3], x[1:2, -1]),
+                     shapes([(2, 3, 4)], None, [(2, 3, 0)]))],
+    "cat": [Case("cat", _cats, shapes([(2, 3), (2, 3)], None, [(0, 3), (0, 3)]))],
+    "gather": [Case("gather", _gathers, shapes([(5, 5), (4,)], None, [(5, 5), (0,)],
+                                               ints={1: (-5, 5)}))],
+    "scatter_add": [Case("scatter_add", _scatter_adds,
+                         shapes([(6, 3), (6,)], None, [(0, 3), (0,)], ints={1: (0, 4)}))],
+    "scatter_slice": [Case("scatter_slice", _scatter_slices, shapes([(4, 3)], None, None))],
+    "uniform": [Case("uniform", lambda x: x + eager.rand(3, 5, dtype=x.dtype),
+                     shapes([(3, 5)]), random=True)],
+    "normal": [Case("normal", lambda x: x * eager.randn(3, 5, dtype=x.dtype),
+                    shapes([(3, 5)]), random=True)],
+    "randint": [Case("randint", lambda x: x + eager.randint(-3, 3, (3, 5)).to(x.dtype),
+                     shapes([(3, 5)]), random=True)],
+})
+
+
+def _layer_norm_affine(x, w, b):
+    return F.layer_norm(x, (5,), w, b), F.layer_norm(x, (3, 5), None, None, eps=1e-3)
+
+
+def _cross_entropy(logits, target, probs):
+    return (F.cross_entropy(logits, target), F.cross_entropy(logits, target, reduction="sum"),
+            F.cross_entropy(logits, target, reduction="none"),
+            F.cross_entropy(logits, target, label_smoothing=0.1),
+            F.cross_entropy(logits, F.softmax(probs, -1)))
+
+
+def _clamps(x, lo):
+    return (x.clamp(min=-0.5), x.clamp(max=0.5), eager.clamp(x, -0.5, 0.5),
+            eager.clamp(x, lo, lo + 1))
+
+
+def _means(x):
+    return x.mean(), x.mean(-1), x.mean(0), x.mean((0, 2), keepdim=True)
+
+
+def _min_max(x):
+    mx = x.max(dim=1)
+    mn = x.min(dim=-1, keepdim=True)
+    return (eager.amin(x, 1), eager.amin(x, (0, 1)), x.max(), x.min(), mx.values, mx.indices,
+            mn.values, mn.indices)
+
+
+def _dropout_eval(x):
+    layer = nn.Dropout(0.5)
+    layer.eval()
+    return F.dropout(x, 0.5, training=False) + 1, layer(x) * 2, F.dropout(x, 0.3, False)
+
+
+COMPOSITE_CASES: list[Case] = [
+    Case("gelu_erf", lambda x: F.gelu(x), shapes([(3, 5)], [()], [(0, 3)], lo=-6, hi=6)),
+    Case("gelu_tanh", lambda x: F.gelu(x, approximate="tanh"),
+         shapes([(3, 5)], [()], [(0, 3)], lo=-6, hi=6)),
+    Case("softmax", lambda x: (F.softmax(x, -1), F.softmax(x, 0), F.softmax(x, 1)),
+         shapes([(2, 3, 5)], None, None, lo=-30, hi=30)),
+    Case("log_softmax", lambda x: (F.log_softmax(x, -1), F.log_softmax(x, 0)),
+         shapes([(3, 5)], None, None, lo=-30, hi=30)),
+    Case("softmax_rows", lambda x: (F.softmax(x, -1), F.log_softmax(x, -1)),
+         shapes([(4, 6)], None, [(0, 6)], lo=-30, hi=30)),
+    Case("layer_norm", _layer_norm_affine, shapes([(2, 3, 5), (5,), (5,)], None,
+                                                  [(0, 3, 5), (5,), (5,)])),
+    Case("layer_norm_plain", lambda x: F.layer_norm(x, 6), shapes([(4, 6)], None, [(0, 6)])),
+    Case("cross_entropy", _cross_entropy, shapes([(4, 5), (4,), (4, 5)], None, None,
+                                                 ints={1: (0, 5)}, lo=-5, hi=5)),
+    Case("mse_loss", lambda a, b: (F.mse_loss(a, b), F.mse_loss(a, b, reduction="sum"),
+                                   F.mse_loss(a, b, reduction="none")),
+         shapes([(3, 5), (3, 5)], [(), ()], None), tol="reduce"),
+    Case("linear", lambda x, w, b: (F.linear(x, w, b), F.linear(x, w)),
+         shapes([(3, 4), (5, 4), (5,)], None, [(0, 4), (5, 4), (5,)])),
+    Case("logsumexp", lambda x: (eager.logsumexp(x, -1), eager.logsumexp(x, 0, keepdim=True)),
+         shapes([(3, 5)], None, None, lo=-30, hi=30)),
+    Case("dropout_eval", _dropout_eval, UNARY),
+    Case("clamp", _clamps, shapes([(3, 5), (5,)], [(), ()], [(0, 5), (5,)])),
+    Case("mean", _means, shapes([(2, 3, 4)], None, None), tol="reduce"),
+    Case("amin_amax", _min_max, shapes([(3, 5)], None, None)),
+    Case("matmul_shapes", lambda v, a, b: (v @ v, a @ v, v @ a.T, a @ b, eager.matmul(
+        a.reshape(1, 4, 4).expand(2, 4, 4), b)), shapes([(4,), (4, 4), (2, 4, 3)])),
+    Case("cat_stack", lambda a, b: (eager.cat([a, b, a], -1), eager.stack([a, b], -1) + 1),
+         shapes([(2, 3), (2, 3)], None, [(0, 3), (0, 3)])),
+    Case("indexing", lambda x, i: (x[::-1, 1] * 2, x[i], x[i, ::-1] + x[0]),
+         shapes([(5, 4), (3,)], None, None, ints={1: (-5, 5)})),
+    Case("chain", lambda x, y: (F.softmax(F.gelu(x @ y), -1) * 2).sum(0),
+         shapes([(3, 4), (4, 5)], None, [(0, 4), (4, 5)]), tol="reduce"),
+]
+
+ALL_CASES: list[Case] = [c for cases in OP_CASES.values() for c in cases] + COMPOSITE_CASES
+
+
+# --------------------------------------------------------------------------------------
+# running and comparing
+
+def _leaves(out) -> list:
+    if isinstance(out, (tuple, list)):
+        return [x for o in out for x in _leaves(o)]
+    return [out]
+
+
+def _arrays(out) -> list:
+    return [t.numpy() for t in _leaves(out)]
+
+
+def _compile(case: Case, backend: str):
+    fn = case.fn
+
+    def traced(*args):
+        return fn(*args)
+    traced.__name__ = traced.__qualname__ = case.name
+    return tracer.function(traced, backend=backend)
+
+
+def assert_same(got, exp, dtype, tol="default", what=""):
+    """`got` equals `exp`: dtype, shape, NaN and +-inf positions exactly, values within tol."""
+    got, exp = np.asarray(got), np.asarray(exp)
+    assert got.dtype == exp.dtype, f"{what}: dtype {got.dtype} != {exp.dtype}"
+    assert got.shape == exp.shape, f"{what}: shape {got.shape} != {exp.shape}"
+    if exp.dtype.kind != "f":
+        np.testing.assert_array_equal(got, exp, err_msg=what)
+        return
+    rtol, atol = TOLERANCES[tol][np.dtype(exp.dtype) if exp.dtype in FLOATS else dtype]
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(exp), err_msg=f"{what}: NaN positions")
+    np.testing.assert_array_equal(np.isposinf(got), np.isposinf(exp),
+                                  err_msg=f"{what}: +inf positions")
+    np.testing.assert_array_equal(np.isneginf(got), np.isneginf(exp),
+                                  err_msg=f"{what}: -inf positions")
+    np.testing.assert_allclose(got, exp, rtol=rtol, atol=atol, equal_nan=True, err_msg=what)
+
+
+def layouts(a: np.ndarray) -> dict:
+    """The same values in other memory layouts (all non-contiguous where the shape allows)."""
+    out = {"C": a}
+    if a.ndim >= 2:
+        out["fortran"] = np.asfortranarray(a)
+    if a.ndim >= 1 and a.size:
+        buf = np.zeros(a.shape[:-1] + (2 * a.shape[-1],), a.dtype)
+        buf[..., ::2] = a
+        out["step"] = buf[..., ::2]
+        out["reversed"] = np.ascontiguousarray(a[::-1])[::-1]
+        ro = a.copy()
+        ro.flags.writeable = False
+        out["readonly"] = ro
+    if a.ndim >= 1 and a.shape[0] > 1:
+        out["stride0"] = np.broadcast_to(a[:1], a.shape)
+    return out
+
+
+def with_specials(a: np.ndarray, which: str) -> np.ndarray:
+    """A copy of float array `a` with NaN ("nan") or +-inf and 0 ("inf") planted in it."""
+    if a.dtype.kind != "f" or a.size == 0:
+        return a
+    b = a.copy()
+    flat = b.reshape(-1)
+    n = flat.size
+    if which == "nan":
+        flat[0] = np.nan
+        flat[n // 2] = np.nan
+    else:
+        flat[-1] = np.inf
+        flat[n // 3] = -np.inf
+        if n > 2:
+            flat[(2 * n) // 3] = 0.0
+    return b
+
+
+def _run_all(case, dtype, fns, arrays):
+    """Outputs of eager and each compiled function on `arrays`; checks inputs stay unchanged."""
+    saved = [np.array(a) for a in arrays]
+    results = {}
+    for name, f in [("eager", case.fn)] + list(fns.items()):
+        tensors = [eager.from_numpy(a) for a in arrays]
+        if case.random:
+            eager.manual_seed(1234)
+        with eager.no_grad():
+            results[name] = _arrays(f(*tensors))
+    for a, s in zip(arrays, saved):
+        np.testing.assert_array_equal(a, s, err_msg=f"{case.name}: an input was modified")
+    return results
+
+
+def _check(case, dtype, results, label):
+    exp = results["eager"]
+    for backend, got in results.items():
+        if backend == "eager":
+            continue
+        assert len(got) == len(exp), f"{case.name}: {backend} returned {len(got)} outputs"
+        for i, (g, e) in enumerate(zip(got, exp)):
+            assert_same(g, e, dtype, case.tol, f"{case.name}[{i}] {backend} {label}")
+
+
+def _kernels_built(fn, arrays):
+    with eager.no_grad():
+        concrete = fn.get_concrete_function(*[eager.from_numpy(a) for a in arrays])
+    for k in concrete.kernels:
+        assert k.fn is not None, f"kernel {k.name} fell back to numpy: {k.error}\n{k.source}"
+    return concrete
+
+
+@pytest.fixture
+def rng(request):
+    """A generator seeded by the test's id: the same inputs however tests are selected."""
+    return np.random.default_rng(zlib.crc32(request.node.name.encode()))
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=["f32", "f64"])
+@pytest.mark.parametrize("case", ALL_CASES, ids=lambda c: c.name)
+def test_case_matches_eager_in_every_layout_and_with_nan_inf(case, dtype, rng):
+    if dtype not in case.dtypes:
+        pytest.skip(f"{case.name} has no {dtype} sample")
+    arrays = case.inputs(rng, dtype, "main")
+    fns = {"numba": _compile(case, "numba"), "interpret": _compile(case, "interpret")}
+    variants = {name: [layouts(a).get(name, a) for a in arrays]
+                for name in ("C", "fortran", "step", "reversed", "readonly", "stride0")}
+    if case.specials:
+        variants["nan"] = [with_specials(a, "nan") for a in arrays]
+        variants["inf"] = [with_specials(a, "inf") for a in arrays]
+        variants["inf_reversed"] = [layouts(a).get("reversed", a) for a in variants["inf"]]
+    for label, arrs in variants.items():
+        _check(case, dtype, _run_all(case, dtype, fns, arrs), label)
+    _kernels_built(fns["numba"], arrays)
+    # one trace served every layout and special value
+    assert fns["numba"].trace_count == 1
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=["f32", "f64"])
+@pytest.mark.parametrize("kind", ["scalar", "empty"])
+def test_0d_and_zero_size_inputs_of_every_case(kind, dtype, rng):
+    """All cases with a 0-d (or zero-size) sample, traced together as one function."""
+    plan = []
+    for case in ALL_CASES:
+        if dtype in case.dtypes and not case.random:
+            arrays = case.inputs(rng, dtype, kind)
+            if arrays is not None:
+                plan.append((case, arrays))
+    assert len(plan) >= 10
+
+    def together(*flat):
+        outs = []
+        pos = 0
+        for case, arrays in plan:
+            outs.extend(_leaves(case.fn(*flat[pos:pos + len(arrays)])))
+            pos += len(arrays)
+        return tuple(outs)
+
+    together.__name__ = f"all_{kind}"
+    flat = [a for _, arrays in plan for a in arrays]
+    numba_fn = tracer.function(together)
+    interp_fn = tracer.function(together, backend="interpret")
+    tensors = [eager.from_numpy(a) for a in flat]
+    with eager.no_grad():
+        got = _arrays(numba_fn(*tensors))
+        interp = _arrays(interp_fn(*tensors))
+        pos = 0
+        for case, arrays in plan:
+            exp = _arrays(case.fn(*[eager.from_numpy(a) for a in arrays]))
+            for i, e in enumerate(exp):
+                assert_same(got[pos + i], e, dtype, case.tol, f"{case.name}[{i}] numba {kind}")
+                assert_same(interp[pos + i], e, dtype, case.tol,
+                            f"{case.name}[{i}] interpret {kind}")
+            pos += len(exp)
+    assert pos == len(got)
+    _kernels_built(numba_fn, flat)
+
+
+def test_integer_elementwise_ops_match_eager():
+    """Integer kernels: arithmetic, comparisons, where and casts on int32 and int64."""
+    rng = np.random.default_rng(7)
+
+    def ints(a, b):
+        return (a + b, a - b, a * b, eager.maximum(a, b), eager.minimum(a, b), -a, abs(a),
+                a.sign(), eager.relu(a), a == b, a < b, a >= b, eager.where(a > b, a, b),
+                a.to(eager.float64) / 3, (a > 0).to(a.dtype), a.sum(-1), eager.amax(a, 0),
+                a.argmax(1))
+
+    f = tracer.function(ints)
+    for dt in (np.int32, np.int64):
+        a = rng.integers(-50, 50, size=(3, 4)).astype(dt)
+        b = rng.integers(-50, 50, size=(4,)).astype(dt)
+        for la, lb in [(a, b), (np.asfortranarray(a), b[::-1].copy()[::-1])]:
+            ta, tb = eager.from_numpy(la), eager.from_numpy(lb)
+            exp = _arrays(ints(ta, tb))
+            got = _arrays(f(ta, tb))
+            for i, (g, e) in enumerate(zip(got, exp)):
+                assert_same(g, e, np.float64, "default", f"ints[{i}] {dt.__name__}")
+
+
+def test_parallel_kernels_match_eager():
+    """Past the parallel threshold kernels use prange; rows with NaN/inf stay independent."""
+    from codegen.emit import PARALLEL_MIN_SIZE
+
+    rows = PARALLEL_MIN_SIZE // 256 + 8
+    rng = np.random.default_rng(11)
+    x = rng.uniform(-20, 20, size=(rows, 256)).astype(np.float32)
+    x[3, 7] = np.nan
+    x[5, :4] = np.inf
+    x[rows - 1, 9] = -np.inf
+
+    @tracer.function
+    def big(x):
+        return F.softmax(x, -1), F.gelu(x) * 2, eager.amax(x, -1), x.sum(0), (x * x).mean()
+
+    t = eager.from_numpy(x)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with eager.no_grad():
+            concrete = big.get_concrete_function(t)
+            got = _arrays(big(t))
+    with eager.no_grad():
+        exp = _arrays(big._fn(t))
+    # no NumbaPerformanceWarning ("parallel=True ... no transformation ... possible") for
+    # the reduction over all axes, which has no outer loop to run in parallel
+    assert [str(w.message) for w in caught if "parallel" in str(w.message)] == []
+    assert any("prange(" in k.source for k in concrete.kernels)
+    assert all(k.fn is not None for k in concrete.kernels)
+    for i, (g, e) in enumerate(zip(got, exp)):
+        assert_same(g, e, F32, "reduce", f"big[{i}]")
+
+
+def test_control_flow_inside_a_compiled_function():
+    @tracer.function
+    def branchy(x, n):
+        y = tracer.cond(x.sum() > 0, lambda v: v * 2, lambda v: -v, F.gelu(x))
+        i, acc = tracer.while_loop(lambda i, a: i < n, lambda i, a: (i + 1, a * 1.5 + y),
+                                   (eager.tensor(0), y))
+        return acc.exp(), i
+
+    for sign in (1.0, -1.0):
+        x = eager.from_numpy(np.linspace(-1, 2, 6, dtype=np.float32) * sign)
+        n = eager.tensor(3)
+        with eager.no_grad():
+            got = _arrays(branchy(x, n))
+            exp = _arrays(branchy._fn(x, n))
+        for i, (g, e) in enumerate(zip(got, exp)):
+            assert_same(g, e, F32, "default", f"branchy[{i}] sign {sign}")
+    assert branchy.trace_count == 1
+
+
+def test_outputs_are_fresh_arrays_at_every_call():
+    """Results never alias each other, the inputs, or the results of an earlier call."""
+    @tracer.function
+    def several(x):
+        y = x * 2
+        return F.softmax(x, -1), y, y, x.T, x[::2], x.sum(0), x
+
+    x = eager.from_numpy(np.arange(12, dtype=np.float32).reshape(3, 4))
+    with eager.no_grad():
+        first = _arrays(several(x))
+        expected = [a.copy() for a in first]
+        second = _arrays(several(x))
+    arrays = first + second + [x.numpy()]
+    for i, a in enumerate(arrays):
+        for b in arrays[i + 1:]:
+            assert not np.shares_memory(a, b)
+    for a in second:
+        a[...] = -1  # writing to results of the second call leaves the first ones alone
+    for a, e in zip(first, expected):
+        np.testing.assert_array_equal(a, e)
+    with eager.no_grad():
+        third = _arrays(several(x))
+    for a, e in zip(third, expected):
+        np.testing.assert_array_equal(a, e)
+
+
+# --------------------------------------------------------------------------------------
+# the table itself
+
+ALLOWED_LOWERINGS = {"kernel", "view", "reduce", "blas", "numpy"}
+
+
+def test_every_registry_op_has_a_lowering_row():
+    missing = sorted(set(OPS) - set(LOWERING))
+    assert not missing, f"ops without a row in codegen.lower.LOWERING: {missing}"
+    unknown = {op: how for op, how in LOWERING.items() if how not in ALLOWED_LOWERINGS}
+    assert not unknown, f"unknown lowerings: {unknown}"
+    stale = sorted(set(LOWERING) - set(OPS))
+    assert not stale, f"LOWERING rows for ops the registry does not have: {stale}"
+
+
+def test_every_registry_op_has_a_sample_that_really_uses_it(rng):
+    missing = sorted(set(OPS) - set(OP_CASES))
+    assert not missing, f"registry ops without a sample in OP_CASES: {missing}"
+    removed_by_passes = []
+    for op, cases in OP_CASES.items():
+        assert op in OPS, f"OP_CASES names {op!r}, which is not a registry op"
+        traced, optimized = set(), set()
+        for case in cases:
+            arrays = case.inputs(rng, F64, "main")
+            f = _compile(case, "interpret")  # tracing only, nothing to compile
+            with eager.no_grad():
+                concrete = f.get_concrete_function(*[eager.from_numpy(a) for a in arrays])
+            traced |= {e.op for e in concrete.raw_graph.eqns}
+            optimized |= {e.op for e in concrete.graph.eqns}
+        assert op in traced, f"the samples of {op!r} never reach the op"
+        if op not in optimized:
+            removed_by_passes.append(op)
+    # An op the passes always remove (stop_gradient: only autodiff needs it) never reaches a
+    # backend through @function; compiled unoptimized, its lowering row still runs here.
+    for op in removed_by_passes:
+        for case in OP_CASES[op]:
+            arrays = case.inputs(rng, F32, "main")
+            f = tracer.Function(case.fn, name=case.name, optimize=False)
+            tensors = [eager.from_numpy(a) for a in arrays]
+            with eager.no_grad():
+                concrete = f.get_concrete_function(*tensors)
+                got, exp = _arrays(f(*tensors)), _arrays(case.fn(*tensors))
+            assert op in {e.op for m in concrete.kernels for e in m.group.members}
+            assert all(k.fn is not None for k in concrete.kernels)
+            for i, (g, e) in enumerate(zip(got, exp, strict=True)):
+                assert_same(g, e, F32, case.tol, f"{case.name}[{i}] unoptimized")
+
+
+# --------------------------------------------------------------------------------------
+# inspection: kernels and printouts
+
+def test_concrete_function_shows_ir_and_fused_kernels():
+    @tracer.function
+    def norm_then_gelu(x, w, b):
+        return F.gelu(F.layer_norm(x, (8,), w, b)) + 1
+
+    args = [eager.randn(4, 8), eager.randn(8), eager.randn(8)]
+    with eager.no_grad():
+        concrete = norm_then_gelu.get_concrete_function(*args)
+    text = str(concrete)
+    assert text.startswith("def norm_then_gelu(")
+    ir, _, kernels = text.partition("fused kernels:")
+    assert kernels, text
+    assert str(concrete.graph) in ir
+    assert concrete.kernels
+    for k in concrete.kernels:
+        assert k.name in kernels
+        assert isinstance(k.source, str) and "@njit(" in k.source and "def kernel(" in k.source
+        assert k.source.startswith(f'"""Kernel {k.name}:')
+        assert k.fn is not None
+        compile(k.source, k.name, "exec")  # the source is valid Python
+    # every equation of the graph is cited in some kernel or step
+    cited = "\n".join(k.source for k in concrete.kernels) + kernels
+    for e in concrete.graph.eqns:
+        assert f"%{e.out.name}" in cited, e
+
+
+def test_interpret_backend_has_no_kernels():
+    f = tracer.function(lambda x: x * 2, backend="interpret")
+    concrete = f.get_concrete_function(eager.ones(3))
+    assert concrete.kernels == ()
+    assert "interpret" in str(concrete)
+
+
+# --------------------------------------------------------------------------------------
+# a training step, compiled
+
+def _mlp(seed):
+    eager.manual_seed(seed)
+    return nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 4))
+
+
+@pytest.mark.parametrize("make_opt", [
+    lambda ps: optim.SGD(ps, lr=0.1, momentum=0.9),
+    lambda ps: optim.Adam(ps, lr=1e-2),
+], ids=["sgd_momentum", "adam"])
+def test_compiled_training_step_matches_eager(make_opt, monkeypatch):
+    eager_model, model = _mlp(3), _mlp(3)
+    eager_opt, opt = make_opt(eager_model.parameters()), make_opt(model.parameters())
+
+    def step(model, opt, x, y):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss.detach()
+
+    @tracer.function
+    def train_step(x, y):
+        return step(model, opt, x, y)
+
+    calls = []
+    run = tracer.ConcreteFunction.run
+
+    def counting_run(self, leaves):
+        calls.append(self)
+        return run(self, leaves)
+    monkeypatch.setattr(tracer.ConcreteFunction, "run", counting_run)
+
+    rng = np.random.default_rng(0)
+    x = eager.from_numpy(rng.standard_normal((8, 6)).astype(np.float32))
+    y = eager.from_numpy(rng.integers(0, 4, size=8))
+    for i in range(5):
+        loss_e = step(eager_model, eager_opt, x, y)
+        loss_c = train_step(x, y)
+        np.testing.assert_allclose(loss_c.item(), loss_e.item(), rtol=1e-5,
+                                   err_msg=f"loss, step {i}")
+        for (name, p_e), p_c in zip(eager_model.named_parameters(), model.parameters()):
+            np.testing.assert_allclose(p_c.detach().numpy(), p_e.detach().numpy(), rtol=1e-5,
+                                       atol=1e-7, err_msg=f"{name}, step {i}")
+            np.testing.assert_allclose(p_c.grad.numpy(), p_e.grad.numpy(), rtol=1e-5,
+                                       atol=1e-7, err_msg=f"{name}.grad, step {i}")
+    # Every step ran a compiled program (the first one or two trace again: the optimizer
+    # creates its state, then the .grad tensors exist), and the last ones share one trace.
+    assert len(calls) == 5, (f"only {len(calls)} of 5 steps ran a compiled program "
+                             f"({train_step.trace_count} traces)")
+    assert calls[-1] is calls[-2] is calls[-3]
+    assert train_step.trace_count <= 3
+    concrete = calls[-1]
+    assert concrete.kernels and all(k.fn is not None for k in concrete.kernels)
+    assert math.isfinite(loss_c.item())
