@@ -10,6 +10,7 @@ a jitted function, which page-faults on fresh memory).
 from __future__ import annotations
 
 import logging
+import threading
 import warnings
 from dataclasses import dataclass
 
@@ -59,6 +60,16 @@ class Program:
         for v in tuple(graph.inputs) + tuple(graph.captures):
             self._slot(v)
         self.n_args = self.n_slots
+        # Values that leave the program (results, and what result views look into) get
+        # fresh memory every call; every other kernel output reuses a buffer per thread,
+        # which also saves the page faults of touching new memory.
+        self._escaping = set()
+        for x in graph.results:
+            while isinstance(x, Var):
+                self._escaping.add(id(x))
+                e = self.part.views.get(id(x))
+                x = e.inputs[0] if e is not None else None
+        self._tls = threading.local()
         self.const_slots = []
         for v, value in graph.consts:
             self.const_slots.append((self._slot(v), value))
@@ -117,9 +128,11 @@ class Program:
         # Arrays this program allocated itself are C-contiguous and writable; anything else
         # (arguments, captures, consts, numpy results) is checked on every call.
         checked = [s not in self._own_slots for s in in_slots]
-        outs = [(self._slot(v), tuple(v.type.shape), v.type.dtype) for v in ks.outputs]
-        for s, _, _ in outs:
+        outs = [(self._slot(v), tuple(v.type.shape), v.type.dtype, id(v) not in self._escaping)
+                for v in ks.outputs]
+        for s, _, _, _ in outs:
             self._own_slots.add(s)
+        tls = self._tls
         entry = kernel.fn
         if hasattr(entry, "get_overload"):  # not under NUMBA_DISABLE_JIT=1 (plain Python)
             entry = entry.get_overload(entry.signatures[0])  # skips argument typing
@@ -134,8 +147,16 @@ class Program:
                 else:
                     a = a.reshape(-1)
                 args.append(a)
-            for s, shape, dtype in outs:
-                o = np.empty(shape, dtype)
+            pool = None
+            for s, shape, dtype, pooled in outs:
+                if pooled:
+                    if pool is None:
+                        pool = tls.__dict__.setdefault("buffers", {})
+                    o = pool.get(s)
+                    if o is None:
+                        o = pool[s] = np.empty(shape, dtype)
+                else:
+                    o = np.empty(shape, dtype)
                 env[s] = o
                 args.append(o.reshape(-1))
             entry(*args)
