@@ -1,7 +1,7 @@
-"""`python -m benchmarks [--quick]`: the eager vs compiled suite (grows with the compiler)."""
+"""`python -m benchmarks [--quick] [--only W1,W5] [--no-peers] [--json PATH]`: the suite."""
 import sys
 
-from .eager_overhead import main
+from .suite import main
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

@@ -249,6 +249,16 @@ def _candidate_groups(p: Partition, e):
             if step not in seen:
                 seen.append(step)
             break
+    # and the earliest elementwise kernel of exactly this shape: independent scalar work
+    # (an optimizer's per-parameter bias corrections) then shares one kernel instead of
+    # compiling and launching one each
+    shape = tuple(e.out.type.shape)
+    if math.prod(shape) <= 1:
+        for step in p.steps:
+            if isinstance(step, KernelGroup) and step.kind == "elementwise" \
+                    and step.shape == shape and step not in seen:
+                seen.append(step)
+                break
     return sorted(seen, key=lambda g: -g.index)
 
 

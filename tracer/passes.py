@@ -378,7 +378,62 @@ class PassStep(NamedTuple):
     after: Graph
 
 
+def transpose_products(graph: Graph) -> Graph:
+    """(A @ B)^T -> B^T @ A^T when the product is used only transposed.
+
+    A linear layer's weight gradient comes out of autodiff as permute(matmul(x^T, g));
+    computing matmul(g^T, x) instead gives the (out, in) layout directly (BLAS takes the
+    transposes as flags), so the optimizer kernel that reads it streams memory in order
+    instead of striding across it.
+    """
+    producer = {id(e.out): e for e in graph.eqns if isinstance(e.out, Var)}
+    uses: dict = {}
+    for e in graph.eqns:
+        for x in e.inputs:
+            if isinstance(x, Var):
+                uses[id(x)] = uses.get(id(x), 0) + 1
+    for x in graph.results:
+        if isinstance(x, Var):
+            uses[id(x)] = uses.get(id(x), 0) + 1
+    eqns = []
+    env: dict = {}
+    changed = False
+    for e in graph.eqns:
+        e = _rewrite_eqn(e, env, None)
+        if e.op == "permute" and isinstance(e.inputs[0], Var):
+            perm = tuple(e.params["perm"])
+            n = len(perm)
+            m = producer.get(id(e.inputs[0]))
+            swaps_last = n >= 2 and perm == tuple(range(n - 2)) + (n - 1, n - 2)
+            if swaps_last and m is not None and m.op == "matmul" and \
+                    uses.get(id(m.out), 0) == 1:
+                a, b = m.inputs
+                ta = _transposed(a, n, e.loc)
+                tb = _transposed(b, n, e.loc)
+                eqns.extend([ta, tb])
+                eqns.append(Eqn("matmul", (tb.out, ta.out), {}, e.out, e.loc))
+                changed = True
+                continue
+        eqns.append(e)
+    if not changed:
+        return graph
+    return dce(_finish(graph, eqns, env))
+
+
+def _transposed(x, n, loc) -> Eqn:
+    from eager.ops import TensorType
+
+    shape = tuple(x.type.shape)
+    if len(shape) != n:
+        raise AssertionError("matmul operands have the output's rank")
+    perm = tuple(range(n - 2)) + (n - 1, n - 2)
+    out = Var(f"{x.name}T" if isinstance(x, Var) else "litT",
+              TensorType(tuple(shape[p] for p in perm), x.type.dtype))
+    return Eqn("permute", (x,), {"perm": perm}, out, loc)
+
+
 PIPELINE = (
+    ("transpose_products", transpose_products),
     ("simplify", simplify),
     ("fold_constants", fold_constants),
     ("cse", cse),

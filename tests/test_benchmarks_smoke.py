@@ -1,0 +1,70 @@
+"""`python -m benchmarks --quick --only W6` runs and writes the documented JSON and Markdown."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench") / "result.json"
+    env = dict(os.environ)   # keeps the session's TRACEJIT_CACHE_DIR (see conftest.py)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--quick", "--only", "W6", "--json", str(out)],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc, out
+
+
+def test_json_schema(quick_run):
+    _, out = quick_run
+    doc = json.loads(out.read_text())
+    assert doc["schema"] == "tracejit-benchmarks/1"
+    assert doc["quick"] is True
+    for key in ("cpu", "cores", "versions", "blas", "env"):
+        assert key in doc["machine"]
+    assert {"numpy", "numba", "llvmlite", "scipy"} <= set(doc["machine"]["versions"])
+    assert "OPENBLAS_CORETYPE" in doc["machine"]["env"]
+    (w,) = doc["workloads"]
+    assert w["key"] == "W6" and w["name"]
+    for field in ("eager_ms", "compiled_ms", "speedup"):
+        assert isinstance(w[field], float) and w[field] > 0, field
+    assert w["speedup"] == pytest.approx(w["eager_ms"] / w["compiled_ms"])
+    assert w["eager_verified"] is True and w["compiled_verified"] is True
+    assert w["verified"] is True and doc["verified"] is True
+    # --quick measures the fresh-process columns for W6: a cold compile, then a cache hit
+    assert w["first_call_cold_s"] > 0 and w["first_call_warm_s"] > 0
+    assert w["fresh"]["cold"]["stats"]["numba_compiles"] >= 1
+    assert w["fresh"]["warm"]["stats"]["numba_compiles"] == 0
+    assert "def kernel" in doc["example"]["kernel_source"]
+
+
+def test_every_cell_verified(quick_run):
+    _, out = quick_run
+    doc = json.loads(out.read_text())
+    for w in doc["workloads"]:
+        cells = w["cells"]
+        assert {"eager", "compiled"} <= set(cells)
+        for name, cell in cells.items():
+            assert "verified" in cell, (w["key"], name)
+            assert cell["verified"] is True, (w["key"], name, cell.get("detail"),
+                                              cell.get("error"))
+            assert cell["ms"] > 0 and len(cell["samples_ms"]) == cell["repeat"]
+
+
+def test_report_files_and_stdout(quick_run):
+    proc, out = quick_run
+    md = out.with_suffix(".md").read_text()
+    assert "| W6 per-call overhead x*2+1 |" in md
+    assert "OPENBLAS_CORETYPE=" in md
+    assert "W6 per-call overhead" in proc.stdout
+    assert "[W6]" in proc.stderr                     # the progress line
+    assert "fused kernels:" in proc.stdout           # W1's IR printed after the table
+    assert "def kernel(" in proc.stdout              # and its kernel source
+    assert "FAILED" not in proc.stdout
