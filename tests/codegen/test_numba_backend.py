@@ -518,7 +518,13 @@ def test_parallel_kernels_match_eager():
     # no NumbaPerformanceWarning ("parallel=True ... no transformation ... possible") for
     # the reduction over all axes, which has no outer loop to run in parallel
     assert [str(w.message) for w in caught if "parallel" in str(w.message)] == []
-    assert any("prange(" in k.source for k in concrete.kernels)
+    # Row kernels stay serial (see codegen.emit); big elementwise kernels use prange.
+    assert not any("prange(" in k.source for k in concrete.kernels if k.kind == "row")
+    ew = tracer.function(lambda x: F.gelu(x) * 2)
+    with eager.no_grad():
+        np.testing.assert_allclose(ew(t).numpy(), (F.gelu(t) * 2).numpy(), rtol=2e-6,
+                                   atol=1e-6, equal_nan=True)
+    assert any("prange(" in k.source for k in ew.get_concrete_function(t).kernels)
     assert all(k.fn is not None for k in concrete.kernels)
     for i, (g, e) in enumerate(zip(got, exp)):
         assert_same(g, e, F32, "reduce", f"big[{i}]")
