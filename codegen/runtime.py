@@ -57,6 +57,7 @@ class Program:
         self.n_slots = 0
         self.kernels: list = []
         self.ops: list = []
+        self._kernel_io = None  # (input slots, output specs, entry) of the last kernel
         for v in tuple(graph.inputs) + tuple(graph.captures):
             self._slot(v)
         self.n_args = self.n_slots
@@ -85,6 +86,7 @@ class Program:
         self._result_slots = None
         if all(isinstance(x, Var) for x in graph.results):
             self._result_slots = [self.slots[id(x)] for x in graph.results]
+        self._direct = self._direct_call()
 
     # -------------------------------------------------------------- slots
     def _slot(self, v: Var) -> int:
@@ -133,10 +135,12 @@ class Program:
         for s, _, _, _ in outs:
             self._own_slots.add(s)
         tls = self._tls
+        self._kernel_io = (in_slots, outs, None)
         entry = kernel.fn
         if hasattr(entry, "get_overload"):  # not under NUMBA_DISABLE_JIT=1 (plain Python)
             entry = entry.get_overload(entry.signatures[0])  # skips argument typing
         ins = list(zip(in_slots, checked))
+        self._kernel_io = (in_slots, outs, entry)
 
         def run(env):
             args = []
@@ -210,6 +214,9 @@ class Program:
 
     # -------------------------------------------------------------- calling
     def __call__(self, args):
+        direct = self._direct
+        if direct is not None:
+            return direct(args)
         env = list(args) + self._pad
         for s, value in self.const_slots:
             env[s] = value
@@ -219,6 +226,40 @@ class Program:
         if slots is not None:
             return [env[s] for s in slots]
         return [r(env) for r in self.result_reads]
+
+    def _direct_call(self):
+        """For the common tiny program - one kernel from the arguments to the results -
+        a call without the slot list (per-call overhead is the point of W6)."""
+        if len(self.kernels) != 1 or len(self.ops) != 1 or self.const_slots \
+                or self._kernel_io is None:
+            return None
+        in_slots, outs, entry = self._kernel_io
+        if any(s >= self.n_args for s in in_slots) or self._result_slots is None:
+            return None
+        out_pos = {s: j for j, (s, _, _, _) in enumerate(outs)}
+        if any(s not in out_pos for s in self._result_slots) or any(p for *_, p in outs):
+            return None
+        order = [out_pos[s] for s in self._result_slots]
+        specs = [(shape, dtype) for _, shape, dtype, _ in outs]
+        empty = np.empty
+        arg = _kernel_arg
+
+        if len(in_slots) == 1 and len(specs) == 1:
+            (s0,) = in_slots
+            ((shape0, dtype0),) = specs
+
+            def direct1(args):  # unrolled: comprehensions cost more than the kernel here
+                out = empty(shape0, dtype0)
+                entry(arg(args[s0]), out.reshape(-1))
+                return [out]
+            return direct1
+
+        def direct(args):
+            arrays = [arg(args[s]) for s in in_slots]
+            results = [empty(shape, dtype) for shape, dtype in specs]
+            entry(*arrays, *[r.reshape(-1) for r in results])
+            return [results[j] for j in order]
+        return direct
 
     def describe(self) -> str:
         text = describe(self.part)
@@ -233,6 +274,9 @@ def _kernel_arg(a):
     """A flat, C-ordered, writable view (or copy) of `a`, as kernels take their arrays."""
     if a.__class__ is not np.ndarray:
         a = np.asarray(a)
+    flags = a.flags
+    if flags.c_contiguous and flags.writeable:
+        return a.reshape(-1)
     flat = a.reshape(-1)  # a copy in C order when `a` is not contiguous
     # ... except when the strides are uniform (a[::2], a[::-1], (3,1) sliced with a step):
     # then reshape(-1) returns a strided 1-D *view*, which the kernel (entered without

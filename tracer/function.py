@@ -27,6 +27,7 @@ import weakref
 import numpy as np
 
 from eager import dispatch
+from eager.dispatch import _state as _grad_state
 from eager.errors import _is_library_file
 from eager.nn.module import STRUCTURE_EPOCH, Module
 from eager.optim import Optimizer
@@ -129,6 +130,8 @@ class ConcreteFunction:
         self._out_copies = _outputs_needing_copy(graph)
         self._plain = (not captures and not graph.updates and out_tree == LEAF
                        and not self._out_copies and len(graph.outputs) == 1)
+        # Nothing captured, nothing to guard: the signature alone selects this trace.
+        self.unguarded = not captures and not root_guards
         self.writes_input_grads = any(t[0] == "input_grad" for t in update_targets)
 
     # -------------------------------------------------------------- inspection
@@ -269,6 +272,8 @@ class ConcreteFunction:
     def run(self, leaves):
         if self._plain:
             # No captures, no updates, one fresh tensor out: the common small function.
+            if len(leaves) == 1:
+                return Tensor._wrap(self.program([leaves[0]._data])[0])
             return Tensor._wrap(self.program([t._data for t in leaves])[0])
         caps = self._captures
         values = [t._data for t in leaves]
@@ -424,6 +429,15 @@ class Function:
         # Fast path: positional plain-tensor arguments whose signature already has a cached,
         # directly runnable trace. Skips flattening and the general key; guards still run.
         if self._fast and not kwargs and not dispatch._hooked_threads and not _RUN_EAGERLY[0]:
+            if len(args) == 1:  # the commonest case, unrolled
+                a = args[0]
+                d = a._data if a.__class__ is Tensor else None
+                if d.__class__ is np.ndarray:
+                    concrete = self._fast.get((((d.shape, d.dtype, a.requires_grad),),
+                                               _grad_state.grad_enabled))
+                    if concrete is not None and (concrete.unguarded
+                                                 or concrete.guard_failure() is None):
+                        return concrete.run(args)
             sig = []
             for a in args:
                 if a.__class__ is not Tensor or a._data.__class__ is not np.ndarray:
@@ -432,7 +446,8 @@ class Function:
                 sig.append((d.shape, d.dtype, a.requires_grad))
             else:
                 concrete = self._fast.get((tuple(sig), dispatch._state.grad_enabled))
-                if concrete is not None and concrete.guard_failure() is None:
+                if concrete is not None and (concrete.unguarded
+                                             or concrete.guard_failure() is None):
                     return concrete.run(args)
         if _RUN_EAGERLY[0] or current_trace() is not None:
             # Eager mode, or called from inside another trace: run (and so inline) the body.
