@@ -134,3 +134,64 @@ def test_backward_saves_less_than_every_forward_value():
     assert plan.saved_bytes < plan.save_all_bytes
     # GELU's backward needs only x: everything else is recomputed in the fused kernel.
     assert plan.saved_bytes == 0
+
+
+def _seed_mlp():
+    return eager.nn.Sequential(eager.nn.Linear(100, 128), eager.nn.ReLU(),
+                               eager.nn.Linear(128, 10))
+
+
+def _norm_mlp():
+    return eager.nn.Sequential(eager.nn.Linear(100, 64), eager.nn.LayerNorm(64),
+                               eager.nn.GELU(), eager.nn.Linear(64, 10))
+
+
+OPTIMIZERS = {
+    "sgd": lambda ps: eager.optim.SGD(ps, lr=0.05),
+    "sgd_momentum": lambda ps: eager.optim.SGD(ps, lr=0.05, momentum=0.9),
+    "adam": lambda ps: eager.optim.Adam(ps, lr=1e-3),
+    "adamw": lambda ps: eager.optim.AdamW(ps, lr=1e-3, weight_decay=0.01),
+}
+
+
+@pytest.mark.parametrize("make_model", [_seed_mlp, _norm_mlp], ids=["seed_mlp", "norm_mlp"])
+@pytest.mark.parametrize("opt_name", sorted(OPTIMIZERS))
+def test_training_step_compiled_matches_eager_over_20_steps(make_model, opt_name):
+    eager.manual_seed(7)
+    m1 = make_model()
+    m2 = make_model()
+    m2.load_state_dict(m1.state_dict())
+    o1 = OPTIMIZERS[opt_name](m1.parameters())
+    o2 = OPTIMIZERS[opt_name](m2.parameters())
+    x = eager.randn(32, 100)
+    y = eager.randint(0, 10, (32,))
+
+    @tracer.function
+    def step(x, y):
+        loss = F.cross_entropy(m1(x), y)
+        o1.zero_grad()
+        loss.backward()
+        o1.step()
+        return loss
+
+    for i in range(20):
+        if i == 10:  # an lr change is read at the next call, with no retrace
+            for o in (o1, o2):
+                for g in o.param_groups:
+                    g["lr"] *= 0.5
+        got = step(x, y).item()
+        loss = F.cross_entropy(m2(x), y)
+        o2.zero_grad()
+        loss.backward()
+        o2.step()
+        assert got == pytest.approx(loss.item(), rel=1e-5, abs=1e-6)
+    for p1, p2 in zip(m1.parameters(), m2.parameters()):
+        np.testing.assert_allclose(p1.detach().numpy(), p2.detach().numpy(), rtol=1e-5,
+                                   atol=1e-6)
+        np.testing.assert_allclose(p1.grad.numpy(), p2.grad.numpy(), rtol=1e-4, atol=1e-6)
+        for key, v in o2.state[p2].items():
+            np.testing.assert_allclose(np.asarray(o1.state[p1][key].detach().numpy()),
+                                       np.asarray(v.detach().numpy()), rtol=1e-5, atol=1e-7)
+    # The first call creates optimizer state (run once, interpreted); every later call,
+    # including after the lr change, reuses one compiled trace.
+    assert step.trace_count <= 2
