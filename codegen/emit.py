@@ -28,7 +28,7 @@ from .lower import INT_POWERS, expression, np_type
 FASTMATH = {"nsz", "arcp", "contract", "reassoc"}
 # Kernels with at least this many iterations run their outer loop with prange.
 # TRACEJIT_PARALLEL_MIN_SIZE overrides it (0: never parallel).
-PARALLEL_MIN_SIZE = int(os.environ.get("TRACEJIT_PARALLEL_MIN_SIZE", 1 << 18)) or (1 << 62)
+PARALLEL_MIN_SIZE = int(os.environ.get("TRACEJIT_PARALLEL_MIN_SIZE", 1 << 22)) or (1 << 62)
 
 _NUMBA_TYPES = {"float32": "float32", "float64": "float64", "int32": "int32",
                 "int64": "int64", "bool": "boolean"}
