@@ -245,15 +245,9 @@ class ConcreteFunction:
         from .autodiff import attach
 
         caps = self._captures
-        values = [t._data for t in leaves] + [t._data for t in caps]
-        results = plan.fwd_program(values)
+        results = plan.fwd_program(self._input_values(leaves))
         n_out = len(self.graph.outputs)
-        outs = []
-        for j in range(n_out):
-            r = results[j]
-            if j in self._out_copies:
-                r = np.array(r)
-            outs.append(Tensor._wrap(r))
+        outs = self._output_tensors(results)
         wrt = [leaves[i] if kind == "input" else caps[i] for kind, i in plan.wrt]
 
         def replay(g, k):
@@ -275,21 +269,29 @@ class ConcreteFunction:
             if len(leaves) == 1:
                 return Tensor._wrap(self.program([leaves[0]._data])[0])
             return Tensor._wrap(self.program([t._data for t in leaves])[0])
+        results = self.program(self._input_values(leaves))
+        outs = self._output_tensors(results)
+        self._write_back(results[len(outs):], leaves)
+        return unflatten(self.out_tree, iter(outs))
+
+    def _input_values(self, leaves) -> list:
+        """Arrays for the program: the arguments', then each capture's (read now)."""
         caps = self._captures
         values = [t._data for t in leaves]
         for i, t in enumerate(caps):
             owner = self._capture_grad_owner[i]
             values.append((caps[owner].grad if owner is not None else t)._data)
-        results = self.program(values)
-        n_out = len(self.graph.outputs)
+        return values
+
+    def _output_tensors(self, results) -> list:
+        """Tensors for the program's outputs (copies where they would alias)."""
         outs = []
-        for j in range(n_out):
+        for j in range(len(self.graph.outputs)):
             r = results[j]
             if j in self._out_copies:
                 r = np.array(r)
             outs.append(Tensor._wrap(r))
-        self._write_back(results[n_out:], leaves)
-        return unflatten(self.out_tree, iter(outs))
+        return outs
 
     def _write_back(self, updates, leaves):
         caps = self._captures

@@ -2,7 +2,6 @@
 diagnostics around it: TRACER_LOGS=recompiles, the many-traces warning, max_traces,
 static arguments and input_signature."""
 import logging
-import sys
 import warnings
 
 import numpy as np
@@ -11,32 +10,8 @@ import pytest
 import eager
 import eager.nn as nn
 import tracer
+from _tracer_helpers import fn
 from tracer import TensorSpec, logs
-from tracer.passes import optimize
-
-
-@pytest.fixture(autouse=True)
-def _verify_every_trace(monkeypatch):
-    """Every graph traced by this module's tests verifies, raw and after the passes."""
-    module = sys.modules["tracer.function"]
-    original = module.trace_function
-
-    def trace_and_verify(*args, **kwargs):
-        cf = original(*args, **kwargs)
-        tracer.verify(cf.raw_graph)
-        tracer.verify(cf.graph)
-        tracer.verify(optimize(cf.raw_graph))
-        return cf
-
-    monkeypatch.setattr(module, "trace_function", trace_and_verify)
-
-
-def fn(body=None, **options):
-    """`tracer.function` on the interpreter, usable bare or with options."""
-    options.setdefault("backend", "interpret")
-    if body is None:
-        return lambda f: tracer.function(f, **options)
-    return tracer.function(body, **options)
 
 
 # --------------------------------------------------------------------------------------

@@ -1,7 +1,6 @@
 """Tracing eager programs: methods, nesting, argument and result structures, side effects,
 what a trace refuses (TracingError), run_eagerly, and whole training steps."""
 import inspect
-import sys
 
 import numpy as np
 import pytest
@@ -10,30 +9,8 @@ import eager
 import eager.nn as nn
 import eager.nn.functional as F
 import tracer
+from _tracer_helpers import fn
 from tracer.passes import optimize
-
-
-@pytest.fixture(autouse=True)
-def _verify_every_trace(monkeypatch):
-    """Every graph traced by this module's tests verifies, raw and after the passes."""
-    module = sys.modules["tracer.function"]
-    original = module.trace_function
-
-    def trace_and_verify(*args, **kwargs):
-        cf = original(*args, **kwargs)
-        tracer.verify(cf.raw_graph)
-        tracer.verify(cf.graph)
-        tracer.verify(optimize(cf.raw_graph))
-        return cf
-
-    monkeypatch.setattr(module, "trace_function", trace_and_verify)
-
-
-def fn(body=None, **options):
-    options.setdefault("backend", "interpret")
-    if body is None:
-        return lambda f: tracer.function(f, **options)
-    return tracer.function(body, **options)
 
 
 def verified(f, *args, **kwargs):
