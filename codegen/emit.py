@@ -346,6 +346,11 @@ def _needed_full(ks: KernelSource, targets, row_ready: set, cached=()) -> list:
 _EXPENSIVE = {"exp", "log", "tanh", "sigmoid", "erf", "pow", "div", "sqrt"}
 
 
+def _identity(ks: KernelSource, e) -> str:
+    """The typed constant a sum (0) or amax (-inf) accumulator starts from."""
+    return ks.const(0 if e.op == "sum" else -np.inf, e.out.type.dtype)
+
+
 def _row_code(ks: KernelSource, loop_vars, idx, parallel) -> list:
     g = ks.group
     split = g.split
@@ -417,7 +422,7 @@ def _row_code(ks: KernelSource, loop_vars, idx, parallel) -> list:
             dt = e.out.type.dtype
             acc = f"acc{counter[0]}"
             counter[0] += 1
-            init = ks.const(0, dt) if e.op == "sum" else ks.const(-np.inf, dt)
+            init = _identity(ks, e)
             row_body.append(f"{acc} = {init}  # {_eqn_comment(e)}")
             if e.op == "amax":
                 row_body.append(f"nan_{acc} = {ks.const(0, dt)}")
@@ -507,8 +512,7 @@ def _col_code(ks: KernelSource, loop_vars, idx) -> list:
             ks.out_names[id(e.out)] = f"out{len(ks.out_names)}"
     lines = []
     for e in reductions:
-        dt = e.out.type.dtype
-        init = ks.const(0, dt) if e.op == "sum" else ks.const(-np.inf, dt)
+        init = _identity(ks, e)
         n = math.prod(kept_shape)
         lines.append(f"    for t in range({n}):  # {_eqn_comment(e)}")
         lines.append(f"        {ks.out_names[id(e.out)]}[t] = {init}")

@@ -16,11 +16,10 @@ from . import dispatch as _dispatch
 from . import dtypes
 from .dispatch import apply
 from .errors import describe, op_error
-from .ops import OPS, TensorType, broadcast_shapes, index_shape
+from .ops import OPS, broadcast_shapes
 
 _builtin_sum = builtins.sum
 _builtin_max = builtins.max
-_builtin_min = builtins.min
 
 Tensor = None  # bound by eager/__init__.py
 
@@ -595,7 +594,7 @@ def _index_tensor(item, size_hint):
 
 def getitem(x, key):
     """x[key]: ints, slices, None, Ellipsis, and integer/bool arrays (advanced indexing)."""
-    if not isinstance(key, tuple) or _is_advanced_tuple(key):
+    if not isinstance(key, tuple):
         key = (key,)
     n_real = _builtin_sum(1 for k in key if k is not None and k is not Ellipsis and not (
         isinstance(k, (Tensor, np.ndarray)) and k.dtype == np.bool_ and k.ndim > 1))
@@ -684,11 +683,6 @@ def _check_index_bounds(x, ti, axis):
                        f"{axis} with size {size}", (x, ti), exc=IndexError)
 
 
-def _is_advanced_tuple(key):
-    # A tuple of ints used as a key is basic indexing, like NumPy's x[(1, 2)].
-    return False
-
-
 def getitem_basic(x, index):
     """Apply a normalized basic index (see eager.ops) directly."""
     return apply(OPS["getitem"], x, index=tuple(index))
@@ -704,10 +698,6 @@ def gather(x, idx):
 
 def scatter_add(g, idx, shape):
     return apply(OPS["scatter_add"], g, *idx, shape=tuple(shape))
-
-
-def index_shape_of(shape, index):
-    return index_shape(shape, index)
 
 
 # --------------------------------------------------------------------------------------
@@ -846,6 +836,3 @@ def rand_like(x):
 def randn_like(x):
     return randn(x.shape, dtype=x.dtype)
 
-
-def _types(*xs):
-    return [TensorType(x.shape, x.dtype) for x in xs]

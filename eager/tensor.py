@@ -126,8 +126,6 @@ class Tensor:
     # ---------------------------------------------------------------- conversion
     def numpy(self) -> np.ndarray:
         """The underlying array (shared, not copied). Fails on tensors that require grad."""
-        if self.requires_grad and self.grad_fn is None and False:
-            pass
         data = self._data
         if type(data) is not np.ndarray:
             return data.to_numpy()

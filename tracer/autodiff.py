@@ -25,7 +25,7 @@ from eager.autograd import Node
 from eager.ops import OPS, TensorType
 from eager.tensor import Tensor
 
-from .ir import Eqn, Graph, Literal, Var, verify
+from .ir import Eqn, Graph, Var, verify
 from .trace import Trace, TracingError
 
 _RECOMPUTABLE = {"add", "sub", "mul", "div", "neg", "relu", "cast", "where", "gt", "ge",
@@ -37,7 +37,8 @@ class BackwardPlan:
     """Forward and backward graphs (and programs) for one differentiable ConcreteFunction."""
 
     def __init__(self, forward: Graph, backward: Graph, fwd_program, bwd_program,
-                 wrt: list, diff_outputs: list, saved_bytes: int, save_all_bytes: int):
+                 wrt: list, diff_outputs: list, saved_bytes: int, save_all_bytes: int,
+                 n_outputs: int):
         self.forward = forward
         self.backward = backward
         self.fwd_program = fwd_program
@@ -46,13 +47,15 @@ class BackwardPlan:
         self.diff_outputs = diff_outputs  # indices of outputs that carry gradients
         self.saved_bytes = saved_bytes
         self.save_all_bytes = save_all_bytes
+        self.n_outputs = n_outputs      # forward outputs before the saved values
 
     @property
     def kernels(self):
         return tuple(getattr(self.bwd_program, "kernels", ()))
 
     def __str__(self):
-        text = (f"forward (saves {len(self.forward.outputs) - self.n_outputs} values, "
+        n_saved = len(self.forward.outputs) - self.n_outputs
+        text = (f"forward (saves {n_saved} values, "
                 f"{self.saved_bytes} bytes; saving every forward value would keep "
                 f"{self.save_all_bytes}):\n{self.forward}\n")
         describe = getattr(self.fwd_program, "describe", None)
@@ -63,8 +66,6 @@ class BackwardPlan:
         if describe:
             text += "\n" + describe()
         return text
-
-    n_outputs = 0
 
 
 def build_plan(graph: Graph, input_requires_grad, capture_requires_grad, compile_fn,
@@ -83,10 +84,8 @@ def build_plan(graph: Graph, input_requires_grad, capture_requires_grad, compile
     fwd, bwd, saved_bytes, all_bytes = _split(joint, n_out, len(diff_outputs))
     fwd = optimize(fwd)
     bwd = optimize(bwd)
-    plan = BackwardPlan(fwd, bwd, compile_fn(fwd), compile_fn(bwd), wrt, diff_outputs,
-                        saved_bytes, all_bytes)
-    plan.n_outputs = n_out
-    return plan
+    return BackwardPlan(fwd, bwd, compile_fn(fwd), compile_fn(bwd), wrt, diff_outputs,
+                        saved_bytes, all_bytes, n_out)
 
 
 def _joint_graph(graph: Graph, input_rg, capture_rg):
@@ -159,7 +158,6 @@ def _split(joint: Graph, n_out: int, n_grads_in: int):
     primal_inputs = joint.inputs[:n_inputs]
     grad_inputs = joint.inputs[n_inputs:]
     producer = {id(e.out): e for e in joint.eqns}
-    order = {id(e): i for i, e in enumerate(joint.eqns)}
 
     def closure(roots):
         need = set()
@@ -227,7 +225,6 @@ def _split(joint: Graph, n_out: int, n_grads_in: int):
     verify(backward)
     saved_bytes = sum(_nbytes(v) for v in saved if id(v) not in primal_ids)
     all_bytes = sum(_nbytes(e.out) for e in fwd_eqns if isinstance(e.out, Var))
-    del order
     return forward, backward, saved_bytes, all_bytes
 
 
@@ -365,4 +362,3 @@ class _PlanOp:
 
 
 __all__ = ["build_plan", "BackwardPlan", "CompiledNode", "attach"]
-_ = Literal

@@ -22,7 +22,6 @@ import threading
 import types
 import time
 import warnings
-import weakref
 
 import numpy as np
 
@@ -96,7 +95,7 @@ class ConcreteFunction:
     def __init__(self, name, graph, raw_graph, program, arg_tree, out_tree, arg_names,
                  signature, captures, capture_grad_owner, update_targets, grad_pattern,
                  sources, one_shot, differentiable, trace_seconds, compile_seconds,
-                 created_targets, input_grad_targets, root_guards=()):
+                 created_targets, root_guards=()):
         self.name = name
         self.graph = graph
         self.raw_graph = raw_graph
@@ -126,7 +125,6 @@ class ConcreteFunction:
         self.trace_seconds = trace_seconds
         self.compile_seconds = compile_seconds
         self._created_targets = created_targets
-        self._input_grad_targets = input_grad_targets
         self._out_copies = _outputs_needing_copy(graph)
         self._plain = (not captures and not graph.updates and out_tree == LEAF
                        and not self._out_copies and len(graph.outputs) == 1)
@@ -391,7 +389,6 @@ class Function:
             self._param_names = list(inspect.signature(fn).parameters)
         except (TypeError, ValueError):
             self._param_names = []
-        self._bound_cache = weakref.WeakKeyDictionary() if False else {}
 
     # -------------------------------------------------------------- methods
     def __get__(self, instance, owner=None):
@@ -599,11 +596,11 @@ class Function:
         self._last_names = names
         if not self._cache or not logs.enabled("recompiles"):
             return
-        best, best_diff = None, None
+        best_diff = None
         for other in self._cache:
             diff = _describe_diff(other, key, names)
             if best_diff is None or len(diff) < len(best_diff):
-                best, best_diff = other, diff
+                best_diff = diff
         if not best_diff:
             best_diff = ["captured state changed (a guard failed)"]
             for c in self._cache.get(key, []):
@@ -758,8 +755,6 @@ def trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
         capture_names=tuple(capture_names))
     verify(graph)
     raw = graph
-    if logs.enabled("ir"):
-        pass
     if optimize:
         from .passes import optimize as run_passes
 
@@ -786,14 +781,10 @@ def trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
     return ConcreteFunction(
         name, graph, raw, program, tree, out_tree, names, signature,
         captures=[s.tensor for s in caps], capture_grad_owner=grad_owner,
-        update_targets=tuple(targets_runtime(t) for t in targets),
+        update_targets=tuple(targets),
         grad_pattern=grad_pattern, sources=sources, one_shot=bool(created_targets),
         differentiable=differentiable, trace_seconds=t1 - t0, compile_seconds=t2 - t1,
-        created_targets=created_targets, input_grad_targets=(), root_guards=root_guards)
-
-
-def targets_runtime(target):
-    return target
+        created_targets=created_targets, root_guards=root_guards)
 
 
 def _type_of(t: Tensor):
