@@ -16,7 +16,7 @@ from . import dispatch as _dispatch
 from . import dtypes
 from .dispatch import apply
 from .errors import describe, op_error
-from .ops import OPS, broadcast_shapes
+from .ops import OPS, Dim, broadcast_shapes, has_dims, symbolic_size
 
 _builtin_sum = builtins.sum
 _builtin_max = builtins.max
@@ -301,6 +301,11 @@ def mean(x, dim=None, keepdim=False):
         raise op_error("mean", f"needs a floating-point tensor, got {x.dtype}", (x,),
                        hint="cast with .float() first", exc=TypeError)
     axes = _norm_axes(dim, x.ndim, "mean")
+    for a in axes:
+        if isinstance(x.shape[a], Dim):
+            x.shape[a].unknown(f"mean over the symbolic dimension {x.shape[a]} of "
+                               f"{_shape_text(x.shape)} (its divisor is that size; use sum "
+                               f"over it, or mean over the other dimensions)")
     count = math.prod(x.shape[a] for a in axes)
     total = apply(OPS["sum"], x, axes=axes, keepdim=bool(keepdim))
     return mul(total, const(1.0 / count if count else float("nan"), x.dtype))
@@ -411,7 +416,37 @@ def dot(a, b):
 def _shape_arg(shape):
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = shape[0]
-    return tuple(int(s) for s in shape)
+    # Symbolic sizes (tracer: None dims of an input_signature) pass through as they are.
+    return tuple(s if isinstance(s, Dim) else int(s) for s in shape)
+
+
+def _first_dim(*shapes) -> Dim:
+    for shape in shapes:
+        for d in shape:
+            if isinstance(d, Dim):
+                return d
+    raise AssertionError("no symbolic dimension")
+
+
+def _shape_text(shape) -> str:
+    return "(" + ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
+
+
+def _reshape_symbolic(x, shape):
+    """reshape with symbolic dimensions: each must be kept as a whole (concrete dimensions
+    around it may merge and split, and one -1 may stand for concrete ones)."""
+    size, dims = symbolic_size(x.shape)
+    if -1 in shape:
+        known, kdims = symbolic_size(s for s in shape if not (s == -1))
+        if kdims == dims and known and size % known == 0:
+            shape = tuple(size // known if s == -1 else s for s in shape)
+    if symbolic_size(shape) != (size, dims) or -1 in shape:
+        _first_dim(x.shape, shape).unknown(
+            f"reshape of {_shape_text(x.shape)} into {_shape_text(shape)} (it merges or "
+            f"splits a symbolic dimension, so the sizes are known only at run time)")
+    if shape == x.shape:
+        return x
+    return apply(OPS["reshape"], x, shape=shape)
 
 
 def reshape(x, *shape):
@@ -419,6 +454,8 @@ def reshape(x, *shape):
     shape = _shape_arg(shape)
     if shape.count(-1) > 1:
         raise op_error("reshape", f"only one dimension can be -1, got {shape}", (x,))
+    if has_dims(shape) or has_dims(x.shape):
+        return _reshape_symbolic(x, shape)
     size = math.prod(x.shape)
     if -1 in shape:
         known = math.prod(s for s in shape if s != -1)
@@ -487,6 +524,8 @@ def flatten(x, start_dim=0, end_dim=-1):
         return reshape(x, (1,))
     s = _norm_dim(start_dim, x.ndim, "flatten")
     e = _norm_dim(end_dim, x.ndim, "flatten")
+    if s == e:
+        return x
     return reshape(x, x.shape[:s] + (math.prod(x.shape[s:e + 1]),) + x.shape[e + 1:])
 
 
@@ -620,6 +659,15 @@ def getitem(x, key):
         if k is None:
             basic.append(None)
             out_axis += 1
+        elif isinstance(k, slice) and isinstance(x.shape[axis], Dim):
+            # Only a whole `:` keeps a symbolic size: (0, None, 1) runs to the end.
+            if k.start not in (None, 0) or k.stop is not None or k.step not in (None, 1):
+                x.shape[axis].unknown(f"the slice {k.start}:{k.stop}:{k.step} along the "
+                                      f"symbolic dimension {x.shape[axis]} of "
+                                      f"{_shape_text(x.shape)}")
+            basic.append((0, None, 1))
+            axis += 1
+            out_axis += 1
         elif isinstance(k, slice):
             start, stop, step = k.indices(x.shape[axis])
             basic.append((start, stop if stop >= 0 else None, step))
@@ -630,6 +678,9 @@ def getitem(x, key):
                            exc=IndexError)
         elif isinstance(k, (int, np.integer)):
             size = x.shape[axis]
+            if isinstance(size, Dim):
+                size.unknown(f"the integer index {k} along the symbolic dimension {size} of "
+                             f"{_shape_text(x.shape)}")
             if not -size <= k < size:
                 raise op_error("index", f"index {k} is out of bounds for dimension {axis} "
                                f"with size {size}", (x,), exc=IndexError)
@@ -640,7 +691,8 @@ def getitem(x, key):
             for ti in tensors:
                 _check_index_bounds(x, ti, axis)
                 advanced.append((out_axis, ti))
-                basic.append((0, x.shape[axis], 1))
+                basic.append((0, None, 1) if isinstance(x.shape[axis], Dim)
+                             else (0, x.shape[axis], 1))
                 axis += 1
                 out_axis += 1
         else:
@@ -648,7 +700,7 @@ def getitem(x, key):
                            hint="use ints, slices, None, ... or integer tensors",
                            exc=IndexError)
     index = tuple(basic)
-    if all(isinstance(i, tuple) and i == (0, x.shape[j], 1)
+    if all(isinstance(i, tuple) and (i == (0, x.shape[j], 1) or i == (0, None, 1))
            for j, i in enumerate(index)) and len(index) <= x.ndim:
         r = x
     else:
@@ -677,6 +729,8 @@ def _check_index_bounds(x, ti, axis):
     if type(data) is not np.ndarray or not data.size:
         return
     size = x.shape[axis]
+    if isinstance(size, Dim):  # checked by numpy at run time
+        return
     bad = (data < -size) | (data >= size)
     if bad.any():
         raise op_error("index", f"index {int(data[bad].flat[0])} is out of bounds for dimension "

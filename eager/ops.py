@@ -32,8 +32,74 @@ from . import dtypes
 from .errors import op_error
 
 
+class Dim:
+    """A symbolic dimension size: a `None` of a @function's input_signature.
+
+    It stands for a size that is bound at every call, so it has no value while tracing:
+    it is hashable and compared by identity (`N0 == N0`, `N0 != 1`, `N0 != N1`), prints as
+    its name, and anything that needs its value (`int()`, arithmetic, ordering) raises
+    through `unknown` (the tracer's subclass raises `tracer.TracingError` naming the
+    user's line).  Shape rules pass Dims through where an op does not care about the size.
+    """
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+    __str__ = __repr__
+
+    def unknown(self, what: str):
+        raise ValueError(f"{what} needs the value of the symbolic dimension {self.name}, "
+                         f"which is only known at run time")
+
+    def _arith(self, other=None):
+        self.unknown(f"arithmetic on a symbolic dimension ({self.name} with {other!r})")
+
+    def __int__(self):
+        self.unknown(f"int({self.name})")
+
+    def __index__(self):
+        self.unknown(f"using the symbolic dimension {self.name} as an integer")
+
+    def __float__(self):
+        self.unknown(f"float({self.name})")
+
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _arith
+    __floordiv__ = __rfloordiv__ = __truediv__ = __rtruediv__ = __mod__ = __rmod__ = _arith
+    __lt__ = __le__ = __gt__ = __ge__ = _arith
+    __neg__ = _arith
+
+
+def is_dim(d) -> bool:
+    return isinstance(d, Dim)
+
+
+def has_dims(shape) -> bool:
+    for d in shape:
+        if isinstance(d, Dim):
+            return True
+    return False
+
+
+def symbolic_size(shape) -> tuple:
+    """(product of the concrete sizes, the Dims with multiplicity as sorted ids): two shapes
+    hold the same number of elements for every binding iff these agree (or both have a 0)."""
+    n = 1
+    dims = []
+    for d in shape:
+        if isinstance(d, Dim):
+            dims.append(id(d))
+        else:
+            n *= d
+    return n, tuple(sorted(dims))
+
+
 class TensorType:
-    """Shape and dtype of a value. Dimensions are ints, or strings for symbolic sizes.
+    """Shape and dtype of a value. Dimensions are ints, or `Dim`s for symbolic sizes.
 
     A plain slotted class rather than a frozen dataclass: autograd makes one per recorded
     input, so construction cost matters. Treat instances as immutable.
@@ -108,6 +174,14 @@ def broadcast_shapes(op: str, *shapes) -> tuple:
                 continue
             if size == 1:
                 size = d
+            elif d is not size and (isinstance(d, Dim) or isinstance(size, Dim)):
+                raise op_error(
+                    op,
+                    "shapes " + " and ".join(_shape_text(s) for s in shapes)
+                    + f" cannot be broadcast together while tracing: dimension {axis} is "
+                    f"{size} vs {d}, which may differ at run time",
+                    hint="a symbolic (None) dimension broadcasts only with itself or 1; "
+                         "give both arguments' dimension one fixed size in input_signature")
             elif d != size:
                 raise op_error(
                     op,
@@ -117,6 +191,10 @@ def broadcast_shapes(op: str, *shapes) -> tuple:
                 )
         out.append(size)
     return tuple(out)
+
+
+def _shape_text(shape) -> str:
+    return "(" + ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
 
 
 def _same_dtype(op, *types):
@@ -210,6 +288,12 @@ def _matmul_infer(a, b):
 
 
 def _reshape_infer(a, shape):
+    if has_dims(a.shape) or has_dims(shape):
+        if symbolic_size(a.shape) != symbolic_size(shape):
+            raise op_error("reshape", f"cannot reshape {_shape_text(a.shape)} into "
+                           f"{_shape_text(shape)}: a symbolic dimension can be kept, not "
+                           f"merged or split", (a,))
+        return TensorType(tuple(shape), a.dtype)
     if math.prod(a.shape) != math.prod(shape):
         raise op_error("reshape", f"cannot reshape {tuple(a.shape)} into {tuple(shape)}", (a,))
     return TensorType(tuple(shape), a.dtype)
@@ -252,7 +336,14 @@ def index_shape(shape, index) -> tuple:
         if item is None:
             out.append(1)
         elif isinstance(item, tuple):
-            out.append(_slice_len(*item, shape[axis]))
+            size = shape[axis]
+            if isinstance(size, Dim):
+                if item != (0, None, 1):  # only a whole `:` keeps a symbolic size
+                    size.unknown(f"the slice {item[0]}:{item[1]}:{item[2]} of the symbolic "
+                                 f"dimension {size}")
+                out.append(size)
+            else:
+                out.append(_slice_len(*item, size))
             axis += 1
         else:
             axis += 1
@@ -302,6 +393,9 @@ def _cat_infer(*xs, axis):
         if x.ndim != first.ndim or any(
                 d != e for i, (d, e) in enumerate(zip(x.shape, first.shape)) if i != axis):
             raise op_error("cat", f"shapes must match except in dim {axis}", xs)
+        if isinstance(x.shape[axis], Dim):
+            x.shape[axis].unknown(f"cat along the symbolic dimension {x.shape[axis]} (the "
+                                  f"result's size is a sum of run-time sizes)")
         size += x.shape[axis]
     shape = list(first.shape)
     shape[axis] = size
