@@ -149,7 +149,9 @@ def _joint_graph(graph: Graph, input_rg, capture_rg):
 
 
 def _nbytes(v: Var) -> int:
-    return math.prod(v.type.shape) * v.type.dtype.itemsize
+    # A symbolic (batch) dimension counts as large: saving is then weighed as for big data.
+    return math.prod(d if isinstance(d, int) else 1024 for d in v.type.shape) \
+        * v.type.dtype.itemsize
 
 
 def _split(joint: Graph, n_out: int, n_grads_in: int):
@@ -317,9 +319,25 @@ class CompiledNode(Node):
                 gs.append(np.ascontiguousarray(g._data))
             else:
                 ty = self.plan.backward.inputs[len(self.saved_arrays) + k].type
-                gs.append(np.zeros(ty.shape, ty.dtype))
+                gs.append(np.zeros(self._concrete_shape(ty.shape, g), ty.dtype))
         grads = self.plan.bwd_program(list(self.saved_arrays) + gs)
         return [Tensor._wrap(a) if a is not None else None for a in grads]
+
+    def _concrete_shape(self, shape, g):
+        """`shape` with symbolic dims bound from the saved arrays and the incoming grad."""
+        from .symbolic import bind_shape, is_symbolic, matches
+
+        if not is_symbolic(shape):
+            return shape
+        bwd = self.plan.backward
+        n = len(self.saved_arrays)
+        typed = list(zip(bwd.inputs[:n], self.saved_arrays))
+        typed.append((bwd.inputs[n + self.output_index], g._data))
+        sizes = {}
+        for v, a in typed:
+            for d, size in zip(v.type.shape, np.shape(a)):
+                sizes.setdefault(d, size)
+        return bind_shape(shape, sizes)
 
     def release(self):
         self.saved_arrays = ()

@@ -195,9 +195,9 @@ class ConcreteFunction:
         # Called directly, nothing has checked the arguments against the trace: the program
         # would run on whatever arrays it gets (numpy broadcasts them; kernels assume the
         # traced shapes).
-        got = [_sig_text(t.shape, t.dtype) for t in leaves]
-        want = [str(v.type) for v in self.graph.inputs]
-        if got != want:
+        if not _signature_matches(self.graph.inputs, leaves):
+            got = [_sig_text(t.shape, t.dtype) for t in leaves]
+            want = [str(v.type) for v in self.graph.inputs]
             raise TypeError(f"{self.name}: this concrete function was traced for "
                             f"({', '.join(want)}) but is called with ({', '.join(got)}); call "
                             f"the @function instead, which traces new signatures")
@@ -308,6 +308,17 @@ class ConcreteFunction:
                 _assign_data(leaves[i], value)
 
 
+def _signature_matches(inputs, leaves) -> bool:
+    if len(inputs) != len(leaves):
+        return False
+    for v, t in zip(inputs, leaves):
+        if v.type.shape != t.shape or v.type.dtype != t.dtype:
+            from .symbolic import matches
+
+            return matches([v.type for v in inputs], [t._data for t in leaves])
+    return True
+
+
 def _assign_data(t: Tensor, value):
     data = t._data
     if data.__class__ is np.ndarray and data.shape == value.shape and data.flags.writeable:
@@ -368,6 +379,8 @@ class Function:
         self._fn = fn
         self._name = name or getattr(fn, "__name__", "fn")
         self.input_signature = list(input_signature) if input_signature is not None else None
+        self._symbolic = self.input_signature is not None and any(
+            d is None for s in self.input_signature for d in s.shape)
         self.static_argnums = tuple(static_argnums) if not isinstance(static_argnums, int) \
             else (static_argnums,)
         self.static_argnames = (static_argnames,) if isinstance(static_argnames, str) \
@@ -420,7 +433,13 @@ class Function:
         return leaves, names, (tuple(trees), tuple(kw_trees))
 
     def _key(self, leaves, tree):
-        sig = tuple((t._data.shape, t._data.dtype, t.requires_grad) for t in leaves)
+        spec = self.input_signature
+        if spec is not None and self._symbolic:
+            # A None dimension is symbolic in the trace: every size shares one key.
+            sig = tuple((tuple(None if w is None else d for d, w in zip(t._data.shape, s.shape)),
+                         t._data.dtype, t.requires_grad) for t, s in zip(leaves, spec))
+        else:
+            sig = tuple((t._data.shape, t._data.dtype, t.requires_grad) for t in leaves)
         return (tree, sig, dispatch.is_grad_enabled())
 
     # -------------------------------------------------------------- calling
@@ -573,7 +592,8 @@ class Function:
     def _trace(self, args, kwargs, leaves, names, tree):
         return trace_function(self._fn, self._name, args, kwargs, leaves, names, tree,
                               self.static_argnums, self.static_argnames, self._param_names,
-                              self.backend, self.optimize)
+                              self.backend, self.optimize,
+                              self.input_signature if self._symbolic else None)
 
     def _changing_args(self) -> str:
         sigs = [k for k in self._cache]
@@ -712,13 +732,21 @@ def function(fn=None, *, input_signature=None, static_argnums=(), static_argname
 # tracing one signature
 
 def trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
-                   static_argnames, param_names, backend, optimize=True) -> ConcreteFunction:
+                   static_argnames, param_names, backend, optimize=True,
+                   input_signature=None) -> ConcreteFunction:
+    """Trace one signature. With `input_signature`, its None dims become symbolic sizes
+    (tracer.symbolic): the trace then serves every size of those dimensions."""
+    from .symbolic import signature_type
+
     t0 = time.perf_counter()
     tr = Trace(name)
     tr.entry_grads = _entry_grads(fn, args, kwargs)
     traced_leaves = []
-    for t, n in zip(leaves, names):
-        var = tr.add_input(_type_of(t), _var_name(n))
+    symbols: list = []
+    for k, (t, n) in enumerate(zip(leaves, names)):
+        ty = _type_of(t) if input_signature is None else signature_type(input_signature[k],
+                                                                         symbols)
+        var = tr.add_input(ty, _var_name(n))
         traced_leaves.append(tr.traced_tensor(var, t.requires_grad))
     leaf_values = [t._data for t in traced_leaves]
     targs, tkwargs = _rebuild(tree, traced_leaves, args, kwargs, static_argnums,
@@ -777,7 +805,7 @@ def trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
     grad_touched |= {s.grad_owner for s in caps if getattr(s, "grad_owner", None) is not None}
     grad_pattern = tuple((i, s.grad is None) for i, s in enumerate(caps)
                          if getattr(s, "grad_owner", None) is None and i in grad_touched)
-    signature = ", ".join(f"{n}: {_sig_text(t.shape, t.dtype)}" for n, t in zip(names, leaves))
+    signature = ", ".join(f"{n}: {v.type}" for n, v in zip(names, graph.inputs))
     return ConcreteFunction(
         name, graph, raw, program, tree, out_tree, names, signature,
         captures=[s.tensor for s in caps], capture_grad_owner=grad_owner,

@@ -1,15 +1,48 @@
 """The reference interpreter: runs a graph op by op through the registry's numpy code."""
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from eager.ops import OPS
 
 from .ir import Graph, Var
+from .symbolic import bind_params, binder, check_nonempty, nonempty_checks, param_has_dims
+
+# graph -> (bind(args) -> sizes, ids of equations whose params hold symbolic dims,
+#           run-time checks of max reductions over symbolic axes), or None
+_SYMBOLIC: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
-def run_graph(graph: Graph, args) -> list:
-    """Evaluate `graph` on arrays for its inputs then its captures; returns its results."""
+def symbolic_plan(graph: Graph):
+    """How to run `graph` with symbolic dimensions (None when it has none)."""
+    try:
+        return _SYMBOLIC[graph]
+    except KeyError:
+        pass
+    bind = binder(graph)
+    plan = None
+    if bind is not None:
+        plan = (bind, {id(e) for e in graph.eqns
+                       if any(param_has_dims(v) for v in e.params.values())},
+                nonempty_checks(graph))
+    _SYMBOLIC[graph] = plan
+    return plan
+
+
+def run_graph(graph: Graph, args, sizes: dict | None = None) -> list:
+    """Evaluate `graph` on arrays for its inputs then its captures; returns its results.
+
+    Symbolic dimensions are bound from the arguments (or given as `sizes` by an enclosing
+    graph) and substituted into the parameters that hold them."""
+    plan = symbolic_plan(graph)
+    bound_eqns = ()
+    if plan is not None:
+        if sizes is None:
+            sizes = plan[0](args)
+        bound_eqns = plan[1]
+        check_nonempty(plan[2], sizes)
     env = {}
     for v, a in zip(tuple(graph.inputs) + tuple(graph.captures), args):
         env[id(v)] = a
@@ -24,11 +57,12 @@ def run_graph(graph: Graph, args) -> list:
     for e in graph.eqns:
         vals = [read(x) for x in e.inputs]
         if e.op == "cond":
-            outs = _run_cond(e, vals)
+            outs = _run_cond(e, vals, sizes)
         elif e.op == "while_loop":
-            outs = _run_while(e, vals)
+            outs = _run_while(e, vals, sizes)
         else:
-            out = OPS[e.op].impl(*vals, **e.params)
+            params = bind_params(e.params, sizes) if id(e) in bound_eqns else e.params
+            out = OPS[e.op].impl(*vals, **params)
             if out.__class__ is not np.ndarray:
                 out = np.asarray(out)
             outs = (out,)
@@ -37,7 +71,7 @@ def run_graph(graph: Graph, args) -> list:
     return [None if x is None else read(x) for x in graph.results]
 
 
-def _run_cond(e, vals):
+def _run_cond(e, vals, sizes=None):
     p = e.params
     pred = bool(vals[0])
     n_ops = p["n_operands"]
@@ -46,19 +80,19 @@ def _run_cond(e, vals):
     true_caps = vals[1 + n_ops:1 + n_ops + n_true]
     false_caps = vals[1 + n_ops + n_true:]
     if pred:
-        return run_graph(p["true_graph"], list(ops_) + list(true_caps))
-    return run_graph(p["false_graph"], list(ops_) + list(false_caps))
+        return run_graph(p["true_graph"], list(ops_) + list(true_caps), sizes)
+    return run_graph(p["false_graph"], list(ops_) + list(false_caps), sizes)
 
 
-def _run_while(e, vals):
+def _run_while(e, vals, sizes=None):
     p = e.params
     n = p["n_carry"]
     carry = list(vals[:n])
     n_cond = len(p["cond_graph"].captures)
     cond_caps = list(vals[n:n + n_cond])
     body_caps = list(vals[n + n_cond:])
-    while bool(run_graph(p["cond_graph"], carry + cond_caps)[0]):
-        carry = run_graph(p["body_graph"], carry + body_caps)
+    while bool(run_graph(p["cond_graph"], carry + cond_caps, sizes)[0]):
+        carry = run_graph(p["body_graph"], carry + body_caps, sizes)
     return carry
 
 

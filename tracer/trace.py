@@ -75,6 +75,8 @@ class TracedValue:
     def size(self) -> int:
         n = 1
         for s in self.var.type.shape:
+            if not isinstance(s, int):  # a symbolic dimension: raises TracingError
+                s.unknown(f"the number of elements of %{self.var.name}: {self.var.type}")
             n *= s
         return n
 
@@ -286,7 +288,15 @@ class Trace:
     # -------------------------------------------------------------- the compute hook
     def compute(self, op, inputs, params):
         operands = tuple(self.lift(t) for t in inputs)
-        out_type = op.infer(*[x.type for x in operands], **params)
+        in_types = [x.type for x in operands]
+        try:
+            out_type = op.infer(*in_types, **params)
+        except Exception as exc:
+            if not _symbolic(in_types, params):
+                raise
+            from .symbolic import symbolic_error
+
+            raise symbolic_error(op.name, in_types, exc) from exc
         out = self.new_var(out_type)
         self.eqns.append(Eqn(op.name, operands, dict(params), out, _short_where()))
         return TracedValue(out, self)
@@ -342,6 +352,14 @@ class Trace:
     def on_grad(self, t, write: bool):
         # The first access decides: a read means the trace depends on the incoming .grad.
         self.grad_first_access.setdefault(id(t), "write" if write else "read")
+
+
+def _symbolic(in_types, params) -> bool:
+    """Does an equation involve symbolic dimensions (in operand shapes or parameters)?"""
+    from .symbolic import is_symbolic, param_has_dims
+
+    return any(is_symbolic(t.shape) for t in in_types) or any(
+        param_has_dims(v) for v in params.values())
 
 
 def current_trace() -> "Trace | None":

@@ -1,0 +1,235 @@
+"""Symbolic (None) dimensions of an input_signature: one trace serves every size.
+
+The interpreter backend here; tests/codegen/test_symbolic_kernels.py runs the same kind of
+workloads through the numba backend (kernels taking the sizes at run time).
+"""
+import inspect
+
+import numpy as np
+import pytest
+
+import eager
+import eager.nn as nn
+import eager.nn.functional as F
+import tracer
+from eager.ops import Dim
+from tracer import TensorSpec, TracingError
+
+from _tracer_helpers import fn
+
+HERE = "test_symbolic.py"
+SIZES = (1, 7, 64, 0)
+ROWS = [TensorSpec((None, 4), eager.float32)]
+
+
+def line(f, marker: str) -> str:
+    f = getattr(f, "__wrapped__", f)
+    source, start = inspect.getsourcelines(f)
+    hits = [start + i for i, text in enumerate(source) if marker in text]
+    assert len(hits) == 1, marker
+    return f"{HERE}:{hits[0]}"
+
+
+_MLP = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 3))
+_LN = nn.LayerNorm(4)
+
+WORKLOADS = {
+    "elementwise": lambda x: eager.tanh(x * 2.0 + 1.0) * x,
+    "softmax": lambda x: F.softmax(x, dim=-1),
+    "log_softmax": lambda x: F.log_softmax(x, dim=-1),
+    "layer_norm": lambda x: _LN(x),
+    "mlp": lambda x: _MLP(x),
+    "sum_over_symbolic_axis": lambda x: (x * x).sum(0),
+    "sum_over_all": lambda x: x.sum(),
+    "amax_rows": lambda x: eager.amax(x, 1),
+    "argmax_rows": lambda x: eager.argmax(x, 1),
+    "mean_rows": lambda x: x.mean(1, keepdim=True) - x,
+    "transpose": lambda x: (x.T * 2.0).sum(1),
+    "slice_columns": lambda x: x[:, 1:3] + x[:, :2],
+    "reshape_keeping_the_dim": lambda x: eager.reshape(x, (x.shape[0], 2, 2)).sum(-1),
+    "unsqueeze_broadcast": lambda x: x.unsqueeze(1) * x.unsqueeze(2),
+    "gram": lambda x: x @ x.T,
+    "contract_the_dim": lambda x: x.T @ x,
+}
+
+
+@pytest.mark.parametrize("name", sorted(WORKLOADS))
+def test_one_trace_serves_every_size(name):
+    body = WORKLOADS[name]
+    f = fn(body, input_signature=ROWS)
+    with eager.no_grad():
+        for n in SIZES:
+            x = eager.randn(n, 4)
+            got, want = f(x), body(x)
+            assert got.shape == want.shape and got.dtype == want.dtype
+            np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
+    assert f.trace_count == 1
+
+
+def _printed(x):
+    return F.softmax(x * 2.0, dim=-1).sum(0)  # printed-line
+
+
+def test_printout_names_the_symbol():
+    f = fn(_printed, input_signature=ROWS)
+    cf = f.get_concrete_function()
+    at = line(_printed, "printed-line")
+    assert str(cf.graph) == f"""\
+def printed(%x: f32[N0,4]) -> f32[4]:
+  %0 = mul %x, 2.0:f32                      f32[N0,4]        {at}
+  %1 = amax[axes=(1,), keepdim=True] %0     f32[N0,1]        {at}
+  %3 = sub %0, %1                           f32[N0,4]        {at}
+  %4 = exp %3                               f32[N0,4]        {at}
+  %5 = sum[axes=(1,), keepdim=True] %4      f32[N0,1]        {at}
+  %6 = div %4, %5                           f32[N0,4]        {at}
+  %7 = sum[axes=(0,), keepdim=False] %6     f32[4]           {at}
+  return %7"""
+
+
+def test_each_none_is_its_own_symbol_in_argument_order():
+    @fn(input_signature=[TensorSpec((None, 3)), TensorSpec((2, None, None))])
+    def f(a, b):
+        return a.sum(), b.sum()
+
+    cf = f.get_concrete_function()
+    assert [str(v.type) for v in cf.graph.inputs] == ["f32[N0,3]", "f32[2,N1,N2]"]
+
+
+def test_get_concrete_function_without_arguments_is_the_symbolic_trace():
+    f = fn(lambda x: x * 2.0, input_signature=ROWS)
+    cf = f.get_concrete_function()
+    assert str(cf.graph.inputs[0].type) == "f32[N0,4]"
+    for n in SIZES:
+        x = eager.randn(n, 4)
+        np.testing.assert_array_equal(f(x).numpy(), x.numpy() * 2)
+        np.testing.assert_array_equal(cf(x).numpy(), x.numpy() * 2)  # the concrete function too
+    assert f.trace_count == 1
+    with pytest.raises(TypeError, match="traced for"):
+        cf(eager.ones(3, 5))
+
+
+def test_shape_of_a_traced_tensor_holds_the_symbol():
+    seen = []
+
+    @fn(input_signature=ROWS)
+    def f(x):
+        seen.append(x.shape)
+        return x.reshape(x.shape[0], 2, 2)  # a Dim passes through shape arguments
+
+    assert f(eager.ones(5, 4)).shape == (5, 2, 2)
+    (shape,) = seen
+    assert isinstance(shape[0], Dim) and str(shape[0]) == "N0" and shape[1] == 4
+    assert shape[0] == shape[0] and shape[0] != 1 and shape[0] != 5
+
+
+# --------------------------------------------------------------------------------------
+# what needs the size while tracing: TracingError at the user's line
+
+def _reshape_across(x):
+    return x.reshape(-1)  # reshape-line
+
+
+def _int_of_dim(x):
+    return x * int(x.shape[0])  # int-line
+
+
+def _cat_along(x):
+    return eager.cat([x, x], 0)  # cat-line
+
+
+def _broadcast_two_symbols(a, b):
+    return a + b  # two-symbols-line
+
+
+def _slice_along(x):
+    return x[1:]  # slice-line
+
+
+def _mean_over(x):
+    return x.mean(0)  # mean-line
+
+
+def _broadcast_fixed(x):
+    return x + eager.ones(5, 4)  # fixed-line
+
+
+@pytest.mark.parametrize("body, marker, words", [
+    (_reshape_across, "reshape-line", ["reshape of (N0, 4) into (-1,)", "merges or splits"]),
+    (_int_of_dim, "int-line", ["int(N0)"]),
+    (_cat_along, "cat-line", ["cat on f32[N0,4], f32[N0,4]", "cat along the symbolic"]),
+    (_slice_along, "slice-line", ["the slice 1:None:None along the symbolic dimension N0"]),
+    (_mean_over, "mean-line", ["mean over the symbolic dimension N0"]),
+    (_broadcast_fixed, "fixed-line", ["add on f32[N0,4], f32[5,4]", "may differ at run time"]),
+])
+def test_needing_the_size_raises_tracing_error(body, marker, words):
+    f = fn(body, input_signature=ROWS)
+    with pytest.raises(TracingError) as info:
+        f(eager.ones(5, 4))
+    message = str(info.value)
+    assert line(body, marker) in message, message
+    for w in words:
+        assert w in message, message
+    assert "drop that None from the input_signature" in message
+
+
+def test_two_symbols_do_not_broadcast():
+    f = fn(_broadcast_two_symbols, input_signature=[TensorSpec((None, 4)), TensorSpec((None, 4))])
+    with pytest.raises(TracingError) as info:
+        f(eager.ones(3, 4), eager.ones(3, 4))
+    message = str(info.value)
+    assert line(_broadcast_two_symbols, "two-symbols-line") in message
+    assert "N0 vs N1" in message
+
+
+def test_a_mismatch_of_the_fixed_dims_still_raises_the_signature_error():
+    f = fn(lambda x: x * 2.0, input_signature=ROWS)
+    f(eager.ones(3, 4))
+    with pytest.raises(TypeError, match=r"argument x is f32\[3,5\] but input_signature"):
+        f(eager.ones(3, 5))
+
+
+def test_max_over_an_empty_symbolic_axis_raises_as_eager_does():
+    f = fn(lambda x: eager.amax(x, 0), input_signature=ROWS)
+    np.testing.assert_array_equal(f(eager.ones(2, 4)).numpy(), np.ones(4))
+    with pytest.raises(ValueError, match="size 0"):
+        f(eager.ones(0, 4))
+
+
+def test_random_ops_of_a_symbolic_shape_take_the_size_at_run_time():
+    f = fn(lambda x: x + eager.randn(x.shape), input_signature=ROWS)
+    for n in SIZES:
+        assert f(eager.zeros(n, 4)).shape == (n, 4)
+    assert f.trace_count == 1
+
+
+def test_cond_with_symbolic_operands():
+    @fn(input_signature=[TensorSpec((None, 4)), TensorSpec((), eager.bool_)])
+    def f(x, flag):
+        return tracer.cond(flag, lambda v: v * 2.0, lambda v: v.sum(1, keepdim=True) + v, x)
+
+    for n in (3, 0):
+        x = eager.randn(n, 4)
+        np.testing.assert_allclose(f(x, eager.tensor(True)).numpy(), x.numpy() * 2)
+        np.testing.assert_allclose(f(x, eager.tensor(False)).numpy(),
+                                   x.numpy().sum(1, keepdims=True) + x.numpy(), rtol=1e-6)
+    assert f.trace_count == 1
+
+
+# --------------------------------------------------------------------------------------
+# autograd through a compiled function with a symbolic batch dimension
+
+def test_backward_through_a_symbolic_mlp_forward():
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
+    f = fn(lambda x: model(x), input_signature=ROWS)
+    for n in SIZES:
+        x = eager.randn(n, 4, requires_grad=True)
+        model.zero_grad()
+        (model(x) ** 2).sum().backward()
+        want = [p.grad.numpy().copy() for p in model.parameters()] + [x.grad.numpy().copy()]
+        model.zero_grad()
+        x.grad = None
+        (f(x) ** 2).sum().backward()
+        got = [p.grad.numpy() for p in model.parameters()] + [x.grad.numpy()]
+        for a, b in zip(got, want):
+            np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+    assert f.trace_count == 1
