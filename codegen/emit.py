@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 
 import numpy as np
 
@@ -37,9 +38,10 @@ _NUMBA_TYPES = {"float32": "float32", "float64": "float64", "int32": "int32",
 def c_strides(shape) -> tuple:
     strides = []
     acc = 1
-    for d in reversed(shape):
+    for k, d in enumerate(reversed(shape)):
         strides.append(acc)
-        acc *= d
+        if k + 1 < len(shape):  # (the leading size is never a stride: it may be symbolic)
+            acc *= d
     return tuple(reversed(strides))
 
 
@@ -251,7 +253,10 @@ def emit_kernel(part: Partition, group: KernelGroup) -> tuple[str, KernelSource]
     shape = group.shape
     loop_vars = [f"i{k}" for k in range(len(shape))]
     idx = [Aff.var(v) for v in loop_vars]
-    parallel = math.prod(shape) >= PARALLEL_MIN_SIZE and len(shape) and shape[0] > 1
+    # Symbolic sizes (tracer.symbolic) are run-time arguments named as printed (N0): their
+    # loops stay serial, as the size is not known when choosing.
+    parallel = (not _symbolic(shape) and math.prod(shape) >= PARALLEL_MIN_SIZE and len(shape)
+                and shape[0] > 1)
     if group.kind == "elementwise":
         body = _elementwise_body(ks, idx)
         code = _nest(loop_vars, shape, body, parallel)
@@ -542,10 +547,25 @@ def _col_code(ks: KernelSource, loop_vars, idx) -> list:
     return lines
 
 
+def _symbolic(shape) -> bool:
+    return not all(isinstance(d, int) for d in shape)
+
+
+def _used_dims(ks: KernelSource, code: list) -> list:
+    """The symbolic sizes the kernel's code names (run-time int64 arguments after the arrays)."""
+    from tracer.symbolic import graph_dims
+
+    text = "\n".join(code)
+    return [d for d in graph_dims(ks.part.graph) if re.search(rf"\b{d.name}\b", text)]
+
+
 def _module(ks: KernelSource, code: list, parallel: bool, doc: str) -> str:
     g = ks.group
+    ks.dims = _used_dims(ks, code)
     params = [ks.arg_names[id(v)] for v in ks.args] + [ks.out_names[id(v)] for v in ks.outputs]
+    params += [d.name for d in ks.dims]
     types = [_NUMBA_TYPES[v.type.dtype.name] + "[::1]" for v in ks.args + ks.outputs]
+    types += ["int64"] * len(ks.dims)
     lines = ks.header(doc)
     lines.append("import math  # noqa: F401")
     lines.append("")

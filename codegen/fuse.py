@@ -253,7 +253,7 @@ def _candidate_groups(p: Partition, e):
     # (an optimizer's per-parameter bias corrections) then shares one kernel instead of
     # compiling and launching one each
     shape = tuple(e.out.type.shape)
-    if math.prod(shape) <= 1:
+    if _concrete(shape) and math.prod(shape) <= 1:
         for step in p.steps:
             if isinstance(step, KernelGroup) and step.kind == "elementwise" \
                     and step.shape == shape and step not in seen:
@@ -365,7 +365,8 @@ def describe(p: Partition) -> str:
                             if isinstance(p.base(x), Var) and p.group_of.get(id(p.base(x)))
                             is not step}, key=_var_sort)
             writes = ", ".join(repr(v) for v in step.outputs)
-            size = math.prod(step.shape)
+            size = math.prod(step.shape) if _concrete(step.shape) else "*".join(
+                str(d) for d in step.shape)
             lines.append(f"  {step.name}  {step.kind:<11} {_span(ms)}  reads {', '.join(reads)}"
                          f"  writes {writes}  {size} iterations")
         elif isinstance(step, CallStep):
@@ -376,6 +377,11 @@ def describe(p: Partition) -> str:
             e = step.eqn
             lines.append(f"  view  {e.out!r} = {e.op} {e.inputs[0]!r}")
     return "\n".join(lines)
+
+
+def _concrete(shape) -> bool:
+    """No symbolic (run-time) sizes in `shape` (see tracer.symbolic)."""
+    return all(isinstance(d, int) for d in shape)
 
 
 def _span(ms) -> str:

@@ -6,6 +6,15 @@ is free for contiguous arrays and makes a C-ordered copy of anything else, so
 non-contiguous and negative-stride inputs are read correctly.  Outputs are
 allocated with numpy's allocator outside Numba (faster than allocating inside
 a jitted function, which page-faults on fresh memory).
+
+Symbolic dimensions (a None of an input_signature, `tracer.symbolic`) are bound
+from the arguments' shapes at each call: kernels take them as int64 arguments
+(loop bounds; a symbolic size only ever leads a shape's C order, so it is never
+a stride), outputs are allocated from them, and op parameters holding them are
+substituted before numpy runs the op.  A graph some kernel of which would need a
+symbolic size as a stride or a compile-time constant (a reduction over all axes
+of a symbolic shape, a symbolic inner dimension) runs as `PerSizeProgram`
+instead: the whole program specialized and compiled per distinct size, cached.
 """
 from __future__ import annotations
 
@@ -20,6 +29,9 @@ from eager.ops import OPS
 from tracer import logs
 from tracer.interpret import _run_cond, _run_while
 from tracer.ir import Graph, Literal, Var
+from tracer.symbolic import (SymbolicDimError, bind_params, bind_shape, binder,
+                             check_nonempty, graph_dims, nonempty_checks, param_has_dims,
+                             substitute_graph)
 
 from . import build
 from .emit import emit_kernel
@@ -61,6 +73,14 @@ class Program:
         for v in tuple(graph.inputs) + tuple(graph.captures):
             self._slot(v)
         self.n_args = self.n_slots
+        # Symbolic dims: bound at each call into a slot of their own ({Dim: size}).
+        self._bind = binder(graph)
+        self._sizes_slot = None
+        self._nonempty = ()
+        if self._bind is not None:
+            self._sizes_slot = self.n_slots
+            self.n_slots += 1
+            self._nonempty = nonempty_checks(graph)
         # Values that leave the program (outputs, and what output views look into) get
         # fresh memory every call; every other kernel output reuses a buffer per thread,
         # which also saves the page faults of touching new memory. Updates do not leave:
@@ -144,6 +164,8 @@ class Program:
             entry = entry.get_overload(entry.signatures[0])  # skips argument typing
         ins = list(zip(in_slots, checked))
         self._kernel_io = (in_slots, outs, entry)
+        if self._bind is not None:
+            return self._symbolic_kernel_run(ins, outs, entry, ks.dims)
 
         def run(env):
             args = []
@@ -169,6 +191,28 @@ class Program:
             entry(*args)
         return run
 
+    def _symbolic_kernel_run(self, ins, outs, entry, dims):
+        """A kernel call with symbolic sizes: output shapes bound per call, sizes passed."""
+        tls = self._tls
+        sizes_slot = self._sizes_slot
+
+        def run(env):
+            sizes = env[sizes_slot]
+            args = [_kernel_arg(env[s]) if check else env[s].reshape(-1) for s, check in ins]
+            for s, shape, dtype, pooled in outs:
+                shape = bind_shape(shape, sizes)
+                if pooled:
+                    pool = tls.__dict__.setdefault("buffers", {})
+                    o = pool.get(s)
+                    if o is None or o.shape != shape:
+                        o = pool[s] = np.empty(shape, dtype)
+                else:
+                    o = np.empty(shape, dtype)
+                env[s] = o
+                args.append(o.reshape(-1))
+            entry(*args, *[sizes[d] for d in dims])
+        return run
+
     def _interpreted_group(self, group: KernelGroup, outputs):
         members = list(group.members)
         reads = []
@@ -178,15 +222,18 @@ class Program:
                     reads.append(x)
         out_slots = [(id(v), self._slot(v)) for v in outputs]
         slots = self.slots
+        sizes_slot = self._sizes_slot
 
         def run(env):
             local = {}
+            sizes = env[sizes_slot] if sizes_slot is not None else None
             for x in reads:
                 if id(x) not in local:
-                    local[id(x)] = _value_of(x, env, slots, self.part)
+                    local[id(x)] = _value_of(x, env, slots, self.part, sizes)
             for e in members:
                 vals = [x.value if isinstance(x, Literal) else local[id(x)] for x in e.inputs]
-                local[id(e.out)] = np.asarray(OPS[e.op].impl(*vals, **e.params))
+                params = e.params if sizes is None else bind_params(e.params, sizes)
+                local[id(e.out)] = np.asarray(OPS[e.op].impl(*vals, **params))
             for key, s in out_slots:
                 env[s] = local[key]
         return run
@@ -194,21 +241,29 @@ class Program:
     def _call_op(self, e, how):
         reads = [self._reader(x) for x in e.inputs]
         out_slots = [self._slot(o) for o in e.outs]
+        sizes_slot = self._sizes_slot
         if e.op == "cond":
             def run(env):
-                outs = _run_cond(e, [r(env) for r in reads])
+                sizes = env[sizes_slot] if sizes_slot is not None else None
+                outs = _run_cond(e, [r(env) for r in reads], sizes)
                 for s, o in zip(out_slots, outs):
                     env[s] = o
             return run
         if e.op == "while_loop":
             def run(env):
-                outs = _run_while(e, [r(env) for r in reads])
+                sizes = env[sizes_slot] if sizes_slot is not None else None
+                outs = _run_while(e, [r(env) for r in reads], sizes)
                 for s, o in zip(out_slots, outs):
                     env[s] = o
             return run
         impl = OPS[e.op].impl
         params = e.params
         (out_slot,) = out_slots
+        if sizes_slot is not None and any(param_has_dims(v) for v in params.values()):
+            def run(env):  # a shape parameter holding a symbolic size: bind it now
+                out = impl(*[r(env) for r in reads], **bind_params(params, env[sizes_slot]))
+                env[out_slot] = out if out.__class__ is np.ndarray else np.asarray(out)
+            return run
 
         def run(env):
             out = impl(*[r(env) for r in reads], **params)
@@ -221,6 +276,9 @@ class Program:
         if direct is not None:
             return direct(args)
         env = list(args) + self._pad
+        if self._sizes_slot is not None:
+            sizes = env[self._sizes_slot] = self._bind(args)
+            check_nonempty(self._nonempty, sizes)
         for s, value in self.const_slots:
             env[s] = value
         for op in self.ops:
@@ -234,7 +292,7 @@ class Program:
         """For the common tiny program - one kernel from the arguments to the results -
         a call without the slot list (per-call overhead is the point of W6)."""
         if len(self.kernels) != 1 or len(self.ops) != 1 or self.const_slots \
-                or self._kernel_io is None:
+                or self._kernel_io is None or self._bind is not None:
             return None
         in_slots, outs, entry = self._kernel_io
         if any(s >= self.n_args for s in in_slots) or self._result_slots is None:
@@ -289,7 +347,7 @@ def _kernel_arg(a):
     return flat
 
 
-def _value_of(x, env, slots, part):
+def _value_of(x, env, slots, part, sizes=None):
     """A value for the interpreted fallback: from its slot, or by evaluating its views."""
     s = slots.get(id(x))
     if s is not None and env[s] is not None:
@@ -297,11 +355,72 @@ def _value_of(x, env, slots, part):
     e = part.views.get(id(x))
     if e is None:
         raise KeyError(f"fallback cannot find {x!r}")
-    src = _value_of(e.inputs[0], env, slots, part)
-    return np.asarray(OPS[e.op].impl(src, **e.params))
+    src = _value_of(e.inputs[0], env, slots, part, sizes)
+    params = e.params if sizes is None else bind_params(e.params, sizes)
+    return np.asarray(OPS[e.op].impl(src, **params))
+
+
+class PerSizeProgram:
+    """A graph with symbolic dims that some kernel cannot take as run-time sizes: one
+    `Program` per distinct binding of the sizes, specialized and compiled on first use
+    (kernels then have literal shapes; their modules land in the on-disk cache as usual)."""
+
+    def __init__(self, graph: Graph, why: str):
+        self.graph = graph
+        self.why = why
+        self._bind = binder(graph)
+        self._dims = graph_dims(graph)
+        self._programs: dict = {}
+        self._lock = threading.Lock()
+        self._last = None
+
+    @property
+    def kernels(self) -> list:
+        """The kernels of the specialization used last (none before the first call)."""
+        return self._last.kernels if self._last is not None else []
+
+    def __call__(self, args):
+        sizes = self._bind(args)
+        key = tuple(sizes[d] for d in self._dims)
+        program = self._programs.get(key)
+        if program is None:
+            with self._lock:
+                program = self._programs.get(key)
+                if program is None:
+                    program = Program(substitute_graph(self.graph, sizes))
+                    self._programs[key] = program
+        self._last = program
+        return program(args)
+
+    def describe(self) -> str:
+        dims = ", ".join(map(str, self._dims))
+        text = (f"symbolic sizes {dims}: compiled per size ({self.why}); "
+                f"{len(self._programs)} size(s) so far")
+        if self._last is not None:
+            text += "\n" + self._last.describe()
+        return text
+
+
+def _symbolic_kernels_ok(graph: Graph):
+    """None if every kernel of `graph` can take its symbolic sizes at run time, else why not
+    (emission is cheap: this runs before anything compiles)."""
+    part = partition(graph)
+    for step in part.steps:
+        if isinstance(step, KernelGroup):
+            try:
+                emit_kernel(part, step)
+            except SymbolicDimError as exc:
+                return f"kernel {step.name}: {exc.detail}"
+    return None
 
 
 def compile_numba(graph: Graph) -> Program:
+    if binder(graph) is not None:
+        why = _symbolic_kernels_ok(graph)
+        if why is not None:
+            program = PerSizeProgram(graph, why)
+            logs.log("fusion", lambda: f"{graph.name}: {program.describe()}")
+            return program
     program = Program(graph)
     logs.log("fusion", lambda: f"{graph.name}:\n{program.describe()}")
     return program

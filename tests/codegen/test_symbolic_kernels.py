@@ -1,0 +1,109 @@
+"""Symbolic (None) dimensions on the numba backend: kernels take the sizes at run time.
+
+One trace and one compile serve every batch size: the kernels' loop bounds are int64
+arguments named as the IR prints the symbol (`N0`). A kernel that would need a symbolic size
+as a stride (a transposed iteration shape) makes the program fall back to one specialization
+per size (`PerSizeProgram`), still one trace.
+"""
+import numpy as np
+import pytest
+
+import codegen
+import eager
+import eager.nn as nn
+import eager.nn.functional as F
+import tracer
+from codegen.runtime import PerSizeProgram, Program
+from tracer import TensorSpec
+
+SIZES = (1, 7, 64, 0)
+ROWS = [TensorSpec((None, 4), eager.float32)]
+
+_MLP = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 3))
+_LN = nn.LayerNorm(4)
+
+# name -> (body, True if every kernel takes the sizes at run time)
+WORKLOADS = {
+    "elementwise": (lambda x: eager.tanh(x * 2.0 + 1.0) * x, True),
+    "softmax": (lambda x: F.softmax(x, dim=-1), True),
+    "layer_norm": (lambda x: _LN(x), True),
+    "mlp": (lambda x: _MLP(x), True),
+    "sum_over_symbolic_axis": (lambda x: (x * x).sum(0), True),
+    "sum_over_all": (lambda x: x.sum(), True),
+    "amax_rows": (lambda x: eager.amax(x, 1), True),
+    "slice_columns": (lambda x: x[:, 1:3] + x[:, :2], True),
+    "unsqueeze_broadcast": (lambda x: x.unsqueeze(1) * x.unsqueeze(2), True),
+    "transpose": (lambda x: (x.T * 2.0).sum(1), False),
+}
+
+
+@pytest.mark.parametrize("name", sorted(WORKLOADS))
+def test_numba_one_trace_serves_every_size(name):
+    body, runtime_sizes = WORKLOADS[name]
+    f = tracer.function(body, input_signature=ROWS, backend="numba")
+    with eager.no_grad():
+        for n in SIZES:
+            x = eager.randn(n, 4)
+            got, want = f(x), body(x)
+            assert got.shape == want.shape and got.dtype == want.dtype
+            np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
+        program = f.get_concrete_function(eager.ones(3, 4)).program
+    assert f.trace_count == 1
+    assert isinstance(program, Program if runtime_sizes else PerSizeProgram)
+
+
+def test_kernels_take_the_size_as_a_loop_bound_and_compile_once():
+    f = tracer.function(lambda x: F.softmax(x * 2.0, dim=-1), input_signature=ROWS,
+                        backend="numba")
+    with eager.no_grad():
+        f(eager.randn(3, 4))
+        cf = f.get_concrete_function()
+        (kernel,) = cf.kernels
+        assert '@njit("void(float32[::1], float32[::1], int64)"' in kernel.source
+        assert "def kernel(in0, out0, N0):" in kernel.source
+        assert "for i0 in range(N0):" in kernel.source
+        assert "N0*4 iterations" in str(cf)
+        codegen.reset_stats()
+        for n in (5, 64, 0, 1000):
+            x = eager.randn(n, 4)
+            np.testing.assert_allclose(f(x).numpy(), F.softmax(x * 2.0, dim=-1).numpy(),
+                                       rtol=1e-5, atol=1e-6)
+        stats = codegen.compile_stats()
+    assert stats["numba_compiles"] == 0 and stats["modules_loaded"] == 0
+    assert f.trace_count == 1
+
+
+def test_per_size_fallback_says_so_and_is_cached():
+    f = tracer.function(lambda x: (x.T * 2.0).sum(1), input_signature=ROWS, backend="numba")
+    with eager.no_grad():
+        for n in (3, 5, 3):
+            x = eager.randn(n, 4)
+            np.testing.assert_allclose(f(x).numpy(), (x.T * 2.0).sum(1).numpy(), rtol=1e-6)
+        program = f.get_concrete_function().program
+    assert isinstance(program, PerSizeProgram)
+    assert len(program._programs) == 2
+    assert "compiled per size" in program.describe()
+
+
+def test_backward_through_a_symbolic_mlp_forward_on_numba():
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
+    f = tracer.function(lambda x: model(x), input_signature=ROWS, backend="numba")
+    for n in SIZES:
+        x = eager.randn(n, 4, requires_grad=True)
+        model.zero_grad()
+        (model(x) ** 2).sum().backward()
+        want = [p.grad.numpy().copy() for p in model.parameters()] + [x.grad.numpy().copy()]
+        model.zero_grad()
+        x.grad = None
+        (f(x) ** 2).sum().backward()
+        got = [p.grad.numpy() for p in model.parameters()] + [x.grad.numpy()]
+        for a, b in zip(got, want):
+            np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+    assert f.trace_count == 1
+
+
+def test_max_over_an_empty_symbolic_axis_raises_on_numba():
+    f = tracer.function(lambda x: eager.amax(x, 0), input_signature=ROWS, backend="numba")
+    np.testing.assert_array_equal(f(eager.ones(2, 4)).numpy(), np.ones(4))
+    with pytest.raises(ValueError, match="size 0"):
+        f(eager.ones(0, 4))
