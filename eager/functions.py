@@ -301,11 +301,14 @@ def mean(x, dim=None, keepdim=False):
         raise op_error("mean", f"needs a floating-point tensor, got {x.dtype}", (x,),
                        hint="cast with .float() first", exc=TypeError)
     axes = _norm_axes(dim, x.ndim, "mean")
-    for a in axes:
-        if isinstance(x.shape[a], Dim):
-            x.shape[a].unknown(f"mean over the symbolic dimension {x.shape[a]} of "
-                               f"{_shape_text(x.shape)} (its divisor is that size; use sum "
-                               f"over it, or mean over the other dimensions)")
+    if any(isinstance(x.shape[a], Dim) for a in axes):
+        # Over a symbolic size (tracer): the divisor is counted at run time, as the sum of
+        # ones broadcast to the reduced sizes (in int64: exact).
+        total = apply(OPS["sum"], x, axes=axes, keepdim=bool(keepdim))
+        ones = apply(OPS["broadcast_to"], const(1, dtypes.int64),
+                     shape=tuple(x.shape[a] for a in axes))
+        count = apply(OPS["sum"], ones, axes=tuple(range(len(axes))), keepdim=False)
+        return div(total, cast(count, x.dtype))
     count = math.prod(x.shape[a] for a in axes)
     total = apply(OPS["sum"], x, axes=axes, keepdim=bool(keepdim))
     return mul(total, const(1.0 / count if count else float("nan"), x.dtype))

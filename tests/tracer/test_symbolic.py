@@ -17,6 +17,9 @@ from tracer import TensorSpec, TracingError
 
 from _tracer_helpers import fn
 
+# 0/0 of a mean over an empty axis is a value here, not a warning (as in eager).
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:(invalid value|divide by zero) encountered:RuntimeWarning")
 HERE = "test_symbolic.py"
 SIZES = (1, 7, 64, 0)
 ROWS = [TensorSpec((None, 4), eager.float32)]
@@ -44,6 +47,8 @@ WORKLOADS = {
     "amax_rows": lambda x: eager.amax(x, 1),
     "argmax_rows": lambda x: eager.argmax(x, 1),
     "mean_rows": lambda x: x.mean(1, keepdim=True) - x,
+    "mean_over_symbolic_axis": lambda x: x.mean(0) + x.mean(),
+    "mse_loss": lambda x: F.mse_loss(x, x * 0.5),
     "transpose": lambda x: (x.T * 2.0).sum(1),
     "slice_columns": lambda x: x[:, 1:3] + x[:, :2],
     "reshape_keeping_the_dim": lambda x: eager.reshape(x, (x.shape[0], 2, 2)).sum(-1),
@@ -145,10 +150,6 @@ def _slice_along(x):
     return x[1:]  # slice-line
 
 
-def _mean_over(x):
-    return x.mean(0)  # mean-line
-
-
 def _broadcast_fixed(x):
     return x + eager.ones(5, 4)  # fixed-line
 
@@ -158,7 +159,6 @@ def _broadcast_fixed(x):
     (_int_of_dim, "int-line", ["int(N0)"]),
     (_cat_along, "cat-line", ["cat on f32[N0,4], f32[N0,4]", "cat along the symbolic"]),
     (_slice_along, "slice-line", ["the slice 1:None:None along the symbolic dimension N0"]),
-    (_mean_over, "mean-line", ["mean over the symbolic dimension N0"]),
     (_broadcast_fixed, "fixed-line", ["add on f32[N0,4], f32[5,4]", "may differ at run time"]),
 ])
 def test_needing_the_size_raises_tracing_error(body, marker, words):
@@ -193,6 +193,21 @@ def test_max_over_an_empty_symbolic_axis_raises_as_eager_does():
     np.testing.assert_array_equal(f(eager.ones(2, 4)).numpy(), np.ones(4))
     with pytest.raises(ValueError, match="size 0"):
         f(eager.ones(0, 4))
+
+
+def test_mean_over_a_symbolic_axis_counts_at_run_time_and_is_not_folded():
+    f = fn(lambda x: x.mean(0), input_signature=ROWS)
+    cf = f.get_concrete_function()
+    ops = cf.graph.op_counts()
+    # the divisor: int64 ones broadcast to (N0,) and summed, never folded to a constant
+    assert ops["broadcast_to"] == 1 and ops["sum"] == 2 and ops["div"] == 1
+    (bcast,) = [e for e in cf.graph.eqns if e.op == "broadcast_to"]
+    assert str(bcast.out.type) == "i64[N0]"
+    for n in (1, 7):
+        x = eager.randn(n, 4)
+        np.testing.assert_allclose(f(x).numpy(), x.numpy().mean(0), rtol=1e-6)
+    assert np.isnan(f(eager.ones(0, 4)).numpy()).all()  # 0/0, as eager's mean of nothing
+    assert f.trace_count == 1
 
 
 def test_random_ops_of_a_symbolic_shape_take_the_size_at_run_time():
