@@ -404,13 +404,15 @@ class PerSizeProgram:
 def _symbolic_kernels_ok(graph: Graph):
     """None if every kernel of `graph` can take its symbolic sizes at run time, else why not
     (emission is cheap: this runs before anything compiles)."""
-    part = partition(graph)
-    for step in part.steps:
-        if isinstance(step, KernelGroup):
-            try:
+    name = "fusion"
+    try:
+        part = partition(graph)
+        for step in part.steps:
+            if isinstance(step, KernelGroup):
+                name = f"kernel {step.name}"
                 emit_kernel(part, step)
-            except SymbolicDimError as exc:
-                return f"kernel {step.name}: {exc.detail}"
+    except SymbolicDimError as exc:
+        return f"{name}: {exc.detail}"
     return None
 
 

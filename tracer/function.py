@@ -55,8 +55,14 @@ def functions_run_eagerly() -> bool:
 class TensorSpec:
     """Shape and dtype an argument must have; `None` marks a dimension that may vary.
 
+    A varying dimension is symbolic in the trace (`f32[N0,4]`), so one trace serves every
+    size (see tracer.symbolic). Each `None` is its own symbol; a dimension named by a string
+    instead is one symbol wherever that name appears, and calls must agree on its size:
+
     >>> @function(input_signature=[TensorSpec((None, 4), eager.float32)])
     ... def f(x): ...
+    >>> @function(input_signature=[TensorSpec(("batch", 4)), TensorSpec(("batch",))])
+    ... def loss(x, y): ...
     """
 
     def __init__(self, shape, dtype=None, name=None):
@@ -69,10 +75,12 @@ class TensorSpec:
     def matches(self, t: Tensor) -> bool:
         shape = t.shape
         return (len(shape) == len(self.shape) and t.dtype == self.dtype
-                and all(s is None or s == d for s, d in zip(self.shape, shape)))
+                and all(s is None or isinstance(s, str) or s == d
+                        for s, d in zip(self.shape, shape)))
 
     def __repr__(self):
-        dims = ",".join("None" if d is None else str(d) for d in self.shape)
+        dims = ",".join("None" if d is None else repr(d) if isinstance(d, str) else str(d)
+                        for d in self.shape)
         return f"TensorSpec(({dims}), {self.dtype})"
 
 
@@ -380,7 +388,7 @@ class Function:
         self._name = name or getattr(fn, "__name__", "fn")
         self.input_signature = list(input_signature) if input_signature is not None else None
         self._symbolic = self.input_signature is not None and any(
-            d is None for s in self.input_signature for d in s.shape)
+            d is None or isinstance(d, str) for s in self.input_signature for d in s.shape)
         self.static_argnums = tuple(static_argnums) if not isinstance(static_argnums, int) \
             else (static_argnums,)
         self.static_argnames = (static_argnames,) if isinstance(static_argnames, str) \
@@ -436,7 +444,8 @@ class Function:
         spec = self.input_signature
         if spec is not None and self._symbolic:
             # A None dimension is symbolic in the trace: every size shares one key.
-            sig = tuple((tuple(None if w is None else d for d, w in zip(t._data.shape, s.shape)),
+            sig = tuple((tuple(d if isinstance(w, int) else None
+                               for d, w in zip(t._data.shape, s.shape)),
                          t._data.dtype, t.requires_grad) for t, s in zip(leaves, spec))
         else:
             sig = tuple((t._data.shape, t._data.dtype, t.requires_grad) for t in leaves)
@@ -525,7 +534,8 @@ class Function:
         if not args and not kwargs and self.input_signature is not None:
             from eager import functions as F
 
-            args = tuple(F.zeros(tuple(1 if d is None else d for d in s.shape), dtype=s.dtype)
+            args = tuple(F.zeros(tuple(d if isinstance(d, int) else 1 for d in s.shape),
+                                 dtype=s.dtype)
                          for s in self.input_signature)
         leaves, names, tree = self._flatten_args(args, kwargs)
         if self.input_signature is not None:
@@ -541,11 +551,20 @@ class Function:
         if len(spec) != len(leaves):
             raise TypeError(f"{self._name}: input_signature has {len(spec)} tensor specs but "
                             f"the call passes {len(leaves)} tensors ({', '.join(names)})")
+        named: dict = {}
         for s, t, n in zip(spec, leaves, names):
             if not s.matches(t):
                 raise TypeError(f"{self._name}: argument {n} is {_sig_text(t.shape, t.dtype)} "
                                 f"but input_signature expects {s}; pass a matching tensor or "
                                 f"change the signature")
+            for axis, (d, size) in enumerate(zip(s.shape, t.shape)):
+                if isinstance(d, str):
+                    first = named.setdefault(d, (size, n, axis))
+                    if first[0] != size:
+                        raise TypeError(
+                            f"{self._name}: dimension {d!r} is {first[0]} in argument "
+                            f"{first[1]} (dim {first[2]}) but {size} in argument {n} (dim "
+                            f"{axis}); input_signature names them as one size")
 
     # -------------------------------------------------------------- tracing
     def _trace_new(self, args, kwargs, leaves, names, tree, key, force=False):
@@ -742,7 +761,7 @@ def trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
     tr = Trace(name)
     tr.entry_grads = _entry_grads(fn, args, kwargs)
     traced_leaves = []
-    symbols: list = []
+    symbols: dict = {}
     for k, (t, n) in enumerate(zip(leaves, names)):
         ty = _type_of(t) if input_signature is None else signature_type(input_signature[k],
                                                                          symbols)

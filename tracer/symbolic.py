@@ -7,7 +7,9 @@ traces `x` as `f32[N0,4]`: `N0` is a `SymbolicDim`, a size that is bound to the
 argument's actual size at every call.  Each `None` is its own symbol (`N0`,
 `N1`, ... in argument order), even at the same position of two arguments:
 nothing says they agree, so broadcasting one against the other is refused
-while tracing rather than trusted.
+while tracing rather than trusted.  A dimension given as a string
+(`TensorSpec(("batch", 4))`) is one symbol wherever that name appears, and the
+call's signature check makes those sizes agree.
 
 While tracing, `x.shape[0]` is the `SymbolicDim` itself.  It passes through
 shape-polymorphic ops (elementwise, reductions, matmul rows, permute, `:`
@@ -59,13 +61,19 @@ def symbolic_error(op: str, in_types, exc: Exception) -> TracingError:
                         f"dimensions (None in the input_signature): {detail}. {_ADVICE}.")
 
 
-def signature_type(spec, n_dims: list) -> TensorType:
-    """The traced type of an argument with TensorSpec `spec`: a new symbol per None."""
+def signature_type(spec, symbols: dict) -> TensorType:
+    """The traced type of an argument with TensorSpec `spec`: a new symbol per None, one
+    symbol per dimension name (`symbols` collects them over the arguments, in order)."""
     shape = []
     for d in spec.shape:
-        if d is None:
-            shape.append(SymbolicDim(f"N{len(n_dims)}"))
-            n_dims.append(shape[-1])
+        if d is None or isinstance(d, str):
+            key = object() if d is None else d
+            sym = symbols.get(key)
+            if sym is None:
+                # Printed N0, N1, ... whatever the user's names: they become identifiers of
+                # generated kernels, where a user's name could clash.
+                sym = symbols[key] = SymbolicDim(f"N{len(symbols)}")
+            shape.append(sym)
         else:
             shape.append(int(d))
     return TensorType(tuple(shape), spec.dtype)

@@ -111,3 +111,31 @@ def test_max_over_an_empty_symbolic_axis_raises_on_numba():
     np.testing.assert_array_equal(f(eager.ones(2, 4)).numpy(), np.ones(4))
     with pytest.raises(ValueError, match="size 0"):
         f(eager.ones(0, 4))
+
+
+def test_training_step_with_a_named_batch_dimension_on_numba():
+    import copy
+
+    import eager.optim as optim
+
+    def step(model, opt, x, y):
+        opt.zero_grad()
+        loss = F.mse_loss(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+    twin = copy.deepcopy(model)
+    opt, twin_opt = optim.SGD(model.parameters(), lr=0.1), optim.SGD(twin.parameters(), lr=0.1)
+    f = tracer.function(lambda x, y: step(twin, twin_opt, x, y), backend="numba",
+                        input_signature=[TensorSpec(("batch", 4)), TensorSpec(("batch", 2))])
+    for n in (3, 5, 64, 1):
+        x, y = eager.randn(n, 4), eager.randn(n, 2)
+        want, got = step(model, opt, x, y), f(x, y)
+        np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-5)
+        for p, q in zip(model.parameters(), twin.parameters()):
+            np.testing.assert_allclose(q.detach().numpy(), p.detach().numpy(), rtol=1e-4,
+                                       atol=1e-6)
+    assert f.trace_count == 1
+    assert isinstance(f.get_concrete_function().program, Program)

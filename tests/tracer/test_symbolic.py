@@ -248,3 +248,52 @@ def test_backward_through_a_symbolic_mlp_forward():
         for a, b in zip(got, want):
             np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
     assert f.trace_count == 1
+
+
+# --------------------------------------------------------------------------------------
+# named dimensions: one symbol across arguments
+
+def test_a_named_dimension_is_one_symbol_across_arguments():
+    @fn(input_signature=[TensorSpec(("batch", 4)), TensorSpec(("batch", 2)),
+                         TensorSpec((None,))])
+    def f(x, y, z):
+        return F.mse_loss(x[:, :2], y), z.sum()
+
+    cf = f.get_concrete_function()
+    assert [str(v.type) for v in cf.graph.inputs] == ["f32[N0,4]", "f32[N0,2]", "f32[N1]"]
+    for n in (3, 0, 9):
+        x, y = eager.randn(n, 4), eager.randn(n, 2)
+        loss, _ = f(x, y, eager.ones(5))
+        np.testing.assert_allclose(loss.numpy(), F.mse_loss(x[:, :2], y).numpy(), rtol=1e-6)
+    assert f.trace_count == 1
+    with pytest.raises(TypeError, match=r"dimension 'batch' is 3 in argument x \(dim 0\) but 4 "
+                                        r"in argument y"):
+        f(eager.ones(3, 4), eager.ones(4, 2), eager.ones(5))
+
+
+def test_a_training_step_traces_once_for_every_batch_size():
+    import copy
+
+    import eager.optim as optim
+
+    def step(model, opt, x, y):
+        opt.zero_grad()
+        loss = F.mse_loss(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    model = nn.Sequential(nn.Linear(4, 8), nn.GELU(), nn.Linear(8, 2))
+    twin = copy.deepcopy(model)
+    opt, twin_opt = optim.Adam(model.parameters(), lr=1e-2), optim.Adam(twin.parameters(), lr=1e-2)
+    f = fn(lambda x, y: step(twin, twin_opt, x, y),
+           input_signature=[TensorSpec(("batch", 4)), TensorSpec(("batch", 2))])
+    for n in (3, 5, 8, 1, 16):
+        x, y = eager.randn(n, 4), eager.randn(n, 2)
+        want, got = step(model, opt, x, y), f(x, y)
+        np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-5)
+        for p, q in zip(model.parameters(), twin.parameters()):
+            np.testing.assert_allclose(q.detach().numpy(), p.detach().numpy(), rtol=1e-4,
+                                       atol=1e-6)
+    # the first call creates Adam's state (a trace that runs once); then one for every size
+    assert f.trace_count == 2
