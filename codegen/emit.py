@@ -18,8 +18,10 @@ import re
 import numpy as np
 
 from eager.dtypes import SHORT_NAMES
+from eager.ops import Dim
 from tracer.ir import Literal, Var
 from tracer.printing import format_eqn
+from tracer.symbolic import graph_dims
 
 from .fuse import KernelGroup, Partition
 from .lower import INT_POWERS, expression, np_type
@@ -548,13 +550,11 @@ def _col_code(ks: KernelSource, loop_vars, idx) -> list:
 
 
 def _symbolic(shape) -> bool:
-    return not all(isinstance(d, int) for d in shape)
+    return any(isinstance(d, Dim) for d in shape)
 
 
 def _used_dims(ks: KernelSource, code: list) -> list:
     """The symbolic sizes the kernel's code names (run-time int64 arguments after the arrays)."""
-    from tracer.symbolic import graph_dims
-
     text = "\n".join(code)
     return [d for d in graph_dims(ks.part.graph) if re.search(rf"\b{d.name}\b", text)]
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from eager.ops import Dim
 from tracer.ir import Graph, Literal, Var
 
 from .lower import LOWERING
@@ -381,7 +382,7 @@ def describe(p: Partition) -> str:
 
 def _concrete(shape) -> bool:
     """No symbolic (run-time) sizes in `shape` (see tracer.symbolic)."""
-    return all(isinstance(d, int) for d in shape)
+    return not any(isinstance(d, Dim) for d in shape)
 
 
 def _span(ms) -> str:

@@ -324,6 +324,9 @@ class Program:
 
     def describe(self) -> str:
         text = describe(self.part)
+        if self._bind is not None:
+            dims = ", ".join(map(str, graph_dims(self.graph)))
+            text += f"\n  symbolic sizes {dims}: bound per call, run-time arguments of the kernels"
         failed = [k for k in self.kernels if k.fn is None]
         if failed:
             text += "\n" + "\n".join(f"  note: {k.name} runs through numpy ({k.error})"

@@ -22,7 +22,7 @@ import numpy as np
 
 from eager import autograd
 from eager.autograd import Node
-from eager.ops import OPS, TensorType
+from eager.ops import OPS, Dim, TensorType
 from eager.tensor import Tensor
 
 from .ir import Eqn, Graph, Var, verify
@@ -150,7 +150,7 @@ def _joint_graph(graph: Graph, input_rg, capture_rg):
 
 def _nbytes(v: Var) -> int:
     # A symbolic (batch) dimension counts as large: saving is then weighed as for big data.
-    return math.prod(d if isinstance(d, int) else 1024 for d in v.type.shape) \
+    return math.prod(1024 if isinstance(d, Dim) else d for d in v.type.shape) \
         * v.type.dtype.itemsize
 
 

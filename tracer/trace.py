@@ -21,7 +21,7 @@ import numpy as np
 
 from eager import dispatch
 from eager.errors import user_frame
-from eager.ops import TensorType
+from eager.ops import Dim, TensorType
 from eager.tensor import Tensor
 
 from .ir import Eqn, Graph, Literal, Var
@@ -75,7 +75,7 @@ class TracedValue:
     def size(self) -> int:
         n = 1
         for s in self.var.type.shape:
-            if not isinstance(s, int):  # a symbolic dimension: raises TracingError
+            if isinstance(s, Dim):  # a symbolic dimension: raises TracingError
                 s.unknown(f"the number of elements of %{self.var.name}: {self.var.type}")
             n *= s
         return n

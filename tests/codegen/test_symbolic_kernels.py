@@ -66,7 +66,7 @@ def test_kernels_take_the_size_as_a_loop_bound_and_compile_once():
         assert '@njit("void(float32[::1], float32[::1], int64)"' in kernel.source
         assert "def kernel(in0, out0, N0):" in kernel.source
         assert "for i0 in range(N0):" in kernel.source
-        assert "N0*4 iterations" in str(cf)
+        assert "N0*4 iterations" in str(cf) and "symbolic sizes N0: bound per call" in str(cf)
         codegen.reset_stats()
         for n in (5, 64, 0, 1000):
             x = eager.randn(n, 4)
