@@ -820,19 +820,32 @@ def _make(arr, requires_grad):
     return t
 
 
+def _creation_shape(shape, op):
+    """A creation function's shape; a symbolic size (tracer) has no array to fill."""
+    shape = _shape_arg(shape)
+    if has_dims(shape):
+        _first_dim(shape).unknown(
+            f"{op} of shape {_shape_text(shape)} (creation functions make concrete arrays; a "
+            f"read-only broadcast keeps the size symbolic: "
+            f"eager.{op}(1, *x.shape[1:]).expand(x.shape))")
+    return shape
+
+
 def zeros(*shape, dtype=None, requires_grad=False):
-    return _make(np.zeros(_shape_arg(shape), _creation_dtype(dtype)), requires_grad)
+    return _make(np.zeros(_creation_shape(shape, "zeros"), _creation_dtype(dtype)),
+                 requires_grad)
 
 
 def ones(*shape, dtype=None, requires_grad=False):
-    return _make(np.ones(_shape_arg(shape), _creation_dtype(dtype)), requires_grad)
+    return _make(np.ones(_creation_shape(shape, "ones"), _creation_dtype(dtype)),
+                 requires_grad)
 
 
 def full(shape, fill_value, dtype=None, requires_grad=False):
     if dtype is None:
         dtype = dtypes.scalar_dtype(fill_value)
-    return _make(np.full(_shape_arg((shape,)), fill_value, _creation_dtype(dtype)),
-                 requires_grad)
+    return _make(np.full(_creation_shape((shape,), "full"), fill_value,
+                         _creation_dtype(dtype)), requires_grad)
 
 
 def zeros_like(x, dtype=None, requires_grad=False):

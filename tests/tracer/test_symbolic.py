@@ -150,6 +150,10 @@ def _slice_along(x):
     return x[1:]  # slice-line
 
 
+def _zeros_like(x):
+    return eager.zeros_like(x) + x  # zeros-line
+
+
 def _broadcast_fixed(x):
     return x + eager.ones(5, 4)  # fixed-line
 
@@ -159,6 +163,7 @@ def _broadcast_fixed(x):
     (_int_of_dim, "int-line", ["int(N0)"]),
     (_cat_along, "cat-line", ["cat on f32[N0,4], f32[N0,4]", "cat along the symbolic"]),
     (_slice_along, "slice-line", ["the slice 1:None:None along the symbolic dimension N0"]),
+    (_zeros_like, "zeros-line", ["zeros of shape (N0, 4)", "eager.zeros(1, *x.shape[1:])"]),
     (_broadcast_fixed, "fixed-line", ["add on f32[N0,4], f32[5,4]", "may differ at run time"]),
 ])
 def test_needing_the_size_raises_tracing_error(body, marker, words):
@@ -212,8 +217,19 @@ def test_mean_over_a_symbolic_axis_counts_at_run_time_and_is_not_folded():
 
 def test_random_ops_of_a_symbolic_shape_take_the_size_at_run_time():
     f = fn(lambda x: x + eager.randn(x.shape), input_signature=ROWS)
+    drop = nn.Dropout(0.5)
+    g = fn(lambda x: drop(x), input_signature=ROWS)
     for n in SIZES:
         assert f(eager.zeros(n, 4)).shape == (n, 4)
+        assert g(eager.ones(n, 4)).shape == (n, 4)
+    assert f.trace_count == 1 and g.trace_count == 1
+
+
+def test_a_broadcast_constant_keeps_the_size_symbolic():
+    f = fn(lambda x: x + eager.ones(1, *x.shape[1:]).expand(x.shape), input_signature=ROWS)
+    for n in SIZES:
+        x = eager.randn(n, 4)
+        np.testing.assert_array_equal(f(x).numpy(), x.numpy() + 1)
     assert f.trace_count == 1
 
 
