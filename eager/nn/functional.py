@@ -11,6 +11,7 @@ import math
 from .. import dtypes
 from .. import functions as T
 from ..errors import op_error
+from ..ops import Dim
 
 relu = T.relu
 sigmoid = T.sigmoid
@@ -74,9 +75,24 @@ def nll_loss(logp, target, reduction: str = "mean"):
         raise op_error("nll_loss", f"class-index targets must be integers, got {target.dtype}",
                        (logp, target), hint="pass labels as an int64 tensor (.long())",
                        exc=TypeError)
+    if logp.ndim == 2 and target.ndim == 1 and target.shape[0] is not logp.shape[0] and (
+            isinstance(logp.shape[0], Dim) or isinstance(target.shape[0], Dim)):
+        d = logp.shape[0] if isinstance(logp.shape[0], Dim) else target.shape[0]
+        d.unknown(f"nll_loss of input {tuple(logp.shape)} and target {tuple(target.shape)} "
+                  f"(their batch sizes may differ at run time; name that dimension alike in "
+                  f"both TensorSpecs, e.g. TensorSpec((\"batch\", C)) and "
+                  f"TensorSpec((\"batch\",), eager.int64))")
     if logp.ndim != 2 or target.ndim != 1 or target.shape[0] != logp.shape[0]:
         raise op_error("nll_loss", "expected input (N, C) and target (N,)", (logp, target),
                        hint="flatten extra dimensions first")
+    if isinstance(logp.shape[0], Dim):
+        # A symbolic batch has no arange(N) to gather rows with: pick each row's target
+        # class through a one-hot mask over the classes instead (where, not a product, so a
+        # -inf elsewhere in the row cannot turn the zeros into NaN).
+        classes = T.reshape(T.arange(logp.shape[1]), (1, logp.shape[1]))
+        mask = T.eq(classes, T.reshape(target, (target.shape[0], 1)))
+        picked = T.sum(T.where(mask, logp, T.const(0, logp.dtype)), 1)
+        return _reduce(T.neg(picked), reduction, "nll_loss")
     rows = T.arange(logp.shape[0])
     # logp[rows, target] as the gather op getitem would end in, without getitem's key
     # parsing and the identity permute it records first (both show in a training step).

@@ -139,3 +139,15 @@ def test_training_step_with_a_named_batch_dimension_on_numba():
                                        atol=1e-6)
     assert f.trace_count == 1
     assert isinstance(f.get_concrete_function().program, Program)
+
+
+def test_cross_entropy_over_a_named_batch_on_numba():
+    f = tracer.function(lambda x, y: F.cross_entropy(x * 2.0, y), backend="numba",
+                        input_signature=[TensorSpec(("batch", 5)),
+                                         TensorSpec(("batch",), eager.int64)])
+    with eager.no_grad():
+        for n in SIZES:
+            x, y = eager.randn(n, 5), eager.randint(0, 5, (n,))
+            np.testing.assert_allclose(f(x, y).numpy(), F.cross_entropy(x * 2.0, y).numpy(),
+                                       rtol=1e-5)
+    assert f.trace_count == 1

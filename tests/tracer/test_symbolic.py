@@ -287,25 +287,32 @@ def test_a_named_dimension_is_one_symbol_across_arguments():
         f(eager.ones(3, 4), eager.ones(4, 2), eager.ones(5))
 
 
-def test_a_training_step_traces_once_for_every_batch_size():
+@pytest.mark.parametrize("loss_name", ["mse", "cross_entropy"])
+def test_a_training_step_traces_once_for_every_batch_size(loss_name):
     import copy
 
     import eager.optim as optim
 
     def step(model, opt, x, y):
         opt.zero_grad()
-        loss = F.mse_loss(model(x), y)
+        out = model(x)
+        loss = F.mse_loss(out, y) if loss_name == "mse" else F.cross_entropy(out, y)
         loss.backward()
         opt.step()
         return loss
 
+    def targets(n):
+        return eager.randn(n, 2) if loss_name == "mse" else eager.randint(0, 2, (n,))
+
+    target_spec = (TensorSpec(("batch", 2)) if loss_name == "mse"
+                   else TensorSpec(("batch",), eager.int64))
     model = nn.Sequential(nn.Linear(4, 8), nn.GELU(), nn.Linear(8, 2))
     twin = copy.deepcopy(model)
     opt, twin_opt = optim.Adam(model.parameters(), lr=1e-2), optim.Adam(twin.parameters(), lr=1e-2)
     f = fn(lambda x, y: step(twin, twin_opt, x, y),
-           input_signature=[TensorSpec(("batch", 4)), TensorSpec(("batch", 2))])
+           input_signature=[TensorSpec(("batch", 4)), target_spec])
     for n in (3, 5, 8, 1, 16):
-        x, y = eager.randn(n, 4), eager.randn(n, 2)
+        x, y = eager.randn(n, 4), targets(n)
         want, got = step(model, opt, x, y), f(x, y)
         np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-5)
         for p, q in zip(model.parameters(), twin.parameters()):
@@ -313,3 +320,17 @@ def test_a_training_step_traces_once_for_every_batch_size():
                                        atol=1e-6)
     # the first call creates Adam's state (a trace that runs once); then one for every size
     assert f.trace_count == 2
+
+
+def _loss_two_symbols(x, y):
+    return F.cross_entropy(x, y)  # ce-line
+
+
+def test_a_loss_over_two_batch_symbols_says_to_name_the_dimension():
+    f = fn(_loss_two_symbols, input_signature=[TensorSpec((None, 4)),
+                                               TensorSpec((None,), eager.int64)])
+    with pytest.raises(TracingError) as info:
+        f(eager.randn(2, 4), eager.tensor([0, 1]))
+    message = str(info.value)
+    assert line(_loss_two_symbols, "ce-line") in message
+    assert "name that dimension alike in both TensorSpecs" in message
