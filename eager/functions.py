@@ -440,7 +440,7 @@ def _reshape_symbolic(x, shape):
     around it may merge and split, and one -1 may stand for concrete ones)."""
     size, dims = symbolic_size(x.shape)
     if -1 in shape:
-        known, kdims = symbolic_size(s for s in shape if not (s == -1))
+        known, kdims = symbolic_size(s for s in shape if s != -1)
         if kdims == dims and known and size % known == 0:
             shape = tuple(size // known if s == -1 else s for s in shape)
     if symbolic_size(shape) != (size, dims) or -1 in shape:

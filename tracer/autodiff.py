@@ -22,7 +22,7 @@ import numpy as np
 
 from eager import autograd
 from eager.autograd import Node
-from eager.ops import OPS, Dim, TensorType
+from eager.ops import OPS, Dim, TensorType, has_dims
 from eager.tensor import Tensor
 
 from .ir import Eqn, Graph, Var, verify
@@ -325,9 +325,9 @@ class CompiledNode(Node):
 
     def _concrete_shape(self, shape, g):
         """`shape` with symbolic dims bound from the saved arrays and the incoming grad."""
-        from .symbolic import bind_shape, is_symbolic, matches
+        from .symbolic import bind_shape
 
-        if not is_symbolic(shape):
+        if not has_dims(shape):
             return shape
         bwd = self.plan.backward
         n = len(self.saved_arrays)

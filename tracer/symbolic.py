@@ -79,13 +79,6 @@ def signature_type(spec, symbols: dict) -> TensorType:
     return TensorType(tuple(shape), spec.dtype)
 
 
-def is_symbolic(shape) -> bool:
-    for d in shape:
-        if isinstance(d, Dim):
-            return True
-    return False
-
-
 def param_has_dims(v) -> bool:
     if isinstance(v, Dim):
         return True
@@ -249,4 +242,4 @@ def substitute_graph(graph, sizes: dict):
 
 
 __all__ = ["SymbolicDim", "SymbolicDimError", "signature_type", "binder", "bind_params",
-           "bind_shape", "substitute_graph", "matches", "graph_dims", "is_symbolic"]
+           "bind_shape", "substitute_graph", "matches", "graph_dims"]

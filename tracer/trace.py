@@ -21,7 +21,7 @@ import numpy as np
 
 from eager import dispatch
 from eager.errors import user_frame
-from eager.ops import Dim, TensorType
+from eager.ops import Dim, TensorType, has_dims
 from eager.tensor import Tensor
 
 from .ir import Eqn, Graph, Literal, Var
@@ -356,9 +356,9 @@ class Trace:
 
 def _symbolic(in_types, params) -> bool:
     """Does an equation involve symbolic dimensions (in operand shapes or parameters)?"""
-    from .symbolic import is_symbolic, param_has_dims
+    from .symbolic import param_has_dims
 
-    return any(is_symbolic(t.shape) for t in in_types) or any(
+    return any(has_dims(t.shape) for t in in_types) or any(
         param_has_dims(v) for v in params.values())
 
 

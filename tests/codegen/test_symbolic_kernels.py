@@ -13,6 +13,8 @@ import eager
 import eager.nn as nn
 import eager.nn.functional as F
 import tracer
+from _symbolic_checks import (check_backward_through_mlp, check_every_size,
+                              check_training_step)
 from codegen.runtime import PerSizeProgram, Program
 from tracer import TensorSpec
 
@@ -44,13 +46,8 @@ WORKLOADS = {
 @pytest.mark.parametrize("name", sorted(WORKLOADS))
 def test_numba_one_trace_serves_every_size(name):
     body, runtime_sizes = WORKLOADS[name]
-    f = tracer.function(body, input_signature=ROWS, backend="numba")
-    with eager.no_grad():
-        for n in SIZES:
-            x = eager.randn(n, 4)
-            got, want = f(x), body(x)
-            assert got.shape == want.shape and got.dtype == want.dtype
-            np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
+    f = check_every_size(body, "numba", SIZES)
+    with eager.no_grad():  # (grad mode is part of the cache key)
         program = f.get_concrete_function(eager.ones(3, 4)).program
     assert f.trace_count == 1
     assert isinstance(program, Program if runtime_sizes else PerSizeProgram)
@@ -90,19 +87,7 @@ def test_per_size_fallback_says_so_and_is_cached():
 
 
 def test_backward_through_a_symbolic_mlp_forward_on_numba():
-    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
-    f = tracer.function(lambda x: model(x), input_signature=ROWS, backend="numba")
-    for n in SIZES:
-        x = eager.randn(n, 4, requires_grad=True)
-        model.zero_grad()
-        (model(x) ** 2).sum().backward()
-        want = [p.grad.numpy().copy() for p in model.parameters()] + [x.grad.numpy().copy()]
-        model.zero_grad()
-        x.grad = None
-        (f(x) ** 2).sum().backward()
-        got = [p.grad.numpy() for p in model.parameters()] + [x.grad.numpy()]
-        for a, b in zip(got, want):
-            np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+    f = check_backward_through_mlp("numba", SIZES)
     assert f.trace_count == 1
 
 
@@ -114,29 +99,9 @@ def test_max_over_an_empty_symbolic_axis_raises_on_numba():
 
 
 def test_training_step_with_a_named_batch_dimension_on_numba():
-    import copy
-
     import eager.optim as optim
 
-    def step(model, opt, x, y):
-        opt.zero_grad()
-        loss = F.mse_loss(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss
-
-    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
-    twin = copy.deepcopy(model)
-    opt, twin_opt = optim.SGD(model.parameters(), lr=0.1), optim.SGD(twin.parameters(), lr=0.1)
-    f = tracer.function(lambda x, y: step(twin, twin_opt, x, y), backend="numba",
-                        input_signature=[TensorSpec(("batch", 4)), TensorSpec(("batch", 2))])
-    for n in (3, 5, 64, 1):
-        x, y = eager.randn(n, 4), eager.randn(n, 2)
-        want, got = step(model, opt, x, y), f(x, y)
-        np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-5)
-        for p, q in zip(model.parameters(), twin.parameters()):
-            np.testing.assert_allclose(q.detach().numpy(), p.detach().numpy(), rtol=1e-4,
-                                       atol=1e-6)
+    f = check_training_step("numba", "mse", lambda ps: optim.SGD(ps, lr=0.1), (3, 5, 64, 1))
     assert f.trace_count == 1
     assert isinstance(f.get_concrete_function().program, Program)
 

@@ -15,6 +15,8 @@ import tracer
 from eager.ops import Dim
 from tracer import TensorSpec, TracingError
 
+from _symbolic_checks import (check_backward_through_mlp, check_every_size,
+                              check_training_step)
 from _tracer_helpers import fn
 
 # 0/0 of a mean over an empty axis is a value here, not a warning (as in eager).
@@ -60,14 +62,7 @@ WORKLOADS = {
 
 @pytest.mark.parametrize("name", sorted(WORKLOADS))
 def test_one_trace_serves_every_size(name):
-    body = WORKLOADS[name]
-    f = fn(body, input_signature=ROWS)
-    with eager.no_grad():
-        for n in SIZES:
-            x = eager.randn(n, 4)
-            got, want = f(x), body(x)
-            assert got.shape == want.shape and got.dtype == want.dtype
-            np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
+    f = check_every_size(WORKLOADS[name], "interpret", SIZES)
     assert f.trace_count == 1
 
 
@@ -250,19 +245,7 @@ def test_cond_with_symbolic_operands():
 # autograd through a compiled function with a symbolic batch dimension
 
 def test_backward_through_a_symbolic_mlp_forward():
-    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
-    f = fn(lambda x: model(x), input_signature=ROWS)
-    for n in SIZES:
-        x = eager.randn(n, 4, requires_grad=True)
-        model.zero_grad()
-        (model(x) ** 2).sum().backward()
-        want = [p.grad.numpy().copy() for p in model.parameters()] + [x.grad.numpy().copy()]
-        model.zero_grad()
-        x.grad = None
-        (f(x) ** 2).sum().backward()
-        got = [p.grad.numpy() for p in model.parameters()] + [x.grad.numpy()]
-        for a, b in zip(got, want):
-            np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+    f = check_backward_through_mlp("interpret", SIZES)
     assert f.trace_count == 1
 
 
@@ -289,35 +272,10 @@ def test_a_named_dimension_is_one_symbol_across_arguments():
 
 @pytest.mark.parametrize("loss_name", ["mse", "cross_entropy"])
 def test_a_training_step_traces_once_for_every_batch_size(loss_name):
-    import copy
-
     import eager.optim as optim
 
-    def step(model, opt, x, y):
-        opt.zero_grad()
-        out = model(x)
-        loss = F.mse_loss(out, y) if loss_name == "mse" else F.cross_entropy(out, y)
-        loss.backward()
-        opt.step()
-        return loss
-
-    def targets(n):
-        return eager.randn(n, 2) if loss_name == "mse" else eager.randint(0, 2, (n,))
-
-    target_spec = (TensorSpec(("batch", 2)) if loss_name == "mse"
-                   else TensorSpec(("batch",), eager.int64))
-    model = nn.Sequential(nn.Linear(4, 8), nn.GELU(), nn.Linear(8, 2))
-    twin = copy.deepcopy(model)
-    opt, twin_opt = optim.Adam(model.parameters(), lr=1e-2), optim.Adam(twin.parameters(), lr=1e-2)
-    f = fn(lambda x, y: step(twin, twin_opt, x, y),
-           input_signature=[TensorSpec(("batch", 4)), target_spec])
-    for n in (3, 5, 8, 1, 16):
-        x, y = eager.randn(n, 4), targets(n)
-        want, got = step(model, opt, x, y), f(x, y)
-        np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-5)
-        for p, q in zip(model.parameters(), twin.parameters()):
-            np.testing.assert_allclose(q.detach().numpy(), p.detach().numpy(), rtol=1e-4,
-                                       atol=1e-6)
+    f = check_training_step("interpret", loss_name, lambda ps: optim.Adam(ps, lr=1e-2),
+                            (3, 5, 8, 1, 16))
     # the first call creates Adam's state (a trace that runs once); then one for every size
     assert f.trace_count == 2
 
