@@ -775,6 +775,7 @@ def trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
             out = fn(*targs, **tkwargs)
             out_leaves, out_names = [], []
             out_tree = flatten(out, out_leaves, "out", out_names)
+            _refuse_symbolic_outputs(out_tree, name)
             outputs = tuple(tr.lift(t) for t in out_leaves)
             differentiable = any(t.grad_fn is not None and t.grad_fn._state is None
                                  for t in out_leaves)
@@ -832,6 +833,23 @@ def trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
         grad_pattern=grad_pattern, sources=sources, one_shot=bool(created_targets),
         differentiable=differentiable, trace_seconds=t1 - t0, compile_seconds=t2 - t1,
         created_targets=created_targets, root_guards=root_guards)
+
+
+def _refuse_symbolic_outputs(tree, name):
+    """A symbolic size returned as a Python value would reach the caller as the symbol (N0),
+    not as this call's size."""
+    from eager.ops import Dim
+
+    from .pytree import Static
+
+    if isinstance(tree, Static):
+        if isinstance(tree.value, Dim):
+            tree.value.unknown(f"returning the symbolic size {tree.value} from {name} (the "
+                               f"caller gets Python values as traced; return a tensor, or read "
+                               f"the size from the result's shape)")
+    elif isinstance(tree, tuple):
+        for t in tree:
+            _refuse_symbolic_outputs(t, name)
 
 
 def _type_of(t: Tensor):

@@ -292,3 +292,9 @@ def test_a_loss_over_two_batch_symbols_says_to_name_the_dimension():
     message = str(info.value)
     assert line(_loss_two_symbols, "ce-line") in message
     assert "name that dimension alike in both TensorSpecs" in message
+
+
+def test_returning_a_symbolic_size_raises():
+    f = fn(lambda x: (x * 2.0, x.shape), input_signature=ROWS)
+    with pytest.raises(TracingError, match="returning the symbolic size N0 from <lambda>"):
+        f(eager.ones(3, 4))
