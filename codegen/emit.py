@@ -438,8 +438,8 @@ def _row_code(ks: KernelSource, loop_vars, idx, parallel) -> list:
         # A running max is a chain of compare-selects that LLVM will not vectorize without
         # 'nnan'; over one long trailing dim, keep LANES independent maxima instead (the
         # unrolled lanes vectorize) and fold them after the loop. NaNs are counted aside.
-        lanes = (_USE_LANES and len(inner_shape) == 1 and inner_shape[0] >= 4 * _LANES
-                 and any(e.op == "amax" for e, _ in accs))
+        lanes = (_USE_LANES and len(inner_shape) == 1 and not _symbolic(inner_shape)
+                 and inner_shape[0] >= 4 * _LANES and any(e.op == "amax" for e, _ in accs))
         for e, acc in accs:
             x = e.inputs[0]
             val = inner_scope.get(id(x)) or ks.load(x, idx, inner_scope, inner)

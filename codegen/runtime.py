@@ -9,12 +9,13 @@ a jitted function, which page-faults on fresh memory).
 
 Symbolic dimensions (a None of an input_signature, `tracer.symbolic`) are bound
 from the arguments' shapes at each call: kernels take them as int64 arguments
-(loop bounds; a symbolic size only ever leads a shape's C order, so it is never
-a stride), outputs are allocated from them, and op parameters holding them are
-substituted before numpy runs the op.  A graph some kernel of which would need a
-symbolic size as a stride or a compile-time constant (a reduction over all axes
-of a symbolic shape, a symbolic inner dimension) runs as `PerSizeProgram`
-instead: the whole program specialized and compiled per distinct size, cached.
+(loop bounds, named as the IR prints them), outputs are allocated from them, and
+op parameters holding them are substituted before numpy runs the op.  Emission
+refuses (SymbolicDimError) where a symbolic size would have to be a stride - an
+array it indexes has the size after its leading dimension, such as a (4, N0)
+result - or a compile-time constant (a row buffer of that length); a graph with
+such a kernel runs as `PerSizeProgram`: the whole program specialized and
+compiled once per distinct size, cached.  Symbolic loops are never prange'd.
 """
 from __future__ import annotations
 
