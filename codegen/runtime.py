@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from eager.ops import OPS
+from eager.ops import OPS, Dim
 from tracer import logs
 from tracer.interpret import _run_cond, _run_while
 from tracer.ir import Graph, Literal, Var
@@ -165,6 +165,7 @@ class Program:
             entry = entry.get_overload(entry.signatures[0])  # skips argument typing
         ins = list(zip(in_slots, checked))
         self._kernel_io = (in_slots, outs, entry)
+        self._kernel_dims = ks.dims
         if self._bind is not None:
             return self._symbolic_kernel_run(ins, outs, entry, ks.dims)
 
@@ -293,7 +294,7 @@ class Program:
         """For the common tiny program - one kernel from the arguments to the results -
         a call without the slot list (per-call overhead is the point of W6)."""
         if len(self.kernels) != 1 or len(self.ops) != 1 or self.const_slots \
-                or self._kernel_io is None or self._bind is not None:
+                or self._kernel_io is None or self._nonempty:
             return None
         in_slots, outs, entry = self._kernel_io
         if any(s >= self.n_args for s in in_slots) or self._result_slots is None:
@@ -305,6 +306,23 @@ class Program:
         specs = [(shape, dtype) for _, shape, dtype, _ in outs]
         empty = np.empty
         arg = _kernel_arg
+        if self._bind is not None:
+            where = self._bind.where  # Dim -> (argument, axis) holding its size
+            if any(d not in where for d in graph_dims(self.graph)):
+                return None
+            # each size read straight from the arguments' shapes, no {Dim: size} dict
+            sized = [(tuple(where[d] if isinstance(d, Dim) else d for d in shape), dtype)
+                     for shape, dtype in specs]
+            dim_at = [where[d] for d in self._kernel_dims]
+
+            def direct_symbolic(args):
+                arrays = [arg(args[s]) for s in in_slots]
+                results = [empty(tuple(args[d[0]].shape[d[1]] if d.__class__ is tuple else d
+                                       for d in shape), dtype) for shape, dtype in sized]
+                entry(*arrays, *[r.reshape(-1) for r in results],
+                      *[args[i].shape[axis] for i, axis in dim_at])
+                return [results[j] for j in order]
+            return direct_symbolic
 
         if len(in_slots) == 1 and len(specs) == 1:
             (s0,) = in_slots

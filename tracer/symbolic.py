@@ -159,6 +159,7 @@ def binder(graph):
                 f"in the graph but in none of its inputs, so their sizes cannot be bound at "
                 f"run time. {_ADVICE}.")
         return {d: args[i].shape[axis] for d, i, axis in plan}
+    bind.where = where  # {Dim: (argument index, axis)}, for callers that bind inline
     return bind
 
 
