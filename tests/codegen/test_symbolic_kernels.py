@@ -119,3 +119,30 @@ def test_cross_entropy_over_a_named_batch_on_numba():
             np.testing.assert_allclose(f(x, y).numpy(), F.cross_entropy(x * 2.0, y).numpy(),
                                        rtol=1e-5)
     assert f.trace_count == 1
+
+
+def test_threads_calling_with_different_sizes():
+    import threading
+
+    body = lambda x: F.layer_norm(x * 2.0, (4,)).sum(0)  # noqa: E731
+    f = tracer.function(body, input_signature=ROWS, backend="numba")
+    errors = []
+
+    def work(seed):
+        rng = np.random.default_rng(seed)
+        try:
+            with eager.no_grad():
+                for _ in range(50):
+                    x = eager.randn(int(rng.integers(0, 40)), 4)
+                    np.testing.assert_allclose(f(x).numpy(), body(x).numpy(), rtol=1e-4,
+                                               atol=1e-5)
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]
+    assert f.trace_count == 1

@@ -298,3 +298,17 @@ def test_returning_a_symbolic_size_raises():
     f = fn(lambda x: (x * 2.0, x.shape), input_signature=ROWS)
     with pytest.raises(TracingError, match="returning the symbolic size N0 from <lambda>"):
         f(eager.ones(3, 4))
+
+
+def test_the_verifier_tells_symbols_apart():
+    from tracer.ir import Eqn, Var, VerifyError
+    from tracer.symbolic import SymbolicDim
+
+    f = fn(lambda x: x * 2.0, input_signature=ROWS)
+    g = f.get_concrete_function().graph
+    tracer.verify(g)
+    (e,) = g.eqns
+    other = Var(e.out.name, eager.ops.TensorType((SymbolicDim("N1"), 4), e.out.type.dtype))
+    bad = g.replace(eqns=(Eqn(e.op, e.inputs, e.params, other, e.loc),), outputs=(other,))
+    with pytest.raises(VerifyError, match=r"typed f32\[N1,4\] but the registry infers"):
+        tracer.verify(bad)
