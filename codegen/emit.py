@@ -77,9 +77,12 @@ class Aff:
 class KernelSource:
     """Builds the source of one kernel module."""
 
-    def __init__(self, part: Partition, group: KernelGroup):
+    def __init__(self, part: Partition, group: KernelGroup, io=None):
         self.part = part
         self.group = group
+        # id(output Var) -> the input Var it overwrites element by element (an update
+        # written in place): that output is stored through the input's argument.
+        self.io = dict(io or {})
         self.members = {id(e.out): e for e in group.members}
         self.args: list = []          # base Vars read from memory
         self.arg_names: dict = {}
@@ -246,8 +249,11 @@ def _view_index(e, src_shape, idx):
 # --------------------------------------------------------------------------------------
 # kernel kinds
 
-def emit_kernel(part: Partition, group: KernelGroup) -> tuple[str, KernelSource]:
-    ks = KernelSource(part, group)
+def emit_kernel(part: Partition, group: KernelGroup, io=None) -> tuple[str, KernelSource]:
+    """Source of `group`'s kernel module. `io` (elementwise kernels only) maps outputs to
+    the inputs they overwrite in place (see runtime._plan_inplace)."""
+    assert not io or group.kind == "elementwise", "in-place outputs are elementwise only"
+    ks = KernelSource(part, group, io)
     shape = group.shape
     loop_vars = [f"i{k}" for k in range(len(shape))]
     idx = [Aff.var(v) for v in loop_vars]
@@ -279,7 +285,9 @@ def _elementwise_body(ks: KernelSource, idx) -> list:
         ks.compute(e, idx, scope, body, f"v{n}")
     for v in ks.outputs:
         flat = _flat(v.type.shape, idx)
-        body.append(f"{ks.out_names[id(v)]}[{flat.render()}] = {scope[id(v)]}")
+        old = ks.io.get(id(v))
+        name = ks.out_names[id(v)] if old is None else ks.arg(old)
+        body.append(f"{name}[{flat.render()}] = {scope[id(v)]}")
     return body
 
 
@@ -544,8 +552,9 @@ def _col_code(ks: KernelSource, loop_vars, idx) -> list:
 
 def _module(ks: KernelSource, code: list, parallel: bool, doc: str) -> str:
     g = ks.group
-    params = [ks.arg_names[id(v)] for v in ks.args] + [ks.out_names[id(v)] for v in ks.outputs]
-    types = [_NUMBA_TYPES[v.type.dtype.name] + "[::1]" for v in ks.args + ks.outputs]
+    outputs = [v for v in ks.outputs if id(v) not in ks.io]
+    params = [ks.arg_names[id(v)] for v in ks.args] + [ks.out_names[id(v)] for v in outputs]
+    types = [_NUMBA_TYPES[v.type.dtype.name] + "[::1]" for v in ks.args + outputs]
     lines = ks.header(doc)
     lines.append("import math  # noqa: F401")
     lines.append("")
@@ -563,9 +572,12 @@ def _module(ks: KernelSource, code: list, parallel: bool, doc: str) -> str:
     lines.append(f'@njit("void({", ".join(types)})", cache=True, fastmath={flags}, '
                  f'error_model="numpy"{", parallel=True" if parallel else ""})')
     lines.append(f"def {_fn_name(g)}({', '.join(params)}):")
+    written = {id(old): v for v, old in
+               ((v, ks.io[id(v)]) for v in ks.outputs if id(v) in ks.io)}
     for v in ks.args:
-        lines.append(f"    # {ks.arg_names[id(v)]}: {_describe_var(v)}")
-    for v in ks.outputs:
+        note = f", overwritten with %{written[id(v)].name}" if id(v) in written else ""
+        lines.append(f"    # {ks.arg_names[id(v)]}: {_describe_var(v)}{note}")
+    for v in outputs:
         lines.append(f"    # {ks.out_names[id(v)]}: {_describe_var(v)}")
     lines.extend(code)
     if not code:

@@ -131,6 +131,12 @@ class ConcreteFunction:
         # Nothing captured, nothing to guard: the signature alone selects this trace.
         self.unguarded = not captures and not root_guards
         self.writes_input_grads = any(t[0] == "input_grad" for t in update_targets)
+        # Updates of a .grad the program writes straight into the gradient's array
+        # (codegen.runtime._plan_inplace): (capture index, shape, dtype) per entry.
+        self._dest_targets = tuple(
+            (update_targets[u][1], tuple(graph.updates[u].type.shape), graph.updates[u].type.dtype)
+            for u in getattr(program, "dest_updates", ()))
+        self._dest_seen = [None] * len(self._dest_targets)
 
     # -------------------------------------------------------------- inspection
     @property
@@ -267,7 +273,11 @@ class ConcreteFunction:
             if len(leaves) == 1:
                 return Tensor._wrap(self.program([leaves[0]._data])[0])
             return Tensor._wrap(self.program([t._data for t in leaves])[0])
-        results = self.program(self._input_values(leaves))
+        values = self._input_values(leaves)
+        if self._dest_targets:
+            results = self.program(values, self._dests(values))
+        else:
+            results = self.program(values)
         outs = self._output_tensors(results)
         self._write_back(results[len(outs):], leaves)
         return unflatten(self.out_tree, iter(outs))
@@ -280,6 +290,32 @@ class ConcreteFunction:
             owner = self._capture_grad_owner[i]
             values.append((caps[owner].grad if owner is not None else t)._data)
         return values
+
+    def _dests(self, values) -> list:
+        """The current .grad arrays the program may write into, or None where one cannot be
+        used: missing, of another shape or dtype, not C-contiguous and writable, or one of
+        the call's own input arrays (which the program still reads)."""
+        caps = self._captures
+        seen = self._dest_seen
+        dests = []
+        for k, (i, shape, dtype) in enumerate(self._dest_targets):
+            g = caps[i]._grad
+            d = g._data if g is not None else None
+            if d is not None and d is not seen[k]:
+                # Checked once per array object: a tensor's array keeps its shape and
+                # layout; the same .grad array is reused call after call.
+                ok = (d.__class__ is np.ndarray and d.shape == shape and d.dtype == dtype
+                      and d.flags.c_contiguous and d.flags.writeable)
+                seen[k] = d if ok else None
+                if not ok:
+                    d = None
+            if d is not None:
+                for a in values:
+                    if a is d or (a.base is not None and a.base is d.base):
+                        d = None
+                        break
+            dests.append(d)
+        return dests
 
     def _output_tensors(self, results) -> list:
         """Tensors for the program's outputs (copies where they would alias)."""
@@ -310,6 +346,9 @@ class ConcreteFunction:
 
 def _assign_data(t: Tensor, value):
     data = t._data
+    if value is data:  # the program wrote it in place
+        t._version[0] += 1
+        return
     if data.__class__ is np.ndarray and data.shape == value.shape and data.flags.writeable:
         np.copyto(data, value)
     else:
@@ -322,6 +361,8 @@ def _assign_grad(t: Tensor, value):
         t.grad = None
         return
     g = t.grad
+    if g is not None and g._data is value:  # the program wrote it in place
+        return
     if g is not None and g._data.__class__ is np.ndarray and g._data.shape == value.shape \
             and g._data.flags.writeable:
         np.copyto(g._data, value)
@@ -764,6 +805,9 @@ def trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
     t1 = time.perf_counter()
     # A trace that creates state runs once (see _drop_temporaries): interpret it rather
     # than compile kernels that would never run again.
+    # For the backend: which capture holds each captured tensor's .grad (if read).
+    graph = graph.replace(meta={**graph.meta, "grad_capture": {
+        s.grad_owner: j for j, s in enumerate(caps) if getattr(s, "grad_owner", None) is not None}})
     program = get_backend("interpret" if created_targets else backend)(graph)
     t2 = time.perf_counter()
     # Whether a captured tensor's .grad is None matters only where the trace read it (a
