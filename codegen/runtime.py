@@ -10,6 +10,7 @@ a jitted function, which page-faults on fresh memory).
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import warnings
 from dataclasses import dataclass
@@ -22,8 +23,8 @@ from tracer.interpret import _run_cond, _run_while
 from tracer.ir import Graph, Literal, Var
 
 from . import build
-from .emit import emit_kernel
-from .fuse import CallStep, KernelGroup, ViewStep, describe, partition
+from .emit import PARALLEL_MIN_SIZE, emit_kernel
+from .fuse import CallStep, KernelGroup, ViewStep, describe, merge_adjacent, partition
 
 log = logging.getLogger("tracer.kernels")
 _warned: set = set()
@@ -76,6 +77,8 @@ class Program:
         self._tls = threading.local()
         # Updates written straight into the tensor they update (see _plan_inplace).
         self.inplace = _plan_inplace(graph, self.part, self._escaping)
+        # ...planned on the separate kernels, whose order merging keeps.
+        merge_adjacent(self.part, lambda g: math.prod(g.shape) < PARALLEL_MIN_SIZE)
         self.n_updates = len(graph.updates)
         self._dest_pos = {}  # slot of an update value -> its position in `dests`
         self._flat_cache: dict = {}  # id(array) -> (array, its flat kernel argument)
@@ -116,8 +119,9 @@ class Program:
 
     # -------------------------------------------------------------- steps
     def _kernel_op(self, group: KernelGroup):
+        mine = set(map(id, group.parts or [group]))
         io = {key: ip.old for key, ip in self.inplace.items()
-              if ip.io and self.part.group_of.get(key) is group}
+              if ip.io and id(self.part.group_of.get(key)) in mine}
         source, ks = emit_kernel(self.part, group, io)
         kernel = Kernel(group.name, group.kind, source, group)
         self.kernels.append(kernel)
@@ -135,7 +139,7 @@ class Program:
                 warnings.warn(f"codegen: could not build kernel {group.name} ({kernel.error}); "
                               f"running its {len(group.members)} equations through numpy "
                               f"instead", RuntimeWarning, stacklevel=2)
-            for key in [k for k in self.inplace if self.part.group_of.get(k) is group]:
+            for key in [k for k in self.inplace if id(self.part.group_of.get(k)) in mine]:
                 del self.inplace[key]  # the fallback writes fresh arrays
             return self._interpreted_group(group, ks.outputs)
         in_slots = [self.slots[id(v)] for v in ks.args]
