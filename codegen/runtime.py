@@ -81,7 +81,8 @@ class Program:
         merge_adjacent(self.part, lambda g: math.prod(g.shape) < PARALLEL_MIN_SIZE)
         self.n_updates = len(graph.updates)
         self._dest_pos = {}  # slot of an update value -> its position in `dests`
-        self._flat_cache: dict = {}  # id(array) -> (array, its flat kernel argument)
+        self.n_inputs = len(graph.inputs)
+        self._flat_cache = [None] * self.n_args  # per capture slot: (array, its flat view)
         self.const_slots = []
         for v, value in graph.consts:
             self.const_slots.append((self._slot(v), value))
@@ -97,6 +98,7 @@ class Program:
         self._result_slots = None
         if all(isinstance(x, Var) for x in graph.results):
             self._result_slots = [self.slots[id(x)] for x in graph.results]
+        self.call1 = None  # set by _direct_call for a one-array-in, one-out program
         self._direct = self._direct_call()
 
     # -------------------------------------------------------------- slots
@@ -173,7 +175,7 @@ class Program:
                 a = flat[s]
                 if a is None:
                     a = env[s]
-                    a = flat[s] = flat_of(a) if check else a.reshape(-1)
+                    a = flat[s] = flat_of(a, s) if check else a.reshape(-1)
                 args.append(a)
             pool = None
             for s, shape, dtype, pooled, io_slot, dest in outs:
@@ -205,19 +207,19 @@ class Program:
             entry(*args)
         return run
 
-    def _flat(self, a):
-        """`_kernel_arg(a)`, remembered per array object when it is a view (captures are
-        usually the same arrays call after call). A copy (of a non-contiguous or read-only
-        array) is made afresh at every call: the array's contents may have changed."""
-        cache = self._flat_cache
-        hit = cache.get(id(a))
+    def _flat(self, a, s):
+        """`_kernel_arg(a)` for the array in slot `s`. For captures (parameters, optimizer
+        state: the same arrays call after call) the last answer is kept when it is a view;
+        a copy (of a non-contiguous or read-only array) is made afresh at every call, since
+        the array's contents may have changed. Arguments are not kept: that would keep the
+        caller's last input alive."""
+        if s < self.n_inputs or s >= self.n_args:
+            return _kernel_arg(a)
+        hit = self._flat_cache[s]
         if hit is not None and hit[0] is a:
             return hit[1]
         f = _kernel_arg(a)
-        if _is_view_of(f, a):
-            if len(cache) > 4 * (self.n_args + 8):
-                cache.clear()
-            cache[id(a)] = (a, f)
+        self._flat_cache[s] = (a, f) if _is_view_of(f, a) else None
         return f
 
     def _interpreted_group(self, group: KernelGroup, outputs):
@@ -337,10 +339,17 @@ class Program:
         if len(in_slots) == 1 and len(specs) == 1:
             (s0,) = in_slots
             ((shape0, dtype0),) = specs
+            flat_out = len(shape0) == 1  # already the 1-D array the kernel takes
+
+            def call1(a):  # one array in, one out: what ConcreteFunction.run1 calls
+                out = empty(shape0, dtype0)
+                entry(arg(a), out if flat_out else out.reshape(-1))
+                return out
+            self.call1 = call1 if s0 == 0 and self.n_args == 1 else None
 
             def direct1(args):  # unrolled: comprehensions cost more than the kernel here
                 out = empty(shape0, dtype0)
-                entry(arg(args[s0]), out.reshape(-1))
+                entry(arg(args[s0]), out if flat_out else out.reshape(-1))
                 return [out]
             return direct1
 
@@ -463,7 +472,7 @@ def _kernel_arg(a):
         a = np.asarray(a)
     flags = a.flags
     if flags.c_contiguous and flags.writeable:
-        return a.reshape(-1)
+        return a if a.ndim == 1 else a.reshape(-1)
     flat = a.reshape(-1)  # a copy in C order when `a` is not contiguous
     # ... except when the strides are uniform (a[::2], a[::-1], (3,1) sliced with a step):
     # then reshape(-1) returns a strided 1-D *view*, which the kernel (entered without
@@ -475,6 +484,8 @@ def _kernel_arg(a):
 
 def _is_view_of(f, a) -> bool:
     """Whether `f`, from `_kernel_arg(a)`, is a view of `a`'s memory rather than a copy."""
+    if f is a:
+        return True
     b = f.base
     return b is not None and (b is a or b is a.base)
 

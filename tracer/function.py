@@ -130,6 +130,9 @@ class ConcreteFunction:
                        and not self._out_copies and len(graph.outputs) == 1)
         # Nothing captured, nothing to guard: the signature alone selects this trace.
         self.unguarded = not captures and not root_guards
+        # One array in, one fresh array out, nothing else to do: the one-argument fast path
+        # of Function.__call__ calls this with the argument's array.
+        self.run1 = getattr(program, "call1", None) if self._plain else None
         self.writes_input_grads = any(t[0] == "input_grad" for t in update_targets)
         # Updates of a .grad the program writes straight into the gradient's array
         # (codegen.runtime._plan_inplace): (capture index, shape, dtype) per entry.
@@ -420,6 +423,7 @@ class Function:
         self.optimize = optimize
         self._cache: dict = {}
         self._fast: dict = {}  # (tensor signature, grad mode) -> ConcreteFunction
+        self._last1 = None     # (shape, dtype, requires_grad, grad mode, concrete): last hit
         self._fast_ok = (not self.static_argnums and not self.static_argnames
                          and self.input_signature is None)
         self._lock = threading.RLock()
@@ -473,11 +477,27 @@ class Function:
                 a = args[0]
                 d = a._data if a.__class__ is Tensor else None
                 if d.__class__ is np.ndarray:
-                    concrete = self._fast.get((((d.shape, d.dtype, a.requires_grad),),
-                                               _grad_state.grad_enabled))
-                    if concrete is not None and (concrete.unguarded
-                                                 or concrete.guard_failure() is None):
-                        return concrete.run(args)
+                    # The last hit first: comparing four fields is cheaper than hashing
+                    # the nested key.
+                    last = self._last1
+                    enabled = _grad_state.grad_enabled
+                    if last is not None and last[0] == d.shape and last[1] is d.dtype and \
+                            last[2] is a.requires_grad and last[3] is enabled:
+                        concrete = last[4]
+                    else:
+                        concrete = self._fast.get((((d.shape, d.dtype, a.requires_grad),),
+                                                   enabled))
+                        if concrete is not None:
+                            self._last1 = (d.shape, d.dtype, a.requires_grad, enabled,
+                                           concrete)
+                    if concrete is not None:
+                        if concrete.unguarded:
+                            run1 = concrete.run1
+                            if run1 is not None:
+                                return Tensor._wrap(run1(d))
+                            return concrete.run(args)
+                        if concrete.guard_failure() is None:
+                            return concrete.run(args)
             sig = []
             for a in args:
                 if a.__class__ is not Tensor or a._data.__class__ is not np.ndarray:
