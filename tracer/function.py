@@ -115,6 +115,7 @@ class ConcreteFunction:
         self._root_guards = root_guards
         self._epoch = STRUCTURE_EPOCH[0]
         self._capture_types = tuple((v.type.shape, v.type.dtype) for v in graph.captures)
+        self._guard_seen = [None] * len(captures)  # per capture: last array that passed
         # requires_grad of each capture as traced: the backward graph of a training step
         # depends on it (freezing a layer must retrace). None for captured .grad tensors.
         self._capture_requires_grad = tuple(
@@ -160,17 +161,22 @@ class ConcreteFunction:
     def guard_failure(self):
         """None if the captured state still matches this trace, else what changed."""
         caps = self._captures
+        seen = self._guard_seen
         for i, t in enumerate(caps):
             owner = self._capture_grad_owner[i]
             if owner is not None:
-                t = caps[owner].grad
+                t = caps[owner]._grad
                 if t is None:
                     return f"capture {self.graph.capture_names[i]}: grad is now None"
             data = t._data
-            shape, dtype = self._capture_types[i]
-            if data.shape != shape or data.dtype != dtype:
-                return (f"capture {self.graph.capture_names[i]}: "
-                        f"{_sig_text(shape, dtype)} -> {_sig_text(data.shape, data.dtype)}")
+            if data is not seen[i]:  # shape and dtype checked once per array object
+                shape, dtype = self._capture_types[i]
+                if data.__class__ is not np.ndarray or data.shape != shape \
+                        or data.dtype != dtype:
+                    return (f"capture {self.graph.capture_names[i]}: "
+                            f"{_sig_text(shape, dtype)} -> "
+                            f"{_sig_text(np.shape(data), np.asarray(data).dtype)}")
+                seen[i] = data
             rg = self._capture_requires_grad[i]
             if rg is not None and t.requires_grad != rg:
                 return (f"capture {self.graph.capture_names[i]}: requires_grad "
@@ -183,7 +189,7 @@ class ConcreteFunction:
             if current is not obj:
                 return f"{desc} now names another object"
         for i, was_none in self._grad_pattern:
-            if (caps[i].grad is None) != was_none:
+            if (caps[i]._grad is None) != was_none:
                 return (f"capture {self.graph.capture_names[i]}: .grad is "
                         f"{'now set' if was_none else 'now None'}")
         if self._sources and STRUCTURE_EPOCH[0] != self._epoch:
@@ -336,7 +342,11 @@ class ConcreteFunction:
             kind, i = target
             if kind == "data":
                 owner = self._capture_grad_owner[i]
-                _assign_data(caps[owner].grad if owner is not None else caps[i], value)
+                t = caps[owner]._grad if owner is not None else caps[i]
+                if value is t._data:  # written in place by the program
+                    t._version[0] += 1
+                else:
+                    _assign_data(t, value)
             elif kind == "grad":
                 _assign_grad(caps[i], value)
             elif kind == "created":
@@ -363,7 +373,7 @@ def _assign_grad(t: Tensor, value):
     if value is None:
         t.grad = None
         return
-    g = t.grad
+    g = t._grad
     if g is not None and g._data is value:  # the program wrote it in place
         return
     if g is not None and g._data.__class__ is np.ndarray and g._data.shape == value.shape \
