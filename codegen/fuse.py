@@ -30,13 +30,15 @@ from .lower import LOWERING
 
 @dataclass(eq=False)
 class KernelGroup:
-    kind: str                     # "elementwise" | "row" | "col"
+    kind: str                     # "elementwise" | "row" | "col" | "multi"
     shape: tuple                  # the full iteration shape
     split: int = 0                # row: outer dims before it; col: reduced dims before it
     members: list = field(default_factory=list)   # Eqns in program order
     outputs: list = field(default_factory=list)   # Vars written to memory
     index: int = 0                # position in the step list
     name: str = ""
+    parts: list = field(default_factory=list)     # "multi": the groups it runs in turn
+    carried: set = field(default_factory=set)     # "multi": ids of 0-d values kept local
 
     def member_outs(self) -> set:
         return {id(e.out) for e in self.members}
@@ -342,6 +344,68 @@ def _can_join_as(p: Partition, g, e, kind, split) -> bool:
     return ok
 
 
+def merge_adjacent(p: Partition, small) -> None:
+    """Runs of adjacent elementwise kernels for which `small(group)` holds become one
+    "multi" kernel that runs their loop nests in turn (an optimizer's per-parameter
+    updates): one call instead of several, and one Numba compile. Values passed between
+    them still go through memory, in program order, so nothing else changes."""
+    steps, run = [], []
+
+    def flush():
+        if len(run) > 1:
+            steps.append(KernelGroup("multi", (), members=[m for g in run for m in g.members],
+                                     outputs=[v for g in run for v in g.outputs],
+                                     parts=list(run)))
+        else:
+            steps.extend(run)
+        run.clear()
+
+    for step in p.steps:
+        if isinstance(step, KernelGroup) and step.kind == "elementwise" and small(step):
+            run.append(step)
+        else:
+            flush()
+            steps.append(step)
+    flush()
+    if len(steps) == len(p.steps):
+        return
+    _carry_scalars(p, steps)
+    new_index = {}
+    for i, step in enumerate(steps):
+        for s in (step.parts or [step]) if isinstance(step, KernelGroup) else [step]:
+            new_index[s.index] = i
+            s.index = i
+        step.index = i
+    p.step_of = {k: new_index[i] for k, i in p.step_of.items()}
+    p.steps = steps
+    _name_groups(p)
+
+
+def _carry_scalars(p: Partition, steps) -> None:
+    """0-d values that a multi kernel computes in one loop nest and reads only in its
+    later ones stay local variables (a bias correction of Adam, read by every element):
+    not stored, not re-read from memory inside the loops."""
+    readers: dict = {}
+    for step in steps:
+        eqns = step.members if isinstance(step, KernelGroup) else [step.eqn]
+        for e in eqns:
+            for x in e.inputs:
+                b = p.base(x)
+                if isinstance(b, Var):
+                    readers.setdefault(id(b), set()).add(id(step))
+    results = {id(p.base(x)) for x in p.graph.results if isinstance(x, Var)}
+    for step in steps:
+        if not (isinstance(step, KernelGroup) and step.kind == "multi"):
+            continue
+        for sub in step.parts:
+            if sub.shape != ():
+                continue
+            for v in sub.outputs:
+                if id(v) not in results and readers.get(id(v), set()) <= {id(step)}:
+                    step.carried.add(id(v))
+        step.outputs = [v for v in step.outputs if id(v) not in step.carried]
+
+
 def _name_groups(p: Partition):
     name = p.graph.name
     k = 0
@@ -366,8 +430,20 @@ def describe(p: Partition) -> str:
                             if isinstance(p.base(x), Var) and p.group_of.get(id(p.base(x)))
                             is not step}, key=_var_sort)
             writes = ", ".join(repr(v) for v in step.outputs)
-            size = math.prod(step.shape) if _concrete(step.shape) else "*".join(
-                str(d) for d in step.shape)
+            size = _size_text(step.shape)
+            if step.kind == "multi":
+                lines.append(f"  {step.name}  multi       {_span(ms)}  "
+                             f"{len(step.parts)} loop nests in one kernel:")
+                for sub in step.parts:
+                    sub_reads = sorted({repr(p.base(x)) for m in sub.members for x in m.inputs
+                                        if isinstance(p.base(x), Var)
+                                        and p.group_of.get(id(p.base(x))) is not sub},
+                                       key=_var_sort)
+                    lines.append(f"    {sub.kind:<11} {_span(sub.members)}  reads "
+                                 f"{', '.join(sub_reads)}  writes "
+                                 f"{', '.join(repr(v) for v in sub.outputs)}  "
+                                 f"{_size_text(sub.shape)} iterations")
+                continue
             lines.append(f"  {step.name}  {step.kind:<11} {_span(ms)}  reads {', '.join(reads)}"
                          f"  writes {writes}  {size} iterations")
         elif isinstance(step, CallStep):
@@ -378,6 +454,13 @@ def describe(p: Partition) -> str:
             e = step.eqn
             lines.append(f"  view  {e.out!r} = {e.op} {e.inputs[0]!r}")
     return "\n".join(lines)
+
+
+def _size_text(shape) -> str:
+    """The iteration count: a number, or a product naming the symbolic sizes (N0*4)."""
+    if _concrete(shape):
+        return str(math.prod(shape))
+    return "*".join(str(d) for d in shape)
 
 
 def _concrete(shape) -> bool:
@@ -395,5 +478,5 @@ def _var_sort(name: str):
     return (len(name), name)
 
 
-__all__ = ["partition", "Partition", "KernelGroup", "CallStep", "ViewStep", "describe",
-           "Literal"]
+__all__ = ["partition", "merge_adjacent", "Partition", "KernelGroup", "CallStep", "ViewStep",
+           "describe", "Literal"]

@@ -20,6 +20,7 @@ compiled once per distinct size, cached.  Symbolic loops are never prange'd.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import warnings
 from dataclasses import dataclass
@@ -35,8 +36,8 @@ from tracer.symbolic import (SymbolicDimError, bind_params, bind_shape, binder,
                              substitute_graph)
 
 from . import build
-from .emit import emit_kernel
-from .fuse import CallStep, KernelGroup, ViewStep, describe, partition
+from .emit import PARALLEL_MIN_SIZE, emit_kernel
+from .fuse import CallStep, KernelGroup, ViewStep, describe, merge_adjacent, partition
 
 log = logging.getLogger("tracer.kernels")
 _warned: set = set()
@@ -95,6 +96,14 @@ class Program:
                 e = self.part.views.get(id(x))
                 x = e.inputs[0] if e is not None else None
         self._tls = threading.local()
+        # Updates written straight into the tensor they update (see _plan_inplace).
+        self.inplace = _plan_inplace(graph, self.part, self._escaping)
+        # ...planned on the separate kernels, whose order merging keeps.
+        merge_adjacent(self.part, _small)
+        self.n_updates = len(graph.updates)
+        self._dest_pos = {}  # slot of an update value -> its position in `dests`
+        self.n_inputs = len(graph.inputs)
+        self._flat_cache = [None] * self.n_args  # per capture slot: (array, its flat view)
         self.const_slots = []
         for v, value in graph.consts:
             self.const_slots.append((self._slot(v), value))
@@ -110,6 +119,7 @@ class Program:
         self._result_slots = None
         if all(isinstance(x, Var) for x in graph.results):
             self._result_slots = [self.slots[id(x)] for x in graph.results]
+        self.call1 = None  # set by _direct_call for a one-array-in, one-out program
         self._direct = self._direct_call()
 
     # -------------------------------------------------------------- slots
@@ -132,7 +142,10 @@ class Program:
 
     # -------------------------------------------------------------- steps
     def _kernel_op(self, group: KernelGroup):
-        source, ks = emit_kernel(self.part, group)
+        mine = set(map(id, group.parts or [group]))
+        io = {key: ip.old for key, ip in self.inplace.items()
+              if ip.io and id(self.part.group_of.get(key)) in mine}
+        source, ks = emit_kernel(self.part, group, io)
         kernel = Kernel(group.name, group.kind, source, group)
         self.kernels.append(kernel)
         logs.log("kernels", lambda: f"kernel {group.name}:\n{source}")
@@ -149,71 +162,131 @@ class Program:
                 warnings.warn(f"codegen: could not build kernel {group.name} ({kernel.error}); "
                               f"running its {len(group.members)} equations through numpy "
                               f"instead", RuntimeWarning, stacklevel=2)
+            for key in [k for k in self.inplace if id(self.part.group_of.get(k)) in mine]:
+                del self.inplace[key]  # the fallback writes fresh arrays
             return self._interpreted_group(group, ks.outputs)
         in_slots = [self.slots[id(v)] for v in ks.args]
-        # Arrays this program allocated itself are C-contiguous and writable; anything else
-        # (arguments, captures, consts, numpy results) is checked on every call.
-        checked = [s not in self._own_slots for s in in_slots]
-        outs = [(self._slot(v), tuple(v.type.shape), v.type.dtype, id(v) not in self._escaping)
-                for v in ks.outputs]
-        for s, _, _, _ in outs:
-            self._own_slots.add(s)
+        # Arrays this program allocated itself are C-contiguous and writable, and their
+        # flat views are kept in `flat`; anything else (arguments, captures, consts, numpy
+        # results) is checked on every call.
+        own = self._own_slots
+        ins = [(s, s not in own) for s in in_slots]
+        outs = []
+        for v in ks.outputs:
+            s = self._slot(v)
+            own.add(s)
+            if id(v) in io:  # written through the input it updates: no argument of its own
+                outs.append((s, None, None, False, self.slots[id(io[id(v)])], -1))
+                continue
+            dest = -1
+            if id(v) in self.inplace:
+                dest = self._dest_pos.setdefault(s, len(self._dest_pos))
+            outs.append((s, tuple(v.type.shape), v.type.dtype, id(v) not in self._escaping,
+                         None, dest))
         tls = self._tls
-        self._kernel_io = (in_slots, outs, None)
         entry = kernel.fn
         if hasattr(entry, "get_overload"):  # not under NUMBA_DISABLE_JIT=1 (plain Python)
             entry = entry.get_overload(entry.signatures[0])  # skips argument typing
-        ins = list(zip(in_slots, checked))
         self._kernel_io = (in_slots, outs, entry)
         self._kernel_dims = ks.dims
         if self._bind is not None:
             return self._symbolic_kernel_run(ins, outs, entry, ks.dims)
+        flat_of = self._flat
 
-        def run(env):
+        def run(env, flat, dests):
             args = []
             for s, check in ins:
-                a = env[s]
-                if check:
-                    a = _kernel_arg(a)
-                else:
-                    a = a.reshape(-1)
+                a = flat[s]
+                if a is None:
+                    a = env[s]
+                    a = flat[s] = flat_of(a, s) if check else a.reshape(-1)
                 args.append(a)
             pool = None
-            for s, shape, dtype, pooled in outs:
-                if pooled:
+            for s, shape, dtype, pooled, io_slot, dest in outs:
+                if io_slot is not None:
+                    # The kernel wrote into the array it read: the capture itself when it
+                    # was contiguous and writable (flat_of hands back its view), else a copy.
+                    a = env[io_slot]
+                    f = flat[io_slot]
+                    env[s] = a if _is_view_of(f, a) else f.reshape(a.shape)
+                    flat[s] = f
+                    continue
+                if dest >= 0 and dests is not None and dests[dest] is not None:
+                    o = dests[dest]
+                    f = o.reshape(-1)
+                elif pooled:
                     if pool is None:
                         pool = tls.__dict__.setdefault("buffers", {})
-                    o = pool.get(s)
-                    if o is None:
-                        o = pool[s] = np.empty(shape, dtype)
+                    pair = pool.get(s)
+                    if pair is None:
+                        o = np.empty(shape, dtype)
+                        pair = pool[s] = (o, o.reshape(-1))
+                    o, f = pair
                 else:
                     o = np.empty(shape, dtype)
+                    f = o.reshape(-1)
                 env[s] = o
-                args.append(o.reshape(-1))
+                flat[s] = f
+                args.append(f)
             entry(*args)
         return run
 
     def _symbolic_kernel_run(self, ins, outs, entry, dims):
-        """A kernel call with symbolic sizes: output shapes bound per call, sizes passed."""
+        """`_kernel_op`'s run with symbolic sizes: output shapes bound per call (pooled
+        buffers follow the size), the sizes passed after the arrays."""
         tls = self._tls
         sizes_slot = self._sizes_slot
+        flat_of = self._flat
 
-        def run(env):
+        def run(env, flat, dests):
             sizes = env[sizes_slot]
-            args = [_kernel_arg(env[s]) if check else env[s].reshape(-1) for s, check in ins]
-            for s, shape, dtype, pooled in outs:
+            args = []
+            for s, check in ins:
+                a = flat[s]
+                if a is None:
+                    a = env[s]
+                    a = flat[s] = flat_of(a, s) if check else a.reshape(-1)
+                args.append(a)
+            for s, shape, dtype, pooled, io_slot, dest in outs:
+                if io_slot is not None:
+                    a = env[io_slot]
+                    f = flat[io_slot]
+                    env[s] = a if _is_view_of(f, a) else f.reshape(a.shape)
+                    flat[s] = f
+                    continue
                 shape = bind_shape(shape, sizes)
-                if pooled:
+                if dest >= 0 and dests is not None and dests[dest] is not None:
+                    o = dests[dest]
+                elif pooled:
                     pool = tls.__dict__.setdefault("buffers", {})
-                    o = pool.get(s)
-                    if o is None or o.shape != shape:
-                        o = pool[s] = np.empty(shape, dtype)
+                    pair = pool.get(s)
+                    if pair is None or pair[0].shape != shape:
+                        o = np.empty(shape, dtype)
+                        pair = pool[s] = (o, o.reshape(-1))
+                    o = pair[0]
                 else:
                     o = np.empty(shape, dtype)
+                f = o.reshape(-1)
                 env[s] = o
-                args.append(o.reshape(-1))
+                flat[s] = f
+                args.append(f)
             entry(*args, *[sizes[d] for d in dims])
         return run
+
+    def _flat(self, a, s):
+        """`_kernel_arg(a)` for the array in slot `s`. For captures (parameters, optimizer
+        state: the same arrays call after call) the last answer is kept when it is a view;
+        a copy (of a non-contiguous or read-only array) is made afresh at every call, since
+        the array's contents may have changed. Arguments are not kept: that would keep the
+        caller's last input alive."""
+        if s < self.n_inputs or s >= self.n_args:
+            return _kernel_arg(a)
+        hit = self._flat_cache[s]
+        if hit is not None and hit[0] is a:
+            return hit[1]
+        f = _kernel_arg(a)
+        self._flat_cache[s] = (a, f) if _is_view_of(f, a) else None
+        return f
 
     def _interpreted_group(self, group: KernelGroup, outputs):
         members = list(group.members)
@@ -226,7 +299,7 @@ class Program:
         slots = self.slots
         sizes_slot = self._sizes_slot
 
-        def run(env):
+        def run(env, flat, dests):
             local = {}
             sizes = env[sizes_slot] if sizes_slot is not None else None
             for x in reads:
@@ -245,14 +318,14 @@ class Program:
         out_slots = [self._slot(o) for o in e.outs]
         sizes_slot = self._sizes_slot
         if e.op == "cond":
-            def run(env):
+            def run(env, flat, dests):
                 sizes = env[sizes_slot] if sizes_slot is not None else None
                 outs = _run_cond(e, [r(env) for r in reads], sizes)
                 for s, o in zip(out_slots, outs):
                     env[s] = o
             return run
         if e.op == "while_loop":
-            def run(env):
+            def run(env, flat, dests):
                 sizes = env[sizes_slot] if sizes_slot is not None else None
                 outs = _run_while(e, [r(env) for r in reads], sizes)
                 for s, o in zip(out_slots, outs):
@@ -262,18 +335,52 @@ class Program:
         params = e.params
         (out_slot,) = out_slots
         if sizes_slot is not None and any(param_has_dims(v) for v in params.values()):
-            def run(env):  # a shape parameter holding a symbolic size: bind it now
+            def run(env, flat, dests):  # a shape parameter holding a symbolic size: bind it
                 out = impl(*[r(env) for r in reads], **bind_params(params, env[sizes_slot]))
                 env[out_slot] = out if out.__class__ is np.ndarray else np.asarray(out)
             return run
+        direct = [self.slots.get(id(x)) if isinstance(x, Var) else None for x in e.inputs]
+        if None not in direct:
+            # Operands straight from slots, and the commonest ops without the registry's
+            # generic wrappers (this is per call, between kernels).
+            if e.op == "permute":
+                (s0,) = direct
+                perm = tuple(params["perm"])
 
-        def run(env):
+                def run(env, flat, dests):
+                    env[out_slot] = env[s0].transpose(perm)
+                return run
+            if e.op == "reshape":
+                (s0,) = direct
+                shape = tuple(params["shape"])
+
+                def run(env, flat, dests):
+                    env[out_slot] = env[s0].reshape(shape)
+                return run
+            if e.op == "matmul":
+                s0, s1 = direct
+                matmul = np.matmul
+                dest = -1
+                if id(e.out) in self.inplace:
+                    dest = self._dest_pos.setdefault(out_slot, len(self._dest_pos))
+
+                def run(env, flat, dests):
+                    if dest >= 0 and dests is not None and dests[dest] is not None:
+                        env[out_slot] = matmul(env[s0], env[s1], out=dests[dest])
+                    else:
+                        env[out_slot] = matmul(env[s0], env[s1])
+                return run
+
+        def run(env, flat, dests):
             out = impl(*[r(env) for r in reads], **params)
             env[out_slot] = out if out.__class__ is np.ndarray else np.asarray(out)
         return run
 
     # -------------------------------------------------------------- calling
-    def __call__(self, args):
+    def __call__(self, args, dests=None):
+        """Run on `args` (arrays of the inputs, then of the captures). `dests`, when given,
+        holds per `dest_updates` entry the array that update's target tensor holds now
+        (or None): such updates are computed straight into it."""
         direct = self._direct
         if direct is not None:
             return direct(args)
@@ -281,10 +388,11 @@ class Program:
         if self._sizes_slot is not None:
             sizes = env[self._sizes_slot] = self._bind(args)
             check_nonempty(self._nonempty, sizes)
+        flat = [None] * self.n_slots
         for s, value in self.const_slots:
             env[s] = value
         for op in self.ops:
-            op(env)
+            op(env, flat, dests)
         slots = self._result_slots
         if slots is not None:
             return [env[s] for s in slots]
@@ -299,11 +407,12 @@ class Program:
         in_slots, outs, entry = self._kernel_io
         if any(s >= self.n_args for s in in_slots) or self._result_slots is None:
             return None
-        out_pos = {s: j for j, (s, _, _, _) in enumerate(outs)}
-        if any(s not in out_pos for s in self._result_slots) or any(p for *_, p in outs):
+        out_pos = {o[0]: j for j, o in enumerate(outs)}
+        if any(s not in out_pos for s in self._result_slots) or \
+                any(pooled or io is not None or dest >= 0 for _, _, _, pooled, io, dest in outs):
             return None
         order = [out_pos[s] for s in self._result_slots]
-        specs = [(shape, dtype) for _, shape, dtype, _ in outs]
+        specs = [(shape, dtype) for _, shape, dtype, _, _, _ in outs]
         empty = np.empty
         arg = _kernel_arg
         if self._bind is not None:
@@ -327,10 +436,17 @@ class Program:
         if len(in_slots) == 1 and len(specs) == 1:
             (s0,) = in_slots
             ((shape0, dtype0),) = specs
+            flat_out = len(shape0) == 1  # already the 1-D array the kernel takes
+
+            def call1(a):  # one array in, one out: what ConcreteFunction.run1 calls
+                out = empty(shape0, dtype0)
+                entry(arg(a), out if flat_out else out.reshape(-1))
+                return out
+            self.call1 = call1 if s0 == 0 and self.n_args == 1 else None
 
             def direct1(args):  # unrolled: comprehensions cost more than the kernel here
                 out = empty(shape0, dtype0)
-                entry(arg(args[s0]), out.reshape(-1))
+                entry(arg(args[s0]), out if flat_out else out.reshape(-1))
                 return [out]
             return direct1
 
@@ -340,6 +456,12 @@ class Program:
             entry(*arrays, *[r.reshape(-1) for r in results])
             return [results[j] for j in order]
         return direct
+
+    @property
+    def dest_updates(self) -> list:
+        """Update indices whose target arrays `__call__` takes in `dests`, in order."""
+        update_of = {self.slots[key]: ip.update for key, ip in self.inplace.items()}
+        return [update_of[s] for s, _ in sorted(self._dest_pos.items(), key=lambda t: t[1])]
 
     def describe(self) -> str:
         text = describe(self.part)
@@ -353,13 +475,104 @@ class Program:
         return text
 
 
+@dataclass(frozen=True)
+class InplaceUpdate:
+    """An update computed straight into the array of the tensor it updates."""
+
+    update: int          # index into graph.updates
+    old: object          # the Var holding the target's value before the call, or None
+    io: bool             # its kernel reads `old` and writes the update at the same index
+
+
+def _plan_inplace(graph: Graph, part, escaping: set) -> dict:
+    """Which updates can be written into their target's memory while the program runs,
+    instead of into a buffer that the caller then copies over the target.
+
+    The new value of a captured tensor overwrites the old one, so every read of the old
+    value (through any view of it) must come before the step that writes it, or be in
+    that step at the very element it writes (an elementwise kernel, which then takes the
+    array once, as an input it also writes: two arguments on one buffer would fail LLVM's
+    run-time alias check and run scalar). A `.grad` the function does not read has no old
+    value; the caller passes its array in `dests` (see `Program.__call__`).
+
+    Returns {id(update Var): InplaceUpdate}."""
+    grad_capture = graph.meta.get("grad_capture", {})   # owner capture -> its .grad's capture
+    reads = []  # per step: ids of the base values it reads
+    for step in part.steps:
+        eqns = step.members if isinstance(step, KernelGroup) else [step.eqn]
+        inside = step.member_outs() if isinstance(step, KernelGroup) else set()
+        ids = set()
+        for e in eqns:
+            for x in e.inputs:
+                b = part.base(x)
+                if isinstance(b, Var) and id(b) not in inside:
+                    ids.add(id(b))
+        reads.append(ids)
+    escaping_bases = {id(part.base(x)) for x in graph.outputs if isinstance(x, Var)}
+    counts: dict = {}
+    for v in graph.updates:
+        counts[id(v)] = counts.get(id(v), 0) + 1
+    plan = {}
+    for u, (v, (kind, i)) in enumerate(zip(graph.updates, graph.update_targets)):
+        if not isinstance(v, Var) or counts[id(v)] > 1 or id(v) in escaping \
+                or id(v) in part.external or id(v) in part.views:
+            continue
+        if kind == "data":
+            old = graph.captures[i]
+        elif kind == "grad":
+            j = grad_capture.get(i)
+            old = graph.captures[j] if j is not None else None
+        else:
+            continue  # arguments and state created by the trace: copied back as before
+        group = part.group_of.get(id(v))
+        if group is not None:
+            if v not in group.outputs:
+                continue
+            at = group.index
+        else:
+            at = part.step_of.get(id(v))
+            step = part.steps[at] if at is not None else None
+            if not (isinstance(step, CallStep) and step.how == "blas"):
+                continue
+        io = False
+        if old is not None:
+            if id(old) in escaping_bases or any(id(old) in r for r in reads[at + 1:]):
+                continue
+            if id(old) in reads[at]:
+                if group is None or group.kind != "elementwise" \
+                        or not _aligned_reads(part, group, old):
+                    continue
+                io = True
+            elif kind == "data":
+                continue  # its array is an input anyway; a dest would be the same buffer
+        elif kind != "grad":
+            continue
+        plan[id(v)] = InplaceUpdate(u, old, io)
+    return plan
+
+
+def _aligned_reads(part, group, old) -> bool:
+    """True when every read of `old` in elementwise `group` is the element being written:
+    read directly (no view), full-size, by members of the group's own shape."""
+    if tuple(old.type.shape) != tuple(group.shape):
+        return False
+    for e in group.members:
+        for x in e.inputs:
+            if x is old:
+                if tuple(e.out.type.shape) != tuple(group.shape):
+                    return False
+            elif isinstance(x, Var) and part.base(x) is old:
+                return False  # through a view: another element
+    return True
+
+
 def _kernel_arg(a):
     """A flat, C-ordered, writable view (or copy) of `a`, as kernels take their arrays."""
     if a.__class__ is not np.ndarray:
         a = np.asarray(a)
     flags = a.flags
     if flags.c_contiguous and flags.writeable:
-        return a.reshape(-1)
+        return a if a.ndim == 1 else a.reshape(-1)
     flat = a.reshape(-1)  # a copy in C order when `a` is not contiguous
     # ... except when the strides are uniform (a[::2], a[::-1], (3,1) sliced with a step):
     # then reshape(-1) returns a strided 1-D *view*, which the kernel (entered without
@@ -367,6 +580,21 @@ def _kernel_arg(a):
     if not (flat.flags.writeable and flat.flags.c_contiguous):
         flat = flat.copy()
     return flat
+
+
+def _small(group) -> bool:
+    """Kernels that merge_adjacent may run as one: below the prange size (and of known
+    size: a symbolic one may be large)."""
+    return not any(isinstance(d, Dim) for d in group.shape) \
+        and math.prod(group.shape) < PARALLEL_MIN_SIZE
+
+
+def _is_view_of(f, a) -> bool:
+    """Whether `f`, from `_kernel_arg(a)`, is a view of `a`'s memory rather than a copy."""
+    if f is a:
+        return True
+    b = f.base
+    return b is not None and (b is a or b is a.base)
 
 
 def _value_of(x, env, slots, part, sizes=None):
@@ -401,7 +629,9 @@ class PerSizeProgram:
         """The kernels of the specialization used last (none before the first call)."""
         return self._last.kernels if self._last is not None else []
 
-    def __call__(self, args):
+    dest_updates = ()  # (each size's Program plans its own in-place updates)
+
+    def __call__(self, args, dests=None):
         sizes = self._bind(args)
         key = tuple(sizes[d] for d in self._dims)
         program = self._programs.get(key)
@@ -429,6 +659,7 @@ def _symbolic_kernels_ok(graph: Graph):
     name = "fusion"
     try:
         part = partition(graph)
+        merge_adjacent(part, _small)
         for step in part.steps:
             if isinstance(step, KernelGroup):
                 name = f"kernel {step.name}"

@@ -128,7 +128,7 @@ FASTMATH_FLAGS = {"contract", "arcp", "nsz", "afn", "reassoc"}  # do not mutate
 
 
 def _vjit(fn):
-    return njit(fastmath=_OWN_FLAGS, error_model="numpy", nogil=True)(fn)
+    return njit(fastmath=_OWN_FLAGS, error_model="numpy", nogil=True, cache=True)(fn)
 
 
 # ---------------------------------------------------------------------------

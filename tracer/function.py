@@ -123,6 +123,7 @@ class ConcreteFunction:
         self._root_guards = root_guards
         self._epoch = STRUCTURE_EPOCH[0]
         self._capture_types = tuple((v.type.shape, v.type.dtype) for v in graph.captures)
+        self._guard_seen = [None] * len(captures)  # per capture: last array that passed
         # requires_grad of each capture as traced: the backward graph of a training step
         # depends on it (freezing a layer must retrace). None for captured .grad tensors.
         self._capture_requires_grad = tuple(
@@ -138,7 +139,16 @@ class ConcreteFunction:
                        and not self._out_copies and len(graph.outputs) == 1)
         # Nothing captured, nothing to guard: the signature alone selects this trace.
         self.unguarded = not captures and not root_guards
+        # One array in, one fresh array out, nothing else to do: the one-argument fast path
+        # of Function.__call__ calls this with the argument's array.
+        self.run1 = getattr(program, "call1", None) if self._plain else None
         self.writes_input_grads = any(t[0] == "input_grad" for t in update_targets)
+        # Updates of a .grad the program writes straight into the gradient's array
+        # (codegen.runtime._plan_inplace): (capture index, shape, dtype) per entry.
+        self._dest_targets = tuple(
+            (update_targets[u][1], tuple(graph.updates[u].type.shape), graph.updates[u].type.dtype)
+            for u in getattr(program, "dest_updates", ()))
+        self._dest_seen = [None] * len(self._dest_targets)
 
     # -------------------------------------------------------------- inspection
     @property
@@ -159,17 +169,22 @@ class ConcreteFunction:
     def guard_failure(self):
         """None if the captured state still matches this trace, else what changed."""
         caps = self._captures
+        seen = self._guard_seen
         for i, t in enumerate(caps):
             owner = self._capture_grad_owner[i]
             if owner is not None:
-                t = caps[owner].grad
+                t = caps[owner]._grad
                 if t is None:
                     return f"capture {self.graph.capture_names[i]}: grad is now None"
             data = t._data
-            shape, dtype = self._capture_types[i]
-            if data.shape != shape or data.dtype != dtype:
-                return (f"capture {self.graph.capture_names[i]}: "
-                        f"{_sig_text(shape, dtype)} -> {_sig_text(data.shape, data.dtype)}")
+            if data is not seen[i]:  # shape and dtype checked once per array object
+                shape, dtype = self._capture_types[i]
+                if data.__class__ is not np.ndarray or data.shape != shape \
+                        or data.dtype != dtype:
+                    return (f"capture {self.graph.capture_names[i]}: "
+                            f"{_sig_text(shape, dtype)} -> "
+                            f"{_sig_text(np.shape(data), np.asarray(data).dtype)}")
+                seen[i] = data
             rg = self._capture_requires_grad[i]
             if rg is not None and t.requires_grad != rg:
                 return (f"capture {self.graph.capture_names[i]}: requires_grad "
@@ -182,7 +197,7 @@ class ConcreteFunction:
             if current is not obj:
                 return f"{desc} now names another object"
         for i, was_none in self._grad_pattern:
-            if (caps[i].grad is None) != was_none:
+            if (caps[i]._grad is None) != was_none:
                 return (f"capture {self.graph.capture_names[i]}: .grad is "
                         f"{'now set' if was_none else 'now None'}")
         if self._sources and STRUCTURE_EPOCH[0] != self._epoch:
@@ -275,7 +290,11 @@ class ConcreteFunction:
             if len(leaves) == 1:
                 return Tensor._wrap(self.program([leaves[0]._data])[0])
             return Tensor._wrap(self.program([t._data for t in leaves])[0])
-        results = self.program(self._input_values(leaves))
+        values = self._input_values(leaves)
+        if self._dest_targets:
+            results = self.program(values, self._dests(values))
+        else:
+            results = self.program(values)
         outs = self._output_tensors(results)
         self._write_back(results[len(outs):], leaves)
         return unflatten(self.out_tree, iter(outs))
@@ -288,6 +307,32 @@ class ConcreteFunction:
             owner = self._capture_grad_owner[i]
             values.append((caps[owner].grad if owner is not None else t)._data)
         return values
+
+    def _dests(self, values) -> list:
+        """The current .grad arrays the program may write into, or None where one cannot be
+        used: missing, of another shape or dtype, not C-contiguous and writable, or one of
+        the call's own input arrays (which the program still reads)."""
+        caps = self._captures
+        seen = self._dest_seen
+        dests = []
+        for k, (i, shape, dtype) in enumerate(self._dest_targets):
+            g = caps[i]._grad
+            d = g._data if g is not None else None
+            if d is not None and d is not seen[k]:
+                # Checked once per array object: a tensor's array keeps its shape and
+                # layout; the same .grad array is reused call after call.
+                ok = (d.__class__ is np.ndarray and d.shape == shape and d.dtype == dtype
+                      and d.flags.c_contiguous and d.flags.writeable)
+                seen[k] = d if ok else None
+                if not ok:
+                    d = None
+            if d is not None:
+                for a in values:
+                    if a is d or (a.base is not None and a.base is d.base):
+                        d = None
+                        break
+            dests.append(d)
+        return dests
 
     def _output_tensors(self, results) -> list:
         """Tensors for the program's outputs (copies where they would alias)."""
@@ -305,7 +350,11 @@ class ConcreteFunction:
             kind, i = target
             if kind == "data":
                 owner = self._capture_grad_owner[i]
-                _assign_data(caps[owner].grad if owner is not None else caps[i], value)
+                t = caps[owner]._grad if owner is not None else caps[i]
+                if value is t._data:  # written in place by the program
+                    t._version[0] += 1
+                else:
+                    _assign_data(t, value)
             elif kind == "grad":
                 _assign_grad(caps[i], value)
             elif kind == "created":
@@ -329,6 +378,9 @@ def _signature_matches(inputs, leaves) -> bool:
 
 def _assign_data(t: Tensor, value):
     data = t._data
+    if value is data:  # the program wrote it in place
+        t._version[0] += 1
+        return
     if data.__class__ is np.ndarray and data.shape == value.shape and data.flags.writeable:
         np.copyto(data, value)
     else:
@@ -340,7 +392,9 @@ def _assign_grad(t: Tensor, value):
     if value is None:
         t.grad = None
         return
-    g = t.grad
+    g = t._grad
+    if g is not None and g._data is value:  # the program wrote it in place
+        return
     if g is not None and g._data.__class__ is np.ndarray and g._data.shape == value.shape \
             and g._data.flags.writeable:
         np.copyto(g._data, value)
@@ -400,6 +454,7 @@ class Function:
         self.optimize = optimize
         self._cache: dict = {}
         self._fast: dict = {}  # (tensor signature, grad mode) -> ConcreteFunction
+        self._last1 = None     # (shape, dtype, requires_grad, grad mode, concrete): last hit
         self._fast_ok = (not self.static_argnums and not self.static_argnames
                          and self.input_signature is None)
         self._lock = threading.RLock()
@@ -460,11 +515,27 @@ class Function:
                 a = args[0]
                 d = a._data if a.__class__ is Tensor else None
                 if d.__class__ is np.ndarray:
-                    concrete = self._fast.get((((d.shape, d.dtype, a.requires_grad),),
-                                               _grad_state.grad_enabled))
-                    if concrete is not None and (concrete.unguarded
-                                                 or concrete.guard_failure() is None):
-                        return concrete.run(args)
+                    # The last hit first: comparing four fields is cheaper than hashing
+                    # the nested key.
+                    last = self._last1
+                    enabled = _grad_state.grad_enabled
+                    if last is not None and last[0] == d.shape and last[1] is d.dtype and \
+                            last[2] is a.requires_grad and last[3] is enabled:
+                        concrete = last[4]
+                    else:
+                        concrete = self._fast.get((((d.shape, d.dtype, a.requires_grad),),
+                                                   enabled))
+                        if concrete is not None:
+                            self._last1 = (d.shape, d.dtype, a.requires_grad, enabled,
+                                           concrete)
+                    if concrete is not None:
+                        if concrete.unguarded:
+                            run1 = concrete.run1
+                            if run1 is not None:
+                                return Tensor._wrap(run1(d))
+                            return concrete.run(args)
+                        if concrete.guard_failure() is None:
+                            return concrete.run(args)
             sig = []
             for a in args:
                 if a.__class__ is not Tensor or a._data.__class__ is not np.ndarray:
@@ -812,6 +883,9 @@ def trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
     t1 = time.perf_counter()
     # A trace that creates state runs once (see _drop_temporaries): interpret it rather
     # than compile kernels that would never run again.
+    # For the backend: which capture holds each captured tensor's .grad (if read).
+    graph = graph.replace(meta={**graph.meta, "grad_capture": {
+        s.grad_owner: j for j, s in enumerate(caps) if getattr(s, "grad_owner", None) is not None}})
     program = get_backend("interpret" if created_targets else backend)(graph)
     t2 = time.perf_counter()
     # Whether a captured tensor's .grad is None matters only where the trace read it (a

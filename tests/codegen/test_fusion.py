@@ -315,3 +315,28 @@ def test_float32_kernels_have_only_typed_constants_and_safe_fastmath():
         flags = ast.literal_eval(kwargs["fastmath"])
         assert isinstance(flags, set), src
         assert not forbidden & flags, flags
+
+
+# --------------------------------------------------------------------------------------
+# adjacent small elementwise kernels: one "multi" kernel
+
+def test_adjacent_elementwise_kernels_of_other_shapes_share_one_kernel():
+    rng = np.random.default_rng(1)
+    x = eager.from_numpy(rng.standard_normal((3, 4)).astype(np.float32))
+    y = eager.from_numpy(rng.standard_normal((4, 3)).astype(np.float32))
+    s = eager.from_numpy(np.array(0.5, np.float32))
+
+    def fn(x, y, s):
+        scale = s * 2 + 1                  # 0-d: a local variable of the kernel
+        u = x * scale                      # (3, 4)
+        v = u.transpose(0, 1) * y - scale  # (4, 3), reads u back through a transpose
+        return u, v
+
+    concrete = concrete_of(fn, x, y, s)
+    assert_kernels(concrete, ["multi"])
+    (group,) = [s for s in steps_of(concrete) if isinstance(s, KernelGroup)]
+    assert [list(p.shape) for p in group.parts] == [[], [3, 4], [4, 3]]
+    # `scale` is carried as a local, never stored: the kernel writes only u and v.
+    assert len(group.carried) == 1 and group.outputs == list(concrete.graph.outputs)
+    assert "3 loop nests in one kernel" in str(concrete)
+    check_matches_eager(fn, concrete, x, y, s)
