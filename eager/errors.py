@@ -57,7 +57,28 @@ class OpError(ValueError):
     """A bad argument to a tensor op; the message names the op, operands and the user's line."""
 
 
+def _symbolic_dim(operands):
+    """The first symbolic size (eager.ops.Dim, from a traced input_signature) among the
+    operands' shapes, or None."""
+    from .ops import Dim
+
+    for o in operands:
+        for d in getattr(o, "shape", None) or ():
+            if isinstance(d, Dim):
+                return d
+    return None
+
+
 def op_error(op: str, problem: str, operands=(), hint: str = "", exc=ValueError) -> Exception:
+    if exc is ValueError:
+        dim = _symbolic_dim(operands)
+        if dim is not None:
+            # A size check that fails on a symbolic size while tracing may hold at run time:
+            # the symbol's own error (the tracer's TracingError) says so.
+            try:
+                dim.unknown(f"{op}: {problem}" + (f" ({hint})" if hint else ""))
+            except Exception as symbolic:  # noqa: BLE001 - handed back to be raised
+                return symbolic
     where = user_location()
     parts = [f"{op}: {problem}"]
     if operands:

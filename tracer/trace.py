@@ -292,8 +292,8 @@ class Trace:
         try:
             out_type = op.infer(*in_types, **params)
         except Exception as exc:
-            if not _symbolic(in_types, params):
-                raise
+            if isinstance(exc, TypeError) or not _symbolic(in_types, params):
+                raise  # (a dtype error is one whatever the sizes)
             from .symbolic import symbolic_error
 
             raise symbolic_error(op.name, in_types, exc) from exc

@@ -312,3 +312,57 @@ def test_the_verifier_tells_symbols_apart():
     bad = g.replace(eqns=(Eqn(e.op, e.inputs, e.params, other, e.loc),), outputs=(other,))
     with pytest.raises(VerifyError, match=r"typed f32\[N1,4\] but the registry infers"):
         tracer.verify(bad)
+
+
+# --------------------------------------------------------------------------------------
+# every registry op and composite (the OpInfo table) with a symbolic leading dimension
+
+# Entries some of whose samples need the size while tracing (a reshape merging it, a slice
+# or cat along it, a fixed size broadcast against it, ...): those refuse with TracingError.
+NEEDS_THE_SIZE = {"broadcast_to", "cat", "expand", "flatten", "gather", "getitem", "linear",
+                  "matmul", "matmul_operator", "reshape", "reshape_varargs", "scatter_slice",
+                  "view"}
+
+
+def test_every_opinfo_sample_with_a_symbolic_leading_dimension():
+    """Each sample's tensors that share the first one's leading size get one named symbolic
+    dim; one trace must then equal eager at that size, 1 and 0 - or refuse with
+    TracingError, and only for entries that can need the size."""
+    import os
+    import sys
+
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "eager"))
+    from opinfo import OPINFOS
+    from test_registry_traced import _assert_same, _rng, _traced_call
+
+    traced, refused = 0, set()
+    for info in OPINFOS:
+        for dtype in info.dtypes:
+            for sample in info.samples(_rng(info, dtype), dtype):
+                call, tensors = _traced_call(info, sample)
+                if not tensors or tensors[0].ndim == 0 or tensors[0].shape[0] < 2:
+                    continue
+                n0 = tensors[0].shape[0]
+                named = [t.ndim >= 1 and t.shape[0] == n0 for t in tensors]
+                spec = [TensorSpec(("b",) + tuple(t.shape[1:]) if nm else t.shape, t.dtype)
+                        for t, nm in zip(tensors, named)]
+                f = fn(call, input_signature=spec)
+                try:
+                    for k in (n0, 1, 0):
+                        args = [t[:k] if nm else t for t, nm in zip(tensors, named)]
+                        with np.errstate(all="ignore"):
+                            eager.manual_seed(7)
+                            try:
+                                want = call(*args)
+                            except (ValueError, IndexError):
+                                continue  # eager refuses this size (e.g. max over 0 rows)
+                            eager.manual_seed(7)
+                            got = f(*args)
+                        _assert_same(got, want, f"{info.name} on {sample!r}, {k} rows")
+                except TracingError:
+                    refused.add(info.name)
+                    continue
+                assert f.trace_count == 1, info.name
+                traced += 1
+    assert refused <= NEEDS_THE_SIZE, sorted(refused - NEEDS_THE_SIZE)
+    assert traced > 1000
