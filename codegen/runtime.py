@@ -86,9 +86,9 @@ class Program:
         # Values that leave the program (outputs, and what output views look into) get
         # fresh memory every call; every other kernel output reuses a buffer per thread,
         # which also saves the page faults of touching new memory. Updates do not leave:
-        # the caller copies them into the tensors they update (tracer.function), so an
-        # optimizer step's new parameters and moments land in reused buffers (W7's Adam
-        # kernels spent most of their time faulting in three fresh 4 MiB arrays).
+        # most are written straight into the tensors they update (_plan_inplace), the
+        # rest land in reused buffers that the caller copies over their targets (W7's
+        # Adam kernels spent most of their time faulting in three fresh 4 MiB arrays).
         self._escaping = set()
         for x in graph.outputs:
             while isinstance(x, Var):
@@ -100,7 +100,6 @@ class Program:
         self.inplace = _plan_inplace(graph, self.part, self._escaping)
         # ...planned on the separate kernels, whose order merging keeps.
         merge_adjacent(self.part, _small)
-        self.n_updates = len(graph.updates)
         self._dest_pos = {}  # slot of an update value -> its position in `dests`
         self.n_inputs = len(graph.inputs)
         self._flat_cache = [None] * self.n_args  # per capture slot: (array, its flat view)
