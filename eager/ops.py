@@ -180,8 +180,9 @@ def broadcast_shapes(op: str, *shapes) -> tuple:
                     "shapes " + " and ".join(_shape_text(s) for s in shapes)
                     + f" cannot be broadcast together while tracing: dimension {axis} is "
                     f"{size} vs {d}, which may differ at run time",
-                    hint="a symbolic (None) dimension broadcasts only with itself or 1; "
-                         "give both arguments' dimension one fixed size in input_signature")
+                    hint="a symbolic (None) dimension broadcasts only with itself or 1; if "
+                         "the sizes are equal, name the dimension alike in both TensorSpecs "
+                         "(TensorSpec((\"batch\", 4))), else give it one fixed size")
             elif d != size:
                 raise op_error(
                     op,

@@ -178,7 +178,7 @@ def test_two_symbols_do_not_broadcast():
         f(eager.ones(3, 4), eager.ones(3, 4))
     message = str(info.value)
     assert line(_broadcast_two_symbols, "two-symbols-line") in message
-    assert "N0 vs N1" in message
+    assert "N0 vs N1" in message and "name the dimension alike in both TensorSpecs" in message
 
 
 def test_a_mismatch_of_the_fixed_dims_still_raises_the_signature_error():
