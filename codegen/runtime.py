@@ -369,11 +369,49 @@ class Program:
                     else:
                         env[out_slot] = matmul(env[s0], env[s1])
                 return run
+            if e.op == "gather" and len(direct) == 3:  # x[rows, cols]: cross-entropy's pick
+                s0, s1, s2 = direct
+
+                def run(env, flat, dests):
+                    env[out_slot] = env[s0][env[s1], env[s2]]
+                return run
+            if e.op == "scatter_add" and self._unique_positions(e):
+                # No position repeats (one index is a constant like arange(N) that has a
+                # distinct in-range value at every position): assignment into zeros is the
+                # sum, and much cheaper than np.add.at.
+                idx = tuple(direct[1:])
+                shape, dtype = tuple(params["shape"]), e.out.type.dtype
+                zeros = np.zeros
+
+                def run(env, flat, dests):
+                    out = zeros(shape, dtype)
+                    out[tuple(env[s] for s in idx)] = env[direct[0]]
+                    env[out_slot] = out
+                return run
 
         def run(env, flat, dests):
             out = impl(*[r(env) for r in reads], **params)
             env[out_slot] = out if out.__class__ is np.ndarray else np.asarray(out)
         return run
+
+    def _unique_positions(self, e) -> bool:
+        """Whether scatter_add `e` writes each output position at most once: some index is
+        a constant, already of the indices' broadcast shape, whose values are distinct and
+        within their dimension (so no two of them name one position, negatives included)."""
+        g, *idx = e.inputs
+        consts = {id(v): value for v, value in self.graph.consts}
+        if tuple(g.type.shape) != tuple(np.broadcast_shapes(*(x.type.shape for x in idx))):
+            return False
+        for axis, x in enumerate(idx):
+            c = consts.get(id(x))
+            if c is None or tuple(c.shape) != tuple(g.type.shape):
+                continue
+            size = e.out.type.shape[axis]
+            if c.size and (c.min() < 0 or c.max() >= size):
+                continue
+            if np.unique(c).size == c.size:
+                return True
+        return False
 
     # -------------------------------------------------------------- calling
     def __call__(self, args, dests=None):
