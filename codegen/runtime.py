@@ -71,6 +71,7 @@ class Program:
         self.n_slots = 0
         self.kernels: list = []
         self.ops: list = []
+        self._descs: list = []  # per op: what runner.py-style generation needs, or None
         self._kernel_io = None  # (input slots, output specs, entry) of the last kernel
         for v in tuple(graph.inputs) + tuple(graph.captures):
             self._slot(v)
@@ -107,12 +108,15 @@ class Program:
         for v, value in graph.consts:
             self.const_slots.append((self._slot(v), value))
         for step in self.part.steps:
+            n = len(self._descs)
             if isinstance(step, KernelGroup):
                 self.ops.append(self._kernel_op(step))
             elif isinstance(step, CallStep):
                 self.ops.append(self._call_op(step.eqn, step.how))
             elif isinstance(step, ViewStep):
                 self.ops.append(self._call_op(step.eqn, "view"))
+            if len(self._descs) == n:
+                self._descs.append(None)
         self.result_reads = [self._reader(x) for x in graph.results]
         self._pad = [None] * (self.n_slots - self.n_args)
         self._result_slots = None
@@ -120,6 +124,10 @@ class Program:
             self._result_slots = [self.slots[id(x)] for x in graph.results]
         self.call1 = None  # set by _direct_call for a one-array-in, one-out program
         self._direct = self._direct_call()
+        self.runner_source = None
+        self._runner = None
+        if self._direct is None:
+            self._runner = self._generate_runner()
 
     # -------------------------------------------------------------- slots
     def _slot(self, v: Var) -> int:
@@ -190,6 +198,7 @@ class Program:
         self._kernel_dims = ks.dims
         if self._bind is not None:
             return self._symbolic_kernel_run(ins, outs, entry, ks.dims)
+        self._descs.append(("kernel", entry, ins, outs))
         flat_of = self._flat
 
         def run(env, flat, dests):
@@ -342,6 +351,9 @@ class Program:
         if None not in direct:
             # Operands straight from slots, and the commonest ops without the registry's
             # generic wrappers (this is per call, between kernels).
+            if e.op in ("permute", "reshape", "matmul", "gather") or (
+                    e.op == "scatter_add" and self._unique_positions(e)):
+                self._descs.append((e.op, direct, out_slot, e))
             if e.op == "permute":
                 (s0,) = direct
                 perm = tuple(params["perm"])
@@ -389,10 +401,133 @@ class Program:
                     env[out_slot] = out
                 return run
 
+        if all(x is None or isinstance(x, Literal) or id(x) in self.slots for x in e.inputs):
+            self._descs.append(("call", impl, out_slot, e))
+
         def run(env, flat, dests):
             out = impl(*[r(env) for r in reads], **params)
             env[out_slot] = out if out.__class__ is np.ndarray else np.asarray(out)
         return run
+
+    def _generate_runner(self):
+        """The whole program as one generated Python function: each step a line or two
+        over local variables, instead of closures indexing a slot list (W5's 22 steps
+        spent more time in that bookkeeping than in most of their kernels). Returns None
+        (the closures run instead) for programs with symbolic sizes, fallbacks, control
+        flow or literal results. The source is kept in `runner_source`."""
+        if self._bind is not None or None in self._descs or self._result_slots is None:
+            return None
+        ns = {"empty": np.empty, "zeros": np.zeros, "matmul": np.matmul,
+              "asarray": np.asarray, "ndarray": np.ndarray, "flat_of": self._flat,
+              "arg": _kernel_arg, "is_view": _is_view_of, "tls": self._tls,
+              # numpy's IEEE warnings from these lines are filtered as codegen's own are
+              # (codegen/__init__.py): the filter matches on the module name.
+              "__name__": "codegen.runner"}
+        lines = ["def run(args, dests):"]
+        if self.n_args:
+            lines.append("    " + ", ".join(f"v{s}" for s in range(self.n_args))
+                         + (",", "")[self.n_args > 1] + " = args")
+        for s, value in self.const_slots:
+            ns[f"v{s}"] = value
+        flat_known = set()
+        pooled = []  # (slot, shape, dtype) of the per-thread buffers, in order
+
+        def flat_of(s):
+            if s not in flat_known:
+                flat_known.add(s)
+                if s in self._own_slots:
+                    lines.append(f"    f{s} = v{s}.reshape(-1)")
+                elif self.n_inputs <= s < self.n_args:
+                    lines.append(f"    f{s} = flat_of(v{s}, {s})")
+                else:
+                    lines.append(f"    f{s} = arg(v{s})")
+            return f"f{s}"
+
+        body_start = len(lines)
+        for k, desc in enumerate(self._descs):
+            kind = desc[0]
+            if kind == "kernel":
+                _, entry, ins, outs = desc
+                ns[f"k{k}"] = entry
+                args = [flat_of(s) for s, _check in ins]
+                after = []
+                for s, shape, dtype, is_pooled, io_slot, dest in outs:
+                    flat_known.add(s)
+                    if io_slot is not None:
+                        after.append(f"    v{s} = v{io_slot} if is_view(f{io_slot}, v{io_slot}) "
+                                     f"else f{io_slot}.reshape(v{io_slot}.shape)")
+                        after.append(f"    f{s} = f{io_slot}")
+                        continue
+                    ns[f"t{s}"] = (shape, dtype)
+                    if is_pooled:
+                        pooled.append((s, shape, dtype))
+                        fresh = f"v{s}, f{s} = bufs[{len(pooled) - 1}]"
+                    else:
+                        fresh = (f"v{s} = empty(*t{s}); f{s} = "
+                                 + (f"v{s}" if len(shape) == 1 else f"v{s}.reshape(-1)"))
+                    if dest >= 0:
+                        lines.append(f"    d = dests[{dest}] if dests is not None else None")
+                        lines.append("    if d is not None:")
+                        lines.append(f"        v{s} = d; f{s} = d.reshape(-1)")
+                        lines.append("    else:")
+                        lines.append(f"        {fresh}")
+                    else:
+                        lines.append(f"    {fresh}")
+                    args.append(f"f{s}")
+                lines.append(f"    k{k}({', '.join(args)})  # {self.kernels[len([d for d in self._descs[:k] if d and d[0] == 'kernel'])].name}")
+                lines.extend(after)
+                continue
+            if kind == "call":
+                _, impl, out, e = desc
+                ns[f"op{k}"] = impl
+                ns[f"p{k}"] = e.params
+                operands = []
+                for j, x in enumerate(e.inputs):
+                    if x is None:
+                        operands.append("None")
+                    elif isinstance(x, Literal):
+                        ns[f"l{k}_{j}"] = np.array(x.value)
+                        operands.append(f"l{k}_{j}")
+                    else:
+                        operands.append(f"v{self.slots[id(x)]}")
+                lines.append(f"    v{out} = op{k}({', '.join(operands)}, **p{k})  # {e.op}")
+                lines.append(f"    if v{out}.__class__ is not ndarray: v{out} = asarray(v{out})")
+                continue
+            _, direct, out, e = desc
+            a = [f"v{s}" for s in direct]
+            if kind == "permute":
+                lines.append(f"    v{out} = {a[0]}.transpose({tuple(e.params['perm'])})")
+            elif kind == "reshape":
+                lines.append(f"    v{out} = {a[0]}.reshape({tuple(e.params['shape'])})")
+            elif kind == "gather":
+                lines.append(f"    v{out} = {a[0]}[{', '.join(a[1:])}]")
+            elif kind == "scatter_add":
+                ns[f"t{out}"] = (tuple(e.params["shape"]), e.out.type.dtype)
+                lines.append(f"    v{out} = zeros(*t{out}); v{out}[{', '.join(a[1:])}] = {a[0]}"
+                             "  # scatter_add, no position repeats")
+            else:  # matmul
+                dest = self._dest_pos.get(out, -1) if id(e.out) in self.inplace else -1
+                if dest >= 0:
+                    lines.append(f"    d = dests[{dest}] if dests is not None else None")
+                    lines.append(f"    v{out} = matmul({a[0]}, {a[1]}) if d is None else "
+                                 f"matmul({a[0]}, {a[1]}, out=d)")
+                else:
+                    lines.append(f"    v{out} = matmul({a[0]}, {a[1]})")
+        if pooled:
+            ns["pool_specs"] = [(shape, dtype) for _, shape, dtype in pooled]
+            lines[body_start:body_start] = [
+                "    bufs = tls.__dict__.get('runner_buffers')",
+                "    if bufs is None:",
+                "        bufs = tls.runner_buffers = [(o, o.reshape(-1)) for o in "
+                "(empty(shape, dtype) for shape, dtype in pool_specs)]"]
+        lines.append(f"    return [{', '.join(f'v{s}' for s in self._result_slots)}]")
+        source = "\n".join(lines) + "\n"
+        try:
+            exec(compile(source, f"<tracejit runner {self.graph.name}>", "exec"), ns)
+        except SyntaxError:  # pragma: no cover - a generator bug: run the closures
+            return None
+        self.runner_source = source
+        return ns["run"]
 
     def _unique_positions(self, e) -> bool:
         """Whether scatter_add `e` writes each output position at most once: some index is
@@ -421,6 +556,9 @@ class Program:
         direct = self._direct
         if direct is not None:
             return direct(args)
+        runner = self._runner
+        if runner is not None:
+            return runner(args, dests)
         env = list(args) + self._pad
         if self._sizes_slot is not None:
             sizes = env[self._sizes_slot] = self._bind(args)

@@ -68,3 +68,30 @@ def test_gather_out_of_range_label_raises_as_eager_does():
             assert "4" in str(exc) or "index" in str(exc).lower()
         else:
             raise AssertionError("an out-of-range class index must raise")
+
+
+def test_a_training_step_runs_as_one_generated_function_calling_each_kernel_once():
+    import eager.nn as nn
+    import eager.optim as optim
+
+    eager.manual_seed(0)
+    model = nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 3))
+    opt = optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    x = eager.randn(4, 6)
+    y = eager.from_numpy(np.array([0, 2, 1, 2]))
+
+    @tracer.function
+    def step(x, y):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    for _ in range(3):
+        step(x, y)
+    program = step.get_concrete_function(x, y).program
+    source = program.runner_source
+    assert source is not None and source.startswith("def run(args, dests):")
+    for kernel in program.kernels:
+        assert source.count(f"# {kernel.name}\n") == 1, source
