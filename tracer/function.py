@@ -97,6 +97,9 @@ class _Source:
         self.resolve = resolve
 
 
+MISS = object()  # ConcreteFunction.call_fast: a guard failed, take the general path
+
+
 class ConcreteFunction:
     """One traced, optimized and compiled specialization of a @function."""
 
@@ -149,6 +152,10 @@ class ConcreteFunction:
             (update_targets[u][1], tuple(graph.updates[u].type.shape), graph.updates[u].type.dtype)
             for u in getattr(program, "dest_updates", ()))
         self._dest_seen = [None] * len(self._dest_targets)
+        self.call_source = None  # the generated call_fast, when there is one
+        self.call_fast = self._checked_call
+        if not self._plain and not one_shot and captures:
+            self.call_fast = self._generate_call()
 
     # -------------------------------------------------------------- inspection
     @property
@@ -212,6 +219,112 @@ class ConcreteFunction:
         return None
 
     # -------------------------------------------------------------- calling
+    def _checked_call(self, leaves):
+        """Run on `leaves` if the captured state still matches, else MISS."""
+        if not self.unguarded and self.guard_failure() is not None:
+            return MISS
+        return self.run(leaves)
+
+    def _generate_call(self):
+        """`_checked_call` as one generated function: the guards, reading the captures,
+        the .grad arrays the program writes into, the run and the write-back, straight-line
+        over this trace's captures (a training step has 17; looping over them with their
+        per-capture tuples cost more than most of its kernels). On any guard miss it
+        returns MISS and the caller takes the general path, which says what changed."""
+        caps = self._captures
+        ns = {"MISS": MISS, "ndarray": np.ndarray, "seen": self._guard_seen,
+              "dseen": self._dest_seen, "EPOCH": STRUCTURE_EPOCH, "self": self,
+              "program": self.program, "assign_data": _assign_data, "assign_grad": _assign_grad,
+              "wrap": Tensor._wrap, "copy": np.array, "unflatten": unflatten,
+              "out_tree": self.out_tree, "__name__": "tracer.generated"}
+        lines = ["def call(leaves):"]
+        for i, t in enumerate(caps):
+            ns[f"c{i}"] = t
+        for i in range(len(caps)):
+            owner = self._capture_grad_owner[i]
+            shape, dtype = self._capture_types[i]
+            ns[f"S{i}"], ns[f"D{i}"] = shape, dtype
+            if owner is not None:
+                lines += [f"    g = c{owner}._grad",
+                          "    if g is None:",
+                          "        return MISS",
+                          f"    d{i} = g._data"]
+            else:
+                lines.append(f"    d{i} = c{i}._data")
+            lines += [f"    if d{i} is not seen[{i}]:",
+                      f"        if d{i}.__class__ is not ndarray or d{i}.shape != S{i} "
+                      f"or d{i}.dtype != D{i}:",
+                      "            return MISS",
+                      f"        seen[{i}] = d{i}"]
+            rg = self._capture_requires_grad[i]
+            if rg is not None:
+                lines += [f"    if c{i}.requires_grad != {rg}:", "        return MISS"]
+        for k, (_desc, get, obj) in enumerate(self._root_guards):
+            ns[f"get{k}"], ns[f"obj{k}"] = get, obj
+            lines += ["    try:",
+                      f"        if get{k}() is not obj{k}:",
+                      "            return MISS",
+                      "    except Exception:",
+                      "        return MISS"]
+        for i, was_none in self._grad_pattern:
+            lines += [f"    if (c{i}._grad is None) != {was_none}:", "        return MISS"]
+        if self._sources:
+            lines += ["    if EPOCH[0] != self._epoch:", "        return MISS"]
+        n_in = len(self.graph.inputs)
+        lines.append("    values = [" + ", ".join(
+            [f"leaves[{j}]._data" for j in range(n_in)] + [f"d{i}" for i in range(len(caps))])
+            + "]")
+        if self._dest_targets:
+            # Where the program may write a .grad straight into its array: not when that
+            # array (or what it views) is also read as an argument or capture.
+            lines.append("    owners = {id(a) if a.base is None else id(a.base) for a in values}")
+            names = []
+            for k, (i, shape, dtype) in enumerate(self._dest_targets):
+                ns[f"DS{k}"], ns[f"DD{k}"] = shape, dtype
+                lines += [f"    g = c{i}._grad",
+                          f"    x{k} = g._data if g is not None else None",
+                          f"    if x{k} is not None and x{k} is not dseen[{k}]:",
+                          f"        if x{k}.__class__ is ndarray and x{k}.shape == DS{k} and "
+                          f"x{k}.dtype == DD{k} and x{k}.flags.c_contiguous and "
+                          f"x{k}.flags.writeable:",
+                          f"            dseen[{k}] = x{k}",
+                          "        else:",
+                          f"            dseen[{k}] = x{k} = None",
+                          f"    if x{k} is not None and (id(x{k}) if x{k}.base is None else "
+                          f"id(x{k}.base)) in owners:",
+                          f"        x{k} = None"]
+                names.append(f"x{k}")
+            lines.append(f"    results = program(values, [{', '.join(names)}])")
+        else:
+            lines.append("    results = program(values)")
+        n_out = len(self.graph.outputs)
+        outs = []
+        for j in range(n_out):
+            outs.append(f"wrap(copy(results[{j}]))" if j in self._out_copies
+                        else f"wrap(results[{j}])")
+        lines.append(f"    outs = [{', '.join(outs)}]")
+        for u, (kind, i) in enumerate(self._update_targets):
+            r = f"results[{n_out + u}]"
+            if kind == "data":
+                owner = self._capture_grad_owner[i]
+                t = f"c{owner}._grad" if owner is not None else f"c{i}"
+                lines += [f"    t = {t}",
+                          f"    if {r} is t._data:",
+                          "        t._version[0] += 1",
+                          "    else:",
+                          f"        assign_data(t, {r})"]
+            elif kind == "grad":
+                lines.append(f"    assign_grad(c{i}, {r})")
+            elif kind == "input":
+                lines.append(f"    assign_data(leaves[{i}], {r})")
+            else:  # created state, input grads: not on the fast path (see Function.__call__)
+                return self._checked_call
+        lines.append("    return unflatten(out_tree, iter(outs))")
+        source = "\n".join(lines) + "\n"
+        exec(compile(source, f"<tracejit call {self.name}>", "exec"), ns)
+        self.call_source = source
+        return ns["call"]
+
     def __call__(self, *args, **kwargs):
         leaves = []
         flatten((args, kwargs), leaves, "", [])
@@ -529,13 +642,12 @@ class Function:
                             self._last1 = (d.shape, d.dtype, a.requires_grad, enabled,
                                            concrete)
                     if concrete is not None:
-                        if concrete.unguarded:
-                            run1 = concrete.run1
-                            if run1 is not None:
-                                return Tensor._wrap(run1(d))
-                            return concrete.run(args)
-                        if concrete.guard_failure() is None:
-                            return concrete.run(args)
+                        run1 = concrete.run1
+                        if run1 is not None:  # (unguarded: nothing captured)
+                            return Tensor._wrap(run1(d))
+                        out = concrete.call_fast(args)
+                        if out is not MISS:
+                            return out
             sig = []
             for a in args:
                 if a.__class__ is not Tensor or a._data.__class__ is not np.ndarray:
@@ -544,9 +656,10 @@ class Function:
                 sig.append((d.shape, d.dtype, a.requires_grad))
             else:
                 concrete = self._fast.get((tuple(sig), dispatch._state.grad_enabled))
-                if concrete is not None and (concrete.unguarded
-                                             or concrete.guard_failure() is None):
-                    return concrete.run(args)
+                if concrete is not None:
+                    out = concrete.call_fast(args)
+                    if out is not MISS:
+                        return out
         if _RUN_EAGERLY[0] or current_trace() is not None:
             # Eager mode, or called from inside another trace: run (and so inline) the body.
             return self._fn(*args, **kwargs)
