@@ -190,18 +190,26 @@ class Program:
                 dest = self._dest_pos.setdefault(s, len(self._dest_pos))
             outs.append((s, tuple(v.type.shape), v.type.dtype, id(v) not in self._escaping,
                          None, dest))
-        tls = self._tls
         entry = kernel.fn
         if hasattr(entry, "get_overload"):  # not under NUMBA_DISABLE_JIT=1 (plain Python)
             entry = entry.get_overload(entry.signatures[0])  # skips argument typing
         self._kernel_io = (in_slots, outs, entry)
         self._kernel_dims = ks.dims
-        if self._bind is not None:
-            return self._symbolic_kernel_run(ins, outs, entry, ks.dims)
-        self._descs.append(("kernel", entry, ins, outs))
+        if self._bind is None:
+            self._descs.append(("kernel", entry, ins, outs))
+        return self._kernel_run(ins, outs, entry, ks.dims)
+
+    def _kernel_run(self, ins, outs, entry, dims):
+        """A kernel step as a closure over the slot list (what runs when the program has
+        no generated runner: symbolic sizes, fallbacks, control flow). With symbolic sizes,
+        output shapes are bound per call (pooled buffers follow the size) and the sizes
+        are passed after the arrays."""
+        tls = self._tls
+        sizes_slot = self._sizes_slot
         flat_of = self._flat
 
         def run(env, flat, dests):
+            sizes = env[sizes_slot] if sizes_slot is not None else None
             args = []
             for s, check in ins:
                 a = flat[s]
@@ -209,7 +217,6 @@ class Program:
                     a = env[s]
                     a = flat[s] = flat_of(a, s) if check else a.reshape(-1)
                 args.append(a)
-            pool = None
             for s, shape, dtype, pooled, io_slot, dest in outs:
                 if io_slot is not None:
                     # The kernel wrote into the array it read: the capture itself when it
@@ -219,50 +226,8 @@ class Program:
                     env[s] = a if _is_view_of(f, a) else f.reshape(a.shape)
                     flat[s] = f
                     continue
-                if dest >= 0 and dests is not None and dests[dest] is not None:
-                    o = dests[dest]
-                    f = o.reshape(-1)
-                elif pooled:
-                    if pool is None:
-                        pool = tls.__dict__.setdefault("buffers", {})
-                    pair = pool.get(s)
-                    if pair is None:
-                        o = np.empty(shape, dtype)
-                        pair = pool[s] = (o, o.reshape(-1))
-                    o, f = pair
-                else:
-                    o = np.empty(shape, dtype)
-                    f = o.reshape(-1)
-                env[s] = o
-                flat[s] = f
-                args.append(f)
-            entry(*args)
-        return run
-
-    def _symbolic_kernel_run(self, ins, outs, entry, dims):
-        """`_kernel_op`'s run with symbolic sizes: output shapes bound per call (pooled
-        buffers follow the size), the sizes passed after the arrays."""
-        tls = self._tls
-        sizes_slot = self._sizes_slot
-        flat_of = self._flat
-
-        def run(env, flat, dests):
-            sizes = env[sizes_slot]
-            args = []
-            for s, check in ins:
-                a = flat[s]
-                if a is None:
-                    a = env[s]
-                    a = flat[s] = flat_of(a, s) if check else a.reshape(-1)
-                args.append(a)
-            for s, shape, dtype, pooled, io_slot, dest in outs:
-                if io_slot is not None:
-                    a = env[io_slot]
-                    f = flat[io_slot]
-                    env[s] = a if _is_view_of(f, a) else f.reshape(a.shape)
-                    flat[s] = f
-                    continue
-                shape = bind_shape(shape, sizes)
+                if sizes is not None:
+                    shape = bind_shape(shape, sizes)
                 if dest >= 0 and dests is not None and dests[dest] is not None:
                     o = dests[dest]
                 elif pooled:
@@ -278,7 +243,10 @@ class Program:
                 env[s] = o
                 flat[s] = f
                 args.append(f)
-            entry(*args, *[sizes[d] for d in dims])
+            if sizes is not None:
+                entry(*args, *[sizes[d] for d in dims])
+            else:
+                entry(*args)
         return run
 
     def _flat(self, a, s):

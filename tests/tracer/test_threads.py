@@ -3,7 +3,6 @@ and a trace in one thread never changes what eager code computes in another."""
 import threading
 
 import numpy as np
-import pytest
 
 import eager
 import eager.nn as nn
