@@ -1,0 +1,140 @@
+"""Compiled training steps on the edge cases of issue 5, each against the same step run
+eagerly on an identical copy of the model: a parameter the loss does not use, frozen
+parameters next to trained ones, Dropout in train mode, a replaced parameter, and a call
+under no_grad."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import eager
+import eager.nn.functional as F
+import tracer
+from eager import nn, optim
+
+
+class _TwoHeads(nn.Module):
+    """A model with a head the loss never uses: its parameters get no gradient."""
+
+    def __init__(self, dropout=0.0):
+        super().__init__()
+        self.body = nn.Linear(6, 8)
+        self.used = nn.Linear(8, 3)
+        self.unused = nn.Linear(8, 2)
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x):
+        return self.used(self.drop(F.relu(self.body(x))))
+
+
+def _pair(make_model, make_opt, freeze=()):
+    eager.manual_seed(3)
+    a, b = make_model(), make_model()
+    b.load_state_dict(a.state_dict())
+    for model in (a, b):
+        for name, p in model.named_parameters():
+            if name.startswith(freeze):
+                p.requires_grad_(False)
+    return (a, make_opt([p for p in a.parameters() if p.requires_grad])), \
+        (b, make_opt([p for p in b.parameters() if p.requires_grad]))
+
+
+def _step(model, opt, x, y):
+    opt.zero_grad()
+    loss = F.cross_entropy(model(x), y)
+    loss.backward()
+    opt.step()
+    return loss
+
+
+def _data():
+    rng = np.random.default_rng(5)
+    return (eager.from_numpy(rng.standard_normal((5, 6)).astype(np.float32)),
+            eager.from_numpy(rng.integers(0, 3, size=5)))
+
+
+def _assert_same(a, b, opt_a, opt_b):
+    for (name, p), q in zip(a.named_parameters(), b.parameters()):
+        np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-5,
+                                   atol=1e-7, err_msg=name)
+        assert (p.grad is None) == (q.grad is None), name
+        if p.grad is not None:
+            np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-5, atol=1e-7,
+                                       err_msg=f"{name}.grad")
+        sa, sb = opt_a.state.get(p, {}), opt_b.state.get(q, {})
+        assert sorted(sa) == sorted(sb), name
+        for key in sa:
+            np.testing.assert_allclose(np.asarray(sa[key].detach().numpy()),
+                                       np.asarray(sb[key].detach().numpy()), rtol=1e-5,
+                                       atol=1e-7, err_msg=f"{name} state {key}")
+
+
+@pytest.mark.parametrize("opt_name", ["sgd_momentum", "adam"])
+def test_unused_and_frozen_parameters_are_left_as_eager_leaves_them(opt_name):
+    make_opt = {"sgd_momentum": lambda ps: optim.SGD(ps, lr=0.1, momentum=0.9),
+                "adam": lambda ps: optim.Adam(ps, lr=1e-2)}[opt_name]
+    (a, opt_a), (b, opt_b) = _pair(_TwoHeads, make_opt, freeze=("body",))
+    x, y = _data()
+    step = tracer.function(lambda x, y: _step(a, opt_a, x, y))
+    for _ in range(6):
+        got = step(x, y)
+        want = _step(b, opt_b, x, y)
+        assert got.item() == pytest.approx(want.item(), rel=1e-5)
+        _assert_same(a, b, opt_a, opt_b)
+    assert a.unused.weight.grad is None and a.body.weight.grad is None
+    assert step.trace_count <= 2
+
+
+def test_dropout_in_train_mode_draws_new_masks_like_eager():
+    (a, opt_a), (b, opt_b) = _pair(lambda: _TwoHeads(dropout=0.5),
+                                   lambda ps: optim.SGD(ps, lr=0.1))
+    x, y = _data()
+    step = tracer.function(lambda x, y: _step(a, opt_a, x, y))
+    losses = []
+    for i in range(5):
+        eager.manual_seed(100 + i)   # the same random stream for both at every step
+        got = step(x, y).item()
+        eager.manual_seed(100 + i)
+        want = _step(b, opt_b, x, y).item()
+        assert got == pytest.approx(want, rel=1e-5)
+        losses.append(got)
+        _assert_same(a, b, opt_a, opt_b)
+    eager.manual_seed(7)
+    first = step(x, y).item()
+    second = step(x, y).item()   # no reseed: the generator moved on, so another mask
+    assert first != second
+    assert step.trace_count == 1
+
+
+def test_replacing_a_parameter_object_retraces_and_trains_the_new_one():
+    (a, opt_a), (b, opt_b) = _pair(_TwoHeads, lambda ps: optim.SGD(ps, lr=0.1))
+    x, y = _data()
+    step = tracer.function(lambda x, y: _step(a, opt_a, x, y))
+    for _ in range(2):
+        step(x, y)
+        _step(b, opt_b, x, y)
+    for model, opt in ((a, opt_a), (b, opt_b)):
+        new = nn.Parameter(eager.zeros(3, 8))
+        model.used.weight = new
+        opt.param_groups[0]["params"][2] = new  # the optimizer follows the new object
+    traces = step.trace_count
+    for _ in range(3):
+        step(x, y)
+        _step(b, opt_b, x, y)
+        _assert_same(a, b, opt_a, opt_b)
+    assert step.trace_count == traces + 1
+    assert np.any(a.used.weight.detach().numpy() != 0)
+
+
+def test_a_step_called_under_no_grad_fails_like_eager():
+    (a, opt_a), (b, opt_b) = _pair(_TwoHeads, lambda ps: optim.SGD(ps, lr=0.1))
+    x, y = _data()
+    step = tracer.function(lambda x, y: _step(a, opt_a, x, y))
+    with eager.no_grad():
+        with pytest.raises(RuntimeError) as eager_error:
+            _step(b, opt_b, x, y)
+        with pytest.raises(RuntimeError) as compiled_error:
+            step(x, y)
+    assert "grad" in str(compiled_error.value).lower()
+    assert type(compiled_error.value) is type(eager_error.value)
+    _assert_same(a, b, opt_a, opt_b)
