@@ -388,6 +388,7 @@ class Program:
         ns = {"empty": np.empty, "zeros": np.zeros, "matmul": np.matmul,
               "asarray": np.asarray, "ndarray": np.ndarray, "flat_of": self._flat,
               "arg": _kernel_arg, "is_view": _is_view_of, "tls": self._tls,
+              "fc": self._flat_cache,
               # numpy's IEEE warnings from these lines are filtered as codegen's own are
               # (codegen/__init__.py): the filter matches on the module name.
               "__name__": "codegen.runner"}
@@ -406,7 +407,13 @@ class Program:
                 if s in self._own_slots:
                     lines.append(f"    f{s} = v{s}.reshape(-1)")
                 elif self.n_inputs <= s < self.n_args:
-                    lines.append(f"    f{s} = flat_of(v{s}, {s})")
+                    # A capture: its flat view from the last call when it is the same array
+                    # (`_flat`'s cache, inlined); w<slot> says whether f<slot> is a view.
+                    lines.append(f"    h = fc[{s}]")
+                    lines.append(f"    if h is not None and h[0] is v{s}:")
+                    lines.append(f"        f{s} = h[1]; w{s} = True")
+                    lines.append("    else:")
+                    lines.append(f"        f{s} = flat_of(v{s}, {s}); w{s} = is_view(f{s}, v{s})")
                 else:
                     lines.append(f"    f{s} = arg(v{s})")
             return f"f{s}"
@@ -422,7 +429,8 @@ class Program:
                 for s, shape, dtype, is_pooled, io_slot, dest in outs:
                     flat_known.add(s)
                     if io_slot is not None:
-                        after.append(f"    v{s} = v{io_slot} if is_view(f{io_slot}, v{io_slot}) "
+                        # (io inputs are captures: see _plan_inplace)
+                        after.append(f"    v{s} = v{io_slot} if w{io_slot} "
                                      f"else f{io_slot}.reshape(v{io_slot}.shape)")
                         after.append(f"    f{s} = f{io_slot}")
                         continue
