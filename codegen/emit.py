@@ -262,7 +262,8 @@ def emit_kernel(part: Partition, group: KernelGroup) -> tuple[str, KernelSource]
         # 5.4 ms with prange on 2 threads, 1.4 ms serial). (Also, a reduction over all
         # axes has no outer loop to prange.)
         parallel = False
-        code = _row_code(ks, loop_vars, idx, parallel)
+        buffers, code = _row_code(ks, loop_vars, idx)
+        code = buffers + code
         doc = ("Reductions over trailing axes: per row, one pass per reduction stage, then "
                "the full-size outputs.")
     else:
@@ -351,7 +352,8 @@ def _identity(ks: KernelSource, e) -> str:
     return ks.const(0 if e.op == "sum" else -np.inf, e.out.type.dtype)
 
 
-def _row_code(ks: KernelSource, loop_vars, idx, parallel) -> list:
+def _row_code(ks: KernelSource, loop_vars, idx) -> tuple[list, list]:
+    """(buffer allocations, the loop nest over the rows) of a row kernel."""
     g = ks.group
     split = g.split
     outer_vars, inner_vars = loop_vars[:split], loop_vars[split:]
@@ -378,6 +380,8 @@ def _row_code(ks: KernelSource, loop_vars, idx, parallel) -> list:
             if id(e.out) in need and id(e.out) in later and e.op in _EXPENSIVE:
                 cache.add(id(e.out))
     buffers = {}
+    # Allocated once, not per row (a heap allocation per row cost softmax (4096,1024) 7%).
+    buffer_lines: list = []
 
     row_scope: dict = {}
     row_body: list = []
@@ -389,8 +393,8 @@ def _row_code(ks: KernelSource, loop_vars, idx, parallel) -> list:
         e = ks.members[key]
         name = f"row{len(buffers)}"
         buffers[key] = name
-        row_body.append(f"{name} = np.empty({math.prod(inner_shape)}, "
-                        f"{np_type(e.out.type.dtype)})  # keeps {e.out!r} of this row")
+        buffer_lines.append(f"    {name} = np.empty({math.prod(inner_shape)}, "
+                            f"{np_type(e.out.type.dtype)})  # keeps {e.out!r} of a row")
 
     def emit_row_members(max_stage):
         for e in row_members:
@@ -419,46 +423,25 @@ def _row_code(ks: KernelSource, loop_vars, idx, parallel) -> list:
     for p, targets in enumerate(passes[:n_passes], start=1):
         accs = []
         for e in targets:
-            dt = e.out.type.dtype
             acc = f"acc{counter[0]}"
             counter[0] += 1
-            init = _identity(ks, e)
-            row_body.append(f"{acc} = {init}  # {_eqn_comment(e)}")
-            if e.op == "amax":
-                row_body.append(f"nan_{acc} = {ks.const(0, dt)}")
+            row_body.append(f"{acc} = {_identity(ks, e)}  # {_eqn_comment(e)}")
             accs.append((e, acc))
         inner_scope, inner = emit_pass(targets)
-        # A running max is a chain of compare-selects that LLVM will not vectorize without
-        # 'nnan'; over one long trailing dim, keep LANES independent maxima instead (the
-        # unrolled lanes vectorize) and fold them after the loop. NaNs are counted aside.
-        lanes = (_USE_LANES and len(inner_shape) == 1 and inner_shape[0] >= 4 * _LANES
-                 and any(e.op == "amax" for e, _ in accs))
         for e, acc in accs:
             x = e.inputs[0]
             val = inner_scope.get(id(x)) or ks.load(x, idx, inner_scope, inner)
             if e.op == "sum":
-                inner.append(f"{acc} += {val}")
-            elif lanes:
-                lane = f"lanes_{acc}[{inner_vars[0]}_lane]"
-                row_body.append(f"lanes_{acc} = np.full({_LANES}, {acc})")
-                inner.append(f"{lane} = {val} if {val} > {lane} else {lane}")
-                inner.append(f"nan_{acc} += {val} != {val}")
+                inner.append(f"{acc} += {val}  # {e.out!r}")
+            elif e.out.type.dtype.kind == "f":
+                # llvm.maximum: NaN propagates, and the running max vectorizes (a
+                # compare-select chain needs 'nnan' to)
+                ks.imports.add(("codegen.vmath", "maximum"))
+                inner.append(f"{acc} = maximum({acc}, {val})  # {e.out!r}")
             else:
-                inner.append(f"{acc} = {val} if {val} > {acc} else {acc}")
-                inner.append(f"nan_{acc} += {val} != {val}")
-        if lanes:
-            row_body.extend(_lane_loops(inner_vars[0], inner_shape[0], inner))
-            for e, acc in accs:
-                if e.op == "amax":
-                    row_body.append(f"for lane in range({_LANES}):")
-                    row_body.append(f"    if lanes_{acc}[lane] > {acc}:")
-                    row_body.append(f"        {acc} = lanes_{acc}[lane]")
-        else:
-            row_body.extend(_nest(inner_vars, inner_shape, inner, False, indent=0))
+                inner.append(f"{acc} = {val} if {val} > {acc} else {acc}  # {e.out!r}")
+        row_body.extend(_nest(inner_vars, inner_shape, inner, False, indent=0))
         for e, acc in accs:
-            if e.op == "amax":
-                row_body.append(f"if nan_{acc} > {ks.const(0, e.out.type.dtype)}:")
-                row_body.append(f"    {acc} = {ks.const(np.nan, e.out.type.dtype)}")
             row_scope[id(e.out)] = acc
             row_ready.add(id(e.out))
         stored.update(k for k in cache if k in plain_needs[p - 1])
@@ -473,26 +456,7 @@ def _row_code(ks: KernelSource, loop_vars, idx, parallel) -> list:
         ridx = _row_index(v.type.shape, outer_shape, idx)
         row_body.append(f"{ks.out_names[id(v)]}[{_flat(v.type.shape, ridx).render()}] = "
                         f"{row_scope[id(v)]}")
-    return _nest(outer_vars, outer_shape, row_body, parallel)
-
-
-_LANES = 16
-_USE_LANES = True  # softmax (4096,1024): 3.7 ms with lanes, 4.9 ms with one running max
-
-
-def _lane_loops(var: str, n: int, body: list) -> list:
-    """`for var in range(n): body` as blocks of _LANES iterations (lane `var_lane`) plus a
-    remainder loop that uses lane 0."""
-    main = n - n % _LANES
-    lines = [f"for {var}_block in range(0, {main}, {_LANES}):",
-             f"    for {var}_lane in range({_LANES}):",
-             f"        {var} = {var}_block + {var}_lane"]
-    lines.extend("        " + b for b in body)
-    if main < n:
-        lines.append(f"for {var} in range({main}, {n}):")
-        lines.append(f"    {var}_lane = 0")
-        lines.extend("    " + b for b in body)
-    return lines
+    return buffer_lines, _nest(outer_vars, outer_shape, row_body, False)
 
 
 def _row_index(shape, outer_shape, idx):
@@ -542,10 +506,22 @@ def _col_code(ks: KernelSource, loop_vars, idx) -> list:
     return lines
 
 
-def _module(ks: KernelSource, code: list, parallel: bool, doc: str) -> str:
+def _params(ks: KernelSource) -> list:
+    return [ks.arg_names[id(v)] for v in ks.args] + [ks.out_names[id(v)] for v in ks.outputs]
+
+
+def _types(ks: KernelSource) -> list:
+    return [_NUMBA_TYPES[v.type.dtype.name] + "[::1]" for v in ks.args + ks.outputs]
+
+
+def _decorator(types: list, parallel: bool) -> str:
+    flags = "{" + ", ".join(repr(f) for f in sorted(FASTMATH)) + "}"
+    return (f'@njit("void({", ".join(types)})", cache=True, fastmath={flags}, '
+            f'error_model="numpy"{", parallel=True" if parallel else ""})')
+
+
+def _module(ks: KernelSource, code: list, parallel: bool, doc: str, helper=()) -> str:
     g = ks.group
-    params = [ks.arg_names[id(v)] for v in ks.args] + [ks.out_names[id(v)] for v in ks.outputs]
-    types = [_NUMBA_TYPES[v.type.dtype.name] + "[::1]" for v in ks.args + ks.outputs]
     lines = ks.header(doc)
     lines.append("import math  # noqa: F401")
     lines.append("")
@@ -559,10 +535,12 @@ def _module(ks: KernelSource, code: list, parallel: bool, doc: str) -> str:
         lines.append(f"{name} = {np_type(dtype)}({text})")
     lines.append("")
     lines.append("")
-    flags = "{" + ", ".join(repr(f) for f in sorted(FASTMATH)) + "}"
-    lines.append(f'@njit("void({", ".join(types)})", cache=True, fastmath={flags}, '
-                 f'error_model="numpy"{", parallel=True" if parallel else ""})')
-    lines.append(f"def {_fn_name(g)}({', '.join(params)}):")
+    if helper:
+        lines.extend(helper)
+        lines.append("")
+        lines.append("")
+    lines.append(_decorator(_types(ks), parallel))
+    lines.append(f"def {_fn_name(g)}({', '.join(_params(ks))}):")
     for v in ks.args:
         lines.append(f"    # {ks.arg_names[id(v)]}: {_describe_var(v)}")
     for v in ks.outputs:
