@@ -503,7 +503,11 @@ def _rows_function(ks: KernelSource, buffers: list, code: list, var: str) -> lis
     n, b = g.shape[0], _block_rows(g)
     head = f"    for {var} in range("
     assert code[0].startswith(head), code[0]
-    code = [f"{head}{var}_block * {b}, min({var}_block * {b} + {b}, {n})):"] + code[1:]
+    if b == 1:
+        rng = f"{var}_block, {var}_block + 1"
+    else:
+        rng = f"{var}_block * {b}, min({var}_block * {b} + {b}, {n})"
+    code = [f"{head}{rng}):"] + code[1:]
     params = _params(ks) + [f"{var}_block"]
     return [_decorator(_types(ks) + ["int64"], False), f"def rows({', '.join(params)}):"] \
         + buffers + code
