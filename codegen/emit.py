@@ -92,7 +92,7 @@ class KernelSource:
         # indices that use it are cast to unsigned.
         self.unknown_range_var = None
 
-    def index(self, flat: "Aff") -> str:
+    def index(self, flat: Aff) -> str:
         text = flat.render()
         return f"np.uint64({text})" if self.unknown_range_var in flat.terms else text
 

@@ -763,7 +763,7 @@ if _numba_config.DISABLE_JIT:  # pragma: no cover - exercised by a subprocess te
         globals()[_name] = _py(_PY[_op], np.float32 if _dt == "float32" else np.float64)
     VMATH = {key: globals()[name] for key, name in VMATH_NAMES.items()}
 
-    def maximum(a, b):  # noqa: F811 - the scalar stand-in for the intrinsic
-        if a != a or b != b:
+    def maximum(a, b):  # the scalar stand-in for the intrinsic
+        if _math.isnan(a) or _math.isnan(b):
             return a + b  # NaN, of the operands' type
-        return a if a > b else b
+        return max(a, b)

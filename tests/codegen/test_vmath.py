@@ -285,7 +285,7 @@ def test_asm_has_packed_ops():
     assert re.search(r"\b(?:v?mulps|vfmadd\w*ps)\b", asm)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _running_max(dtype):
     init = np.dtype(dtype).type(-np.inf)
 
