@@ -47,6 +47,8 @@ Design notes
   ``VMATH_METHOD[(op, dtype_name)]`` -> short description.
 * ``maximum(a, b)`` is exact, not an approximation: LLVM's ``llvm.maximum`` (np.maximum's
   NaN rule), for running maxima that vectorize without ``nnan``.
+* ``trip_count(n)`` is ``n`` hidden from LLVM, so that a long row loop is not unrolled
+  completely (see its docstring).
 
 Measured accuracy
 -----------------
@@ -118,7 +120,7 @@ __all__ = [
     "exp_f32", "exp_f64", "expm1_f32", "expm1_f64",
     "log_f32", "log_f64", "log1p_f32", "log1p_f64",
     "tanh_f32", "tanh_f64", "sigmoid_f32", "sigmoid_f64",
-    "erf_f32", "erf_f64", "maximum",
+    "erf_f32", "erf_f64", "maximum", "trip_count",
     "VMATH", "VMATH_NAMES", "VMATH_MAX_ULP", "VMATH_METHOD", "vmath_name",
     "FASTMATH_FLAGS",
 ]
@@ -261,6 +263,27 @@ def maximum(typingctx, a, b):
         fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(fty, [fty, fty]),
                                             name)
         return builder.call(fn, args)
+
+    return sig, codegen
+
+
+@intrinsic
+def trip_count(typingctx, n):
+    """``n``, as a value LLVM cannot see through (an empty inline asm).
+
+    For ``range(trip_count(1024))``: with a literal trip count LLVM vectorizes a row
+    reduction and then unrolls it completely, into one chain of dependent adds or FMAs
+    (latency-bound: layer_norm's variance pass); an unknown count keeps the vectorized
+    loop with its interleaved partial accumulators.
+    """
+    if not isinstance(n, types.Integer):
+        return None
+    sig = types.int64(n)
+
+    def codegen(context, builder, signature, args):
+        value = context.cast(builder, args[0], signature.args[0], types.int64)
+        fnty = ir.FunctionType(ir.IntType(64), [ir.IntType(64)])
+        return builder.call(ir.InlineAsm(fnty, "", "=r,0"), [value])
 
     return sig, codegen
 
@@ -762,6 +785,9 @@ if _numba_config.DISABLE_JIT:  # pragma: no cover - exercised by a subprocess te
     for (_op, _dt), _name in VMATH_NAMES.items():
         globals()[_name] = _py(_PY[_op], np.float32 if _dt == "float32" else np.float64)
     VMATH = {key: globals()[name] for key, name in VMATH_NAMES.items()}
+
+    def trip_count(n):  # the stand-in for the intrinsic
+        return n
 
     def maximum(a, b):  # the scalar stand-in for the intrinsic
         if _math.isnan(a) or _math.isnan(b):

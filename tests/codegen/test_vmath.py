@@ -346,3 +346,19 @@ def test_codegen_style_generated_source():
     ir_text = k.inspect_llvm(k.signatures[0])
     assert _VEC_F32.search(ir_text)
     assert "double" not in ir_text
+
+
+def test_trip_count_is_its_argument_and_the_loop_stays_a_vectorized_loop():
+    @njit(fastmath={'arcp', 'contract', 'nsz', 'reassoc'})  # codegen.emit.FASTMATH
+    def row_sum(x):
+        acc = np.float32(0)
+        for i in range(V.trip_count(1024)):
+            acc += x[i]
+        return acc
+
+    x = np.arange(1024, dtype=np.float32)
+    assert row_sum(x) == x.sum()
+    ir_text = row_sum.inspect_llvm(row_sum.signatures[0])
+    assert _VEC_F32.search(ir_text), "loop not vectorized"
+    # a loop remains (a back edge), instead of 64 unrolled vector adds in one chain
+    assert len(re.findall(r"fadd[^\n]*<\d+ x float>", ir_text)) < 64
