@@ -95,6 +95,14 @@ class KernelSource:
         self.consts: dict = {}        # (dtype name, repr) -> name
         self.imports: set = set()
         self.lines: list = []
+        # A loop variable whose range is not known at compile time (see ROW_BLOCK_SIZE):
+        # indices that use it are cast to unsigned.
+        self.unknown_range_var = None
+        self.dims: list = []          # symbolic sizes the code names (set by _module)
+
+    def index(self, flat: Aff) -> str:
+        text = flat.render()
+        return f"np.uint64({text})" if self.unknown_range_var in flat.terms else text
 
     # -------------------------------------------------------------- names
     def const(self, value, dtype) -> str:
@@ -156,7 +164,7 @@ class KernelSource:
         if cached is not None:
             return cached
         local = f"x{len([k for k in scope if isinstance(k, tuple)])}_{name}"
-        body.append(f"{local} = {name}[{flat.render()}]")
+        body.append(f"{local} = {name}[{self.index(flat)}]")
         scope[key] = local
         return local
 
@@ -294,14 +302,16 @@ def emit_kernel(part: Partition, group: KernelGroup, io=None) -> tuple[str, Kern
         doc = ("Several small elementwise loop nests, run in turn (one call instead of "
                f"{len(group.parts)}).")
     elif group.kind == "row":
-        # Serial: in a prange body Numba's parfor lowering loses the reductions' fastmath
-        # flags, so per-row sums stop vectorizing (layer_norm over (4096,1024) measured
-        # 5.4 ms with prange on 2 threads, 1.4 ms serial). (Also, a reduction over all
-        # axes has no outer loop to prange.)
-        parallel = False
-        code = _row_code(ks, loop_vars, idx, parallel)
+        # A reduction over all axes has no outer loop to run in parallel.
+        parallel = parallel and group.split > 0
+        ks.unknown_range_var = loop_vars[0] if parallel else None
+        buffers, code = _row_code(ks, loop_vars, idx)
         doc = ("Reductions over trailing axes: per row, one pass per reduction stage, then "
                "the full-size outputs.")
+        if parallel:
+            return _module(ks, _row_blocks_call(ks), True, doc + _ROWS_DOC,
+                           helper=_rows_function(ks, buffers, code, loop_vars[0])), ks
+        code = buffers + code
     else:
         code = _col_code(ks, loop_vars, idx)
         doc = "Reductions over leading axes, accumulated into the outputs row by row."
@@ -322,12 +332,18 @@ def _elementwise_body(ks: KernelSource, idx, members, outputs, first=0, scope=No
     return body
 
 
-def _nest(loop_vars, shape, body, parallel, indent=1) -> list:
+def _nest(loop_vars, shape, body, parallel, indent=1, ks=None) -> list:
+    """The loop nest; with `ks`, loops of UNROLL_MAX or more iterations get their count
+    through trip_count (see codegen.vmath.trip_count)."""
     lines = []
     pad = "    " * indent
     for k, (v, n) in enumerate(zip(loop_vars, shape)):
         rng = "prange" if (k == 0 and parallel) else "range"
-        lines.append(f"{pad}for {v} in {rng}({n}):")
+        count = str(n)
+        if ks is not None and not isinstance(n, Dim) and n >= UNROLL_MAX:
+            ks.imports.add(("codegen.vmath", "trip_count"))
+            count = f"trip_count({n})"
+        lines.append(f"{pad}for {v} in {rng}({count}):")
         pad += "    "
     lines.extend(pad + b for b in body)
     return lines
@@ -380,6 +396,10 @@ def _needed_full(ks: KernelSource, targets, row_ready: set, cached=()) -> list:
     return [e for e in g.members if id(e.out) in need]
 
 
+# A row loop this long is not unrolled completely: LLVM would turn its vectorized
+# reduction into one dependency chain (layer_norm (4096,1024) serial: 1.6 -> 1.1 ms).
+UNROLL_MAX = 128
+
 # Recomputing these in a later pass costs more than a store and a load from a row buffer
 # (which stays in L1/L2: one row at a time).
 _EXPENSIVE = {"exp", "log", "tanh", "sigmoid", "erf", "pow", "div", "sqrt"}
@@ -390,7 +410,8 @@ def _identity(ks: KernelSource, e) -> str:
     return ks.const(0 if e.op == "sum" else -np.inf, e.out.type.dtype)
 
 
-def _row_code(ks: KernelSource, loop_vars, idx, parallel) -> list:
+def _row_code(ks: KernelSource, loop_vars, idx) -> tuple[list, list]:
+    """(buffer allocations, the loop nest over the rows) of a row kernel."""
     g = ks.group
     split = g.split
     outer_vars, inner_vars = loop_vars[:split], loop_vars[split:]
@@ -417,6 +438,8 @@ def _row_code(ks: KernelSource, loop_vars, idx, parallel) -> list:
             if id(e.out) in need and id(e.out) in later and e.op in _EXPENSIVE:
                 cache.add(id(e.out))
     buffers = {}
+    # Allocated once, not per row (a heap allocation per row cost softmax (4096,1024) 7%).
+    buffer_lines: list = []
 
     row_scope: dict = {}
     row_body: list = []
@@ -424,12 +447,22 @@ def _row_code(ks: KernelSource, loop_vars, idx, parallel) -> list:
     stored: set = set()
     counter = [0]
 
+    # A full-size output's row is a free buffer until the last pass, which reads a kept
+    # value at the position it then writes (the stores come after all loads): softmax keeps
+    # exp(x - max) in its output row (saves a buffer's traffic: 6% of softmax (4096,1024)).
+    free_rows = [v for v in full_outputs]
     for key in [k for e in g.members for k in [id(e.out)] if k in cache]:
         e = ks.members[key]
-        name = f"row{len(buffers)}"
-        buffers[key] = name
-        row_body.append(f"{name} = np.empty({math.prod(inner_shape)}, "
-                        f"{np_type(e.out.type.dtype)})  # keeps {e.out!r} of this row")
+        out = next((v for v in free_rows if v.type.dtype == e.out.type.dtype), None)
+        if out is not None:
+            free_rows.remove(out)
+            # (only here: with a symbolic inner size this index needs it as a stride)
+            buffers[key] = (ks.out_names[id(out)], ks.index(_flat(g.shape, idx)))
+            continue
+        name = f"row{len(buffer_lines)}"
+        buffers[key] = (name, inner_flat)
+        buffer_lines.append(f"    {name} = np.empty({math.prod(inner_shape)}, "
+                            f"{np_type(e.out.type.dtype)})  # keeps {e.out!r} of a row")
 
     def emit_row_members(max_stage):
         for e in row_members:
@@ -446,58 +479,39 @@ def _row_code(ks: KernelSource, loop_vars, idx, parallel) -> list:
             name = f"v{counter[0]}"
             counter[0] += 1
             if id(e.out) in stored:
-                inner.append(f"{name} = {buffers[id(e.out)]}[{inner_flat}]  # {e.out!r}")
+                array, at = buffers[id(e.out)]
+                inner.append(f"{name} = {array}[{at}]  # {e.out!r}")
                 inner_scope[id(e.out)] = name
                 continue
             ks.compute(e, idx, inner_scope, inner, name)
             if id(e.out) in cache:
-                inner.append(f"{buffers[id(e.out)]}[{inner_flat}] = {name}")
+                array, at = buffers[id(e.out)]
+                inner.append(f"{array}[{at}] = {name}  # keeps {e.out!r}")
         return inner_scope, inner
 
     emit_row_members(0)
     for p, targets in enumerate(passes[:n_passes], start=1):
         accs = []
         for e in targets:
-            dt = e.out.type.dtype
             acc = f"acc{counter[0]}"
             counter[0] += 1
-            init = _identity(ks, e)
-            row_body.append(f"{acc} = {init}  # {_eqn_comment(e)}")
-            if e.op == "amax":
-                row_body.append(f"nan_{acc} = {ks.const(0, dt)}")
+            row_body.append(f"{acc} = {_identity(ks, e)}  # {_eqn_comment(e)}")
             accs.append((e, acc))
         inner_scope, inner = emit_pass(targets)
-        # A running max is a chain of compare-selects that LLVM will not vectorize without
-        # 'nnan'; over one long trailing dim, keep LANES independent maxima instead (the
-        # unrolled lanes vectorize) and fold them after the loop. NaNs are counted aside.
-        lanes = (_USE_LANES and len(inner_shape) == 1 and not _symbolic(inner_shape)
-                 and inner_shape[0] >= 4 * _LANES and any(e.op == "amax" for e, _ in accs))
         for e, acc in accs:
             x = e.inputs[0]
             val = inner_scope.get(id(x)) or ks.load(x, idx, inner_scope, inner)
             if e.op == "sum":
-                inner.append(f"{acc} += {val}")
-            elif lanes:
-                lane = f"lanes_{acc}[{inner_vars[0]}_lane]"
-                row_body.append(f"lanes_{acc} = np.full({_LANES}, {acc})")
-                inner.append(f"{lane} = {val} if {val} > {lane} else {lane}")
-                inner.append(f"nan_{acc} += {val} != {val}")
+                inner.append(f"{acc} += {val}  # {e.out!r}")
+            elif e.out.type.dtype.kind == "f":
+                # llvm.maximum: NaN propagates, and the running max vectorizes (a
+                # compare-select chain needs 'nnan' to)
+                ks.imports.add(("codegen.vmath", "maximum"))
+                inner.append(f"{acc} = maximum({acc}, {val})  # {e.out!r}")
             else:
-                inner.append(f"{acc} = {val} if {val} > {acc} else {acc}")
-                inner.append(f"nan_{acc} += {val} != {val}")
-        if lanes:
-            row_body.extend(_lane_loops(inner_vars[0], inner_shape[0], inner))
-            for e, acc in accs:
-                if e.op == "amax":
-                    row_body.append(f"for lane in range({_LANES}):")
-                    row_body.append(f"    if lanes_{acc}[lane] > {acc}:")
-                    row_body.append(f"        {acc} = lanes_{acc}[lane]")
-        else:
-            row_body.extend(_nest(inner_vars, inner_shape, inner, False, indent=0))
+                inner.append(f"{acc} = {val} if {val} > {acc} else {acc}  # {e.out!r}")
+        row_body.extend(_nest(inner_vars, inner_shape, inner, False, indent=0, ks=ks))
         for e, acc in accs:
-            if e.op == "amax":
-                row_body.append(f"if nan_{acc} > {ks.const(0, e.out.type.dtype)}:")
-                row_body.append(f"    {acc} = {ks.const(np.nan, e.out.type.dtype)}")
             row_scope[id(e.out)] = acc
             row_ready.add(id(e.out))
         stored.update(k for k in cache if k in plain_needs[p - 1])
@@ -505,33 +519,55 @@ def _row_code(ks: KernelSource, loop_vars, idx, parallel) -> list:
     if full_outputs:
         inner_scope, inner = emit_pass(passes[-1])
         for v in full_outputs:
-            inner.append(f"{ks.out_names[id(v)]}[{_flat(v.type.shape, idx).render()}] = "
+            inner.append(f"{ks.out_names[id(v)]}[{ks.index(_flat(v.type.shape, idx))}] = "
                          f"{inner_scope[id(v)]}")
-        row_body.extend(_nest(inner_vars, inner_shape, inner, False, indent=0))
+        row_body.extend(_nest(inner_vars, inner_shape, inner, False, indent=0, ks=ks))
     for v in row_outputs:
         ridx = _row_index(v.type.shape, outer_shape, idx)
-        row_body.append(f"{ks.out_names[id(v)]}[{_flat(v.type.shape, ridx).render()}] = "
+        row_body.append(f"{ks.out_names[id(v)]}[{ks.index(_flat(v.type.shape, ridx))}] = "
                         f"{row_scope[id(v)]}")
-    return _nest(outer_vars, outer_shape, row_body, parallel)
+    return buffer_lines, _nest(outer_vars, outer_shape, row_body, False)
 
 
-_LANES = 16
-_USE_LANES = True  # softmax (4096,1024): 3.7 ms with lanes, 4.9 ms with one running max
+# Past PARALLEL_MIN_SIZE, a row kernel runs blocks of rows in parallel. The rows are a
+# function of their own, called from the prange loop: Numba lowers a prange body without
+# the kernel's fastmath flags, and there the per-row sums stop vectorizing (layer_norm
+# over (4096,1024) measured 5.4 ms with the rows inline in a prange, 1.4 ms serial).
+# Indices using the row are unsigned: a block's first row is not known at compile time, so
+# a signed index could be negative and Numba wraps each load in a negative-index fix-up,
+# which keeps LLVM from vectorizing the row loops (softmax blocks ran 4x slower).
+# A block is at least ROW_BLOCK_SIZE elements, so it pays for its call and its buffers;
+# prange shares the blocks out evenly to the threads.
+ROW_BLOCK_SIZE = 1 << 16
+_ROWS_DOC = "\nBlocks of rows run in parallel; `rows` does one block."
 
 
-def _lane_loops(var: str, n: int, body: list) -> list:
-    """`for var in range(n): body` as blocks of _LANES iterations (lane `var_lane`) plus a
-    remainder loop that uses lane 0."""
-    main = n - n % _LANES
-    lines = [f"for {var}_block in range(0, {main}, {_LANES}):",
-             f"    for {var}_lane in range({_LANES}):",
-             f"        {var} = {var}_block + {var}_lane"]
-    lines.extend("        " + b for b in body)
-    if main < n:
-        lines.append(f"for {var} in range({main}, {n}):")
-        lines.append(f"    {var}_lane = 0")
-        lines.extend("    " + b for b in body)
-    return lines
+def _block_rows(g) -> int:
+    per_row = max(math.prod(g.shape[1:]), 1)
+    return max(1, -(-ROW_BLOCK_SIZE // per_row))
+
+
+def _rows_function(ks: KernelSource, buffers: list, code: list, var: str) -> list:
+    """`rows(..., block)`: the row loop nest restricted to one block of its first axis."""
+    g = ks.group
+    n, b = g.shape[0], _block_rows(g)
+    head = f"    for {var} in range("
+    assert code[0].startswith(head), code[0]
+    if b == 1:
+        rng = f"{var}_block, {var}_block + 1"
+    else:
+        rng = f"{var}_block * {b}, min({var}_block * {b} + {b}, {n})"
+    code = [f"{head}{rng}):"] + code[1:]
+    params = _params(ks) + [f"{var}_block"]
+    return [_decorator(_types(ks) + ["int64"], False), f"def rows({', '.join(params)}):"] \
+        + buffers + code
+
+
+def _row_blocks_call(ks: KernelSource) -> list:
+    g = ks.group
+    blocks = -(-g.shape[0] // _block_rows(g))
+    return [f"    for i0_block in prange({blocks}):",
+            f"        rows({', '.join(_params(ks))}, i0_block)"]
 
 
 def _row_index(shape, outer_shape, idx):
@@ -591,14 +627,31 @@ def _used_dims(ks: KernelSource, code: list) -> list:
     return [d for d in graph_dims(ks.part.graph) if re.search(rf"\b{d.name}\b", text)]
 
 
-def _module(ks: KernelSource, code: list, parallel: bool, doc: str) -> str:
+def _outputs(ks: KernelSource) -> list:
+    """The outputs that are arguments of their own (not written through an input)."""
+    return [v for v in ks.outputs if id(v) not in ks.io]
+
+
+def _params(ks: KernelSource) -> list:
+    return [ks.arg_names[id(v)] for v in ks.args] + [ks.out_names[id(v)] for v in _outputs(ks)] \
+        + [d.name for d in ks.dims]
+
+
+def _types(ks: KernelSource) -> list:
+    return [_NUMBA_TYPES[v.type.dtype.name] + "[::1]" for v in ks.args + _outputs(ks)] \
+        + ["int64"] * len(ks.dims)
+
+
+def _decorator(types: list, parallel: bool) -> str:
+    flags = "{" + ", ".join(repr(f) for f in sorted(FASTMATH)) + "}"
+    return (f'@njit("void({", ".join(types)})", cache=True, fastmath={flags}, '
+            f'error_model="numpy"{", parallel=True" if parallel else ""})')
+
+
+def _module(ks: KernelSource, code: list, parallel: bool, doc: str, helper=()) -> str:
     g = ks.group
-    ks.dims = _used_dims(ks, code)
-    outputs = [v for v in ks.outputs if id(v) not in ks.io]
-    params = [ks.arg_names[id(v)] for v in ks.args] + [ks.out_names[id(v)] for v in outputs]
-    params += [d.name for d in ks.dims]
-    types = [_NUMBA_TYPES[v.type.dtype.name] + "[::1]" for v in ks.args + outputs]
-    types += ["int64"] * len(ks.dims)
+    ks.dims = _used_dims(ks, list(code) + list(helper))
+    outputs = _outputs(ks)
     lines = ks.header(doc)
     lines.append("import math  # noqa: F401")
     lines.append("")
@@ -612,10 +665,12 @@ def _module(ks: KernelSource, code: list, parallel: bool, doc: str) -> str:
         lines.append(f"{name} = {np_type(dtype)}({text})")
     lines.append("")
     lines.append("")
-    flags = "{" + ", ".join(repr(f) for f in sorted(FASTMATH)) + "}"
-    lines.append(f'@njit("void({", ".join(types)})", cache=True, fastmath={flags}, '
-                 f'error_model="numpy"{", parallel=True" if parallel else ""})')
-    lines.append(f"def {_fn_name(g)}({', '.join(params)}):")
+    if helper:
+        lines.extend(helper)
+        lines.append("")
+        lines.append("")
+    lines.append(_decorator(_types(ks), parallel))
+    lines.append(f"def {_fn_name(g)}({', '.join(_params(ks))}):")
     written = {id(old): v for v, old in
                ((v, ks.io[id(v)]) for v in ks.outputs if id(v) in ks.io)}
     for v in ks.args:

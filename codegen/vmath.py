@@ -45,6 +45,10 @@ Design notes
   ``VMATH_NAMES[(op, dtype_name)]`` -> importable name (``"exp_f32"``),
   ``VMATH_MAX_ULP[(op, dtype_name)]`` -> measured max error in ULP (float),
   ``VMATH_METHOD[(op, dtype_name)]`` -> short description.
+* ``maximum(a, b)`` is exact, not an approximation: LLVM's ``llvm.maximum`` (np.maximum's
+  NaN rule), for running maxima that vectorize without ``nnan``.
+* ``trip_count(n)`` is ``n`` hidden from LLVM, so that a long row loop is not unrolled
+  completely (see its docstring).
 
 Measured accuracy
 -----------------
@@ -109,13 +113,14 @@ import numpy as np
 from llvmlite import ir
 from numba import config as _numba_config
 from numba import njit, types
+from numba.core import cgutils
 from numba.extending import intrinsic
 
 __all__ = [
     "exp_f32", "exp_f64", "expm1_f32", "expm1_f64",
     "log_f32", "log_f64", "log1p_f32", "log1p_f64",
     "tanh_f32", "tanh_f64", "sigmoid_f32", "sigmoid_f64",
-    "erf_f32", "erf_f64",
+    "erf_f32", "erf_f64", "maximum", "trip_count",
     "VMATH", "VMATH_NAMES", "VMATH_MAX_ULP", "VMATH_METHOD", "vmath_name",
     "FASTMATH_FLAGS",
 ]
@@ -235,6 +240,50 @@ def _split_sqrt2(typingctx, x):
             e = builder.trunc(e, ir.IntType(32))
         ef = builder.sitofp(e, fty)
         return context.make_tuple(builder, signature.return_type, [m, ef])
+
+    return sig, codegen
+
+
+@intrinsic
+def maximum(typingctx, a, b):
+    """max(a, b) as np.maximum computes it (NaN if either is NaN), for two floats of one type.
+
+    Emitted as LLVM's ``llvm.maximum`` (IEEE 754-2019 maximum), which is associative and
+    commutative with NaN propagating, so a running max over a loop (``m = maximum(m,
+    x[i])``) vectorizes without ``nnan`` - a compare-select chain does not. Under the
+    caller's ``nsz`` the order of -0.0 and +0.0 is unspecified, as in a numpy reduction.
+    """
+    if not isinstance(a, types.Float) or a != b:
+        return None
+    sig = a(a, b)
+
+    def codegen(context, builder, signature, args):
+        fty = args[0].type
+        name = "llvm.maximum.f32" if isinstance(fty, ir.FloatType) else "llvm.maximum.f64"
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(fty, [fty, fty]),
+                                            name)
+        return builder.call(fn, args)
+
+    return sig, codegen
+
+
+@intrinsic
+def trip_count(typingctx, n):
+    """``n``, as a value LLVM cannot see through (an empty inline asm).
+
+    For ``range(trip_count(1024))``: with a literal trip count LLVM vectorizes a row
+    reduction and then unrolls it completely, into one chain of dependent adds or FMAs
+    (latency-bound: layer_norm's variance pass); an unknown count keeps the vectorized
+    loop with its interleaved partial accumulators.
+    """
+    if not isinstance(n, types.Integer):
+        return None
+    sig = types.int64(n)
+
+    def codegen(context, builder, signature, args):
+        value = context.cast(builder, args[0], signature.args[0], types.int64)
+        fnty = ir.FunctionType(ir.IntType(64), [ir.IntType(64)])
+        return builder.call(ir.InlineAsm(fnty, "", "=r,0"), [value])
 
     return sig, codegen
 
@@ -736,3 +785,11 @@ if _numba_config.DISABLE_JIT:  # pragma: no cover - exercised by a subprocess te
     for (_op, _dt), _name in VMATH_NAMES.items():
         globals()[_name] = _py(_PY[_op], np.float32 if _dt == "float32" else np.float64)
     VMATH = {key: globals()[name] for key, name in VMATH_NAMES.items()}
+
+    def trip_count(n):  # the stand-in for the intrinsic
+        return n
+
+    def maximum(a, b):  # the scalar stand-in for the intrinsic
+        if _math.isnan(a) or _math.isnan(b):
+            return a + b  # NaN, of the operands' type
+        return max(a, b)

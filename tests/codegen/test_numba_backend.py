@@ -519,8 +519,18 @@ def test_parallel_kernels_match_eager():
     # no NumbaPerformanceWarning ("parallel=True ... no transformation ... possible") for
     # the reduction over all axes, which has no outer loop to run in parallel
     assert [str(w.message) for w in caught if "parallel" in str(w.message)] == []
-    # Row kernels stay serial (see codegen.emit); big elementwise kernels use prange.
-    assert not any("prange(" in k.source for k in concrete.kernels if k.kind == "row")
+    # Row kernels run blocks of rows in parallel (the last block here is partial), except
+    # the reduction over all axes; big elementwise kernels use prange.
+    row_kernels = [k for k in concrete.kernels if k.kind == "row"]
+    assert [("prange(" in k.source) for k in row_kernels] == \
+        [k.group.split > 0 for k in row_kernels]
+    assert any(k.group.split > 0 for k in row_kernels)
+    # the blocks' rows index with unsigned ints (a signed index of an unknown row gets a
+    # negative-index fix-up per load, which stops the row loops from vectorizing), and the
+    # running max is llvm.maximum (vectorizes without nnan)
+    softmax = next(k for k in row_kernels if "amax" in k.name)
+    assert "def rows(" in softmax.source and "[np.uint64(i0 * 256 + i1)]" in softmax.source
+    assert "maximum(acc" in softmax.source
     ew = tracer.function(lambda x: F.gelu(x) * 2)
     with eager.no_grad():
         np.testing.assert_allclose(ew(t).numpy(), (F.gelu(t) * 2).numpy(), rtol=2e-6,

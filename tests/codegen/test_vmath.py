@@ -285,6 +285,42 @@ def test_asm_has_packed_ops():
     assert re.search(r"\b(?:v?mulps|vfmadd\w*ps)\b", asm)
 
 
+@functools.cache
+def _running_max(dtype):
+    init = np.dtype(dtype).type(-np.inf)
+
+    @njit(fastmath={'arcp', 'contract', 'nsz', 'reassoc'})  # codegen.emit.FASTMATH
+    def running_max(x):
+        m = init
+        for i in range(x.shape[0]):
+            m = V.maximum(m, x[i])
+        return m
+
+    return running_max
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_maximum_is_np_max_and_its_running_max_vectorizes(dtype):
+    f = _running_max(dtype)
+    rng = np.random.default_rng(3)
+    for n in (1, 7, 100, 1000):
+        x = rng.standard_normal(n).astype(dtype)
+        assert f(x) == x.max()
+        for special in (np.nan, np.inf, -np.inf):
+            for pos in {0, n // 2, n - 1}:
+                y = x.copy()
+                y[pos] = special
+                got, exp = f(y), y.max()
+                assert got == exp or (np.isnan(got) and np.isnan(exp)), (n, special, pos)
+    assert np.isneginf(f(np.full(5, -np.inf, dtype)))
+    # NaN propagates whichever operand it is (np.maximum's rule)
+    one, nan = np.dtype(dtype).type(1), np.dtype(dtype).type(np.nan)
+    assert np.isnan(f(np.array([nan, one]))) and np.isnan(f(np.array([one, nan])))
+    ir_text = f.inspect_llvm(f.signatures[0])
+    bits = 32 if dtype == "float32" else 64
+    assert re.search(rf"@llvm\.maximum\.v\d+f{bits}\b", ir_text), "running max not vectorized"
+
+
 GENERATED_SOURCE = '''
 from numba import njit
 from codegen.vmath import exp_f32, tanh_f32
@@ -310,3 +346,19 @@ def test_codegen_style_generated_source():
     ir_text = k.inspect_llvm(k.signatures[0])
     assert _VEC_F32.search(ir_text)
     assert "double" not in ir_text
+
+
+def test_trip_count_is_its_argument_and_the_loop_stays_a_vectorized_loop():
+    @njit(fastmath={'arcp', 'contract', 'nsz', 'reassoc'})  # codegen.emit.FASTMATH
+    def row_sum(x):
+        acc = np.float32(0)
+        for i in range(V.trip_count(1024)):
+            acc += x[i]
+        return acc
+
+    x = np.arange(1024, dtype=np.float32)
+    assert row_sum(x) == x.sum()
+    ir_text = row_sum.inspect_llvm(row_sum.signatures[0])
+    assert _VEC_F32.search(ir_text), "loop not vectorized"
+    # a loop remains (a back edge), instead of 64 unrolled vector adds in one chain
+    assert len(re.findall(r"fadd[^\n]*<\d+ x float>", ir_text)) < 64
