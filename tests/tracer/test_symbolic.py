@@ -366,3 +366,20 @@ def test_every_opinfo_sample_with_a_symbolic_leading_dimension():
                 traced += 1
     assert refused <= NEEDS_THE_SIZE, sorted(refused - NEEDS_THE_SIZE)
     assert traced > 1000
+
+
+@pytest.mark.parametrize("backend", ["interpret", "numba"])
+def test_cross_entropy_over_a_symbolic_batch_never_hides_a_bad_label(backend):
+    # Eager's gather raises on a label >= C; the symbolic batch's one-hot pick cannot raise
+    # inside a kernel, so that row's loss is NaN: visible, never a plausible value.
+    f = tracer.function(lambda x, y: F.cross_entropy(x, y), backend=backend,
+                        input_signature=[TensorSpec(("b", 4), eager.float32),
+                                         TensorSpec(("b",), eager.int64)])
+    x = eager.randn(3, 4)
+    with eager.no_grad():
+        good = f(x, eager.tensor([0, 1, 3])).item()
+        assert good == pytest.approx(F.cross_entropy(x, eager.tensor([0, 1, 3])).item(),
+                                     rel=1e-6)
+        assert np.isnan(f(x, eager.tensor([0, 1, 4])).item())
+        assert np.isnan(f(x, eager.tensor([0, -1, 2])).item())
+    assert f.trace_count == 1
