@@ -127,6 +127,9 @@ class ConcreteFunction:
         self._epoch = STRUCTURE_EPOCH[0]
         self._capture_types = tuple((v.type.shape, v.type.dtype) for v in graph.captures)
         self._guard_seen = [None] * len(captures)  # per capture: last array that passed
+        # Memory owners of the captured arrays (for .grad destinations), kept until one of
+        # those arrays changes.
+        self._capture_owners = [None]
         # requires_grad of each capture as traced: the backward graph of a training step
         # depends on it (freezing a layer must retrace). None for captured .grad tensors.
         self._capture_requires_grad = tuple(
@@ -192,6 +195,7 @@ class ConcreteFunction:
                             f"{_sig_text(shape, dtype)} -> "
                             f"{_sig_text(np.shape(data), np.asarray(data).dtype)}")
                 seen[i] = data
+                self._capture_owners[0] = None  # (the generated call's cache of them)
             rg = self._capture_requires_grad[i]
             if rg is not None and t.requires_grad != rg:
                 return (f"capture {self.graph.capture_names[i]}: requires_grad "
@@ -234,6 +238,7 @@ class ConcreteFunction:
         caps = self._captures
         ns = {"MISS": MISS, "ndarray": np.ndarray, "seen": self._guard_seen,
               "dseen": self._dest_seen, "EPOCH": STRUCTURE_EPOCH, "self": self,
+              "co": self._capture_owners, "_owner": _memory_owner,
               "program": self.program, "assign_data": _assign_data, "assign_grad": _assign_grad,
               "wrap": Tensor._wrap, "copy": np.array, "unflatten": unflatten,
               "out_tree": self.out_tree, "__name__": "tracer.generated"}
@@ -252,6 +257,7 @@ class ConcreteFunction:
             else:
                 lines.append(f"    d{i} = c{i}._data")
             lines += [f"    if d{i} is not seen[{i}]:",
+                      "        co[0] = None",
                       f"        if d{i}.__class__ is not ndarray or d{i}.shape != S{i} "
                       f"or d{i}.dtype != D{i}:",
                       "            return MISS",
@@ -277,7 +283,11 @@ class ConcreteFunction:
         if self._dest_targets:
             # Where the program may write a .grad straight into its array: not when that
             # array (or what it views) is also read as an argument or capture.
-            lines.append("    owners = {id(a) if a.base is None else id(a.base) for a in values}")
+            lines += ["    owners = co[0]",
+                      "    if owners is None:",
+                      f"        owners = co[0] = {{_owner(a) for a in values[{n_in}:]}}",
+                      "    leaf_owners = (" + "".join(
+                          f"_owner(leaves[{j}]._data), " for j in range(n_in)) + ")"]
             names = []
             for k, (i, shape, dtype) in enumerate(self._dest_targets):
                 ns[f"DS{k}"], ns[f"DD{k}"] = shape, dtype
@@ -290,9 +300,10 @@ class ConcreteFunction:
                           f"            dseen[{k}] = x{k}",
                           "        else:",
                           f"            dseen[{k}] = x{k} = None",
-                          f"    if x{k} is not None and (id(x{k}) if x{k}.base is None else "
-                          f"id(x{k}.base)) in owners:",
-                          f"        x{k} = None"]
+                          f"    if x{k} is not None:",
+                          f"        o = _owner(x{k})",
+                          "        if o in owners or o in leaf_owners:",
+                          f"            x{k} = None"]
                 names.append(f"x{k}")
             lines.append(f"    results = program(values, [{', '.join(names)}])")
         else:
@@ -487,6 +498,11 @@ def _signature_matches(inputs, leaves) -> bool:
 
             return matches([v.type for v in inputs], [t._data for t in leaves])
     return True
+
+
+def _memory_owner(a) -> int:
+    """An id for the memory `a` looks at: its base's, or its own."""
+    return id(a) if a.base is None else id(a.base)
 
 
 def _assign_data(t: Tensor, value):
