@@ -572,6 +572,13 @@ class Function:
         self.input_signature = list(input_signature) if input_signature is not None else None
         self._symbolic = self.input_signature is not None and any(
             d is None or isinstance(d, str) for s in self.input_signature for d in s.shape)
+        self._spec_checks = None
+        if self.input_signature is not None:
+            self._spec_checks = tuple(
+                (len(sp.shape), sp.dtype,
+                 tuple((ax, d) for ax, d in enumerate(sp.shape) if isinstance(d, int)),
+                 tuple((ax, d) for ax, d in enumerate(sp.shape) if isinstance(d, str)))
+                for sp in self.input_signature)
         self.static_argnums = tuple(static_argnums) if not isinstance(static_argnums, int) \
             else (static_argnums,)
         self.static_argnames = (static_argnames,) if isinstance(static_argnames, str) \
@@ -584,6 +591,9 @@ class Function:
         self._cache: dict = {}
         self._fast: dict = {}  # (tensor signature, grad mode) -> ConcreteFunction
         self._last1 = None     # (shape, dtype, requires_grad, grad mode, concrete): last hit
+        # With an input_signature, one trace per (requires_grad flags, grad mode) serves
+        # every call whose tensors match it: (rank, dtype, fixed dims, named dims) per spec.
+        self._fast_spec: dict = {}
         self._fast_ok = (not self.static_argnums and not self.static_argnames
                          and self.input_signature is None)
         self._lock = threading.RLock()
@@ -676,6 +686,13 @@ class Function:
                     out = concrete.call_fast(args)
                     if out is not MISS:
                         return out
+        elif self._fast_spec and not kwargs and not dispatch._hooked_threads \
+                and not _RUN_EAGERLY[0]:
+            concrete = self._spec_hit(args)
+            if concrete is not None:
+                out = concrete.call_fast(args)
+                if out is not MISS:
+                    return out
         if _RUN_EAGERLY[0] or current_trace() is not None:
             # Eager mode, or called from inside another trace: run (and so inline) the body.
             return self._fn(*args, **kwargs)
@@ -710,6 +727,11 @@ class Function:
             # (A one-shot trace materializes state made on the first call; running it again
             # would start that state over, which is why _cache never keeps it either.)
             self._fast[(key[1], key[2])] = concrete
+        elif self._spec_checks is not None and not self.static_argnums and \
+                not self.static_argnames and not kwargs and len(leaves) == len(args) and \
+                all(a.__class__ is Tensor for a in args) and not concrete.writes_input_grads \
+                and not (concrete.differentiable and key[2]) and not concrete.one_shot:
+            self._fast_spec[(tuple(t.requires_grad for t in leaves), key[2])] = concrete
         return concrete.run(leaves)
 
     def _lookup(self, key):
@@ -745,6 +767,31 @@ class Function:
         if concrete is None:
             concrete = self._trace_new(args, kwargs, leaves, names, tree, key, force=True)
         return concrete
+
+    def _spec_hit(self, args):
+        """The trace for positional tensor `args` that match the input_signature, or None
+        (then the general path checks them and says what does not match)."""
+        checks = self._spec_checks
+        if len(args) != len(checks):
+            return None
+        named = None
+        for a, (rank, dtype, fixed, names) in zip(args, checks):
+            if a.__class__ is not Tensor:
+                return None
+            d = a._data
+            if d.__class__ is not np.ndarray or d.ndim != rank or d.dtype != dtype:
+                return None
+            shape = d.shape
+            for ax, size in fixed:
+                if shape[ax] != size:
+                    return None
+            for ax, name in names:
+                if named is None:
+                    named = {}
+                if named.setdefault(name, shape[ax]) != shape[ax]:
+                    return None
+        return self._fast_spec.get((tuple(a.requires_grad for a in args),
+                                    _grad_state.grad_enabled))
 
     def _check_signature(self, leaves, names):
         spec = self.input_signature

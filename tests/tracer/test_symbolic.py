@@ -383,3 +383,22 @@ def test_cross_entropy_over_a_symbolic_batch_never_hides_a_bad_label(backend):
         assert np.isnan(f(x, eager.tensor([0, 1, 4])).item())
         assert np.isnan(f(x, eager.tensor([0, -1, 2])).item())
     assert f.trace_count == 1
+
+
+def test_signature_checks_still_refuse_after_the_fast_path_has_a_trace():
+    # Calls that match an input_signature skip the general path once a trace exists; the
+    # ones that do not match must still reach it and fail there.
+    f = tracer.function(lambda x, y: x.sum(1) + y, backend="interpret",
+                        input_signature=[TensorSpec(("b", 4), eager.float32),
+                                         TensorSpec(("b",), eager.float32)])
+    for n in (3, 5, 3):
+        out = f(eager.ones(n, 4), eager.ones(n))
+        np.testing.assert_array_equal(out.numpy(), np.full(n, 5.0, np.float32))
+    assert f.trace_count == 1 and f._fast_spec
+    with pytest.raises(TypeError, match="dimension 'b' is 3"):
+        f(eager.ones(3, 4), eager.ones(2))
+    with pytest.raises(TypeError, match="input_signature expects"):
+        f(eager.ones(3, 5), eager.ones(3))
+    with pytest.raises(TypeError, match="input_signature expects"):
+        f(eager.ones(3, 4, dtype=eager.float64), eager.ones(3))
+    assert f.trace_count == 1
