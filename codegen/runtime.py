@@ -316,26 +316,15 @@ class Program:
                 env[out_slot] = out if out.__class__ is np.ndarray else np.asarray(out)
             return run
         direct = [self.slots.get(id(x)) if isinstance(x, Var) else None for x in e.inputs]
+        described = False
         if None not in direct:
-            # Operands straight from slots, and the commonest ops without the registry's
-            # generic wrappers (this is per call, between kernels).
+            # The commonest ops get lines of their own in the generated runner (see
+            # _generate_runner); as closures (no runner) they run the registry's numpy
+            # implementation below, except matmul, which can write into a .grad's array.
             if e.op in ("permute", "reshape", "matmul", "gather") or (
                     e.op == "scatter_add" and self._unique_positions(e)):
                 self._descs.append((e.op, direct, out_slot, e))
-            if e.op == "permute":
-                (s0,) = direct
-                perm = tuple(params["perm"])
-
-                def run(env, flat, dests):
-                    env[out_slot] = env[s0].transpose(perm)
-                return run
-            if e.op == "reshape":
-                (s0,) = direct
-                shape = tuple(params["shape"])
-
-                def run(env, flat, dests):
-                    env[out_slot] = env[s0].reshape(shape)
-                return run
+                described = True
             if e.op == "matmul":
                 s0, s1 = direct
                 matmul = np.matmul
@@ -349,27 +338,8 @@ class Program:
                     else:
                         env[out_slot] = matmul(env[s0], env[s1])
                 return run
-            if e.op == "gather" and len(direct) == 3:  # x[rows, cols]: cross-entropy's pick
-                s0, s1, s2 = direct
-
-                def run(env, flat, dests):
-                    env[out_slot] = env[s0][env[s1], env[s2]]
-                return run
-            if e.op == "scatter_add" and self._unique_positions(e):
-                # No position repeats (one index is a constant like arange(N) that has a
-                # distinct in-range value at every position): assignment into zeros is the
-                # sum, and much cheaper than np.add.at.
-                idx = tuple(direct[1:])
-                shape, dtype = tuple(params["shape"]), e.out.type.dtype
-                zeros = np.zeros
-
-                def run(env, flat, dests):
-                    out = zeros(shape, dtype)
-                    out[tuple(env[s] for s in idx)] = env[direct[0]]
-                    env[out_slot] = out
-                return run
-
-        if all(x is None or isinstance(x, Literal) or id(x) in self.slots for x in e.inputs):
+        if not described and all(x is None or isinstance(x, Literal) or id(x) in self.slots
+                                 for x in e.inputs):
             self._descs.append(("call", impl, out_slot, e))
 
         def run(env, flat, dests):

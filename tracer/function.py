@@ -439,6 +439,7 @@ class ConcreteFunction:
         caps = self._captures
         seen = self._dest_seen
         dests = []
+        owners = None  # memory owners of the call's arrays (the same rule as call_source)
         for k, (i, shape, dtype) in enumerate(self._dest_targets):
             g = caps[i]._grad
             d = g._data if g is not None else None
@@ -451,10 +452,10 @@ class ConcreteFunction:
                 if not ok:
                     d = None
             if d is not None:
-                for a in values:
-                    if a is d or (a.base is not None and a.base is d.base):
-                        d = None
-                        break
+                if owners is None:
+                    owners = {_memory_owner(a) for a in values}
+                if _memory_owner(d) in owners:
+                    d = None
             dests.append(d)
         return dests
 
