@@ -5,7 +5,7 @@
 The clock starts before tracejit (and numpy) are imported. Making the inputs is not
 timed. Prints one JSON line: import seconds, first-call seconds (trace + optimize +
 codegen + Numba compile or disk-cache load + one run), the same for the second call
-(a training step traces again there: see `retraced`), and codegen's compile counters,
+(a step that creates state on a first-call-only path traces again there: see `retraced`), and codegen's compile counters,
 which tell whether the kernels were compiled or loaded from the disk cache.
 """
 import time

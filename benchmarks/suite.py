@@ -186,9 +186,9 @@ def add_fresh(row: dict, fresh: dict) -> None:
     if cold.get("retraced"):
         row["notes"].append(
             f"first-call columns include the second call (cold: {cold['first_call_s']:.2f} s "
-            f"+ {cold['second_call_s']:.2f} s): the first call creates the Adam state, so its "
-            f"trace runs once through the interpreter; the second traces and compiles the "
-            f"step every later call reuses")
+            f"+ {cold['second_call_s']:.2f} s): the first call created state on a path of its "
+            f"own, so its trace ran once through the interpreter; the second traced and "
+            f"compiled the step every later call reuses")
 
 
 def run_peer(peer: str, keys: list, config: dict) -> dict:

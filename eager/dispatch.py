@@ -26,6 +26,7 @@ class _State(threading.local):
     on_create = None  # while tracing: called with each tensor made by a creation function
     live_scalar = None  # while tracing: turns a Python-number getter into a traced input
     on_grad = None  # while tracing: told of each read or write of a tensor's .grad
+    making_state = False  # inside state_init(): new tensors are state, not trace values
 
 
 _state = _State()
@@ -93,8 +94,40 @@ def set_on_create(fn):
 def note_created(t):
     """Creation functions report new tensors here (the tracer makes them constants)."""
     hook = _state.on_create
-    if hook is not None:
+    if hook is not None and not _state.making_state:
         hook(t)
+
+
+def tracing() -> bool:
+    """Whether this thread is recording a trace rather than running ops."""
+    return _state.on_create is not None
+
+
+class state_init:
+    """``with state_init(): ...`` makes state that later calls expect to find.
+
+    Eagerly it changes nothing. While tracing, tensors made inside by creation functions
+    (``zeros_like``, ``tensor``) are not values of the trace: they are real tensors with
+    their initial values, as if they had existed before the call. What the function then
+    does to them records as updates of outside state, read at every call, so the one trace
+    serves the call that made the state and every later call. An optimizer's lazy
+    first-step state (Adam's moments and step count) is the use: compiled, a training step
+    traces once.
+
+    It is only right where the code that runs after the initialization is the code a
+    later call runs on the existing state. Where the first call differs (PyTorch's SGD
+    copies the first gradient into its momentum buffer), create the state without it:
+    the tracer then runs that first call once and traces the steady state at the next.
+    """
+
+    def __enter__(self):
+        self._prev = _state.making_state
+        _state.making_state = True
+        return self
+
+    def __exit__(self, *exc):
+        _state.making_state = self._prev
+        return False
 
 
 def set_on_grad(fn):

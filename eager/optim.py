@@ -14,7 +14,7 @@ import numpy as np
 
 from . import functions as T
 from .autograd import no_grad
-from .dispatch import live_scalar
+from .dispatch import live_scalar, state_init, tracing
 from .tensor import Tensor
 
 
@@ -139,9 +139,18 @@ class SGD(Optimizer):
                 if mu:
                     state = self.state.setdefault(p, {})
                     buf = state.get("momentum_buffer")
+                    if buf is None and group["dampening"] == 0 and tracing():
+                        # Traced: a zero buffer made as existing state, then the update of
+                        # every later step, which on zeros gives mu * 0 + g = g (PyTorch's
+                        # first buffer; only a -0.0 gradient comes out +0.0). So the trace
+                        # of the first step serves every step (see state_init).
+                        with state_init():
+                            buf = state["momentum_buffer"] = T.zeros_like(p)
                     if buf is None:
-                        # New state is made by a creation function and filled in place, so
-                        # a traced step can materialize it (see tracer.trace).
+                        # PyTorch's first step: the buffer is a copy of the gradient. Made
+                        # by a creation function and filled in place, so a traced step
+                        # materializes it (a one-off trace; with dampening, mu * 0 +
+                        # (1 - dampening) g would not be g).
                         buf = state["momentum_buffer"] = T.zeros_like(p).copy_(g)
                     else:
                         buf.mul_(mu).add_(g, alpha=1 - group["dampening"])
@@ -179,9 +188,12 @@ class Adam(Optimizer):
                     g = -g
                 state = self.state[p]
                 if not state:  # also when opt.state[p] was only looked at (the defaultdict)
-                    state["step"] = _step_tensor()
-                    state["exp_avg"] = T.zeros_like(p)
-                    state["exp_avg_sq"] = T.zeros_like(p)
+                    # The first step then runs the code of every later step, so a traced
+                    # step makes this state as existing state and traces once.
+                    with state_init():
+                        state["step"] = _step_tensor()
+                        state["exp_avg"] = T.zeros_like(p)
+                        state["exp_avg_sq"] = T.zeros_like(p)
                 step = state["step"]
                 step.add_(1)
                 if wd:

@@ -247,10 +247,22 @@ def test_printouts_of_every_update_kind():
     x = eager.randn(4, 3)
     w = eager.randn(4, 2, requires_grad=True)
     text = str(checked(step.get_concrete_function(x, w)).graph)
+    # Adam's first-step state is made as existing state: captures, updated like parameters.
     for piece in ["update %k0.data <-", "update %k0.grad <-", "update %k1.grad <-",
-                  "update new_state[0] <-", "update %w.grad <-",
-                  "capture %k0: f32[2,3] = net.weight"]:
+                  "update %w.grad <-", "capture %k0: f32[2,3] = net.weight",
+                  "capture %k3: f32[] = opt.state[0]['step']", "update %k3.data <-"]:
         assert piece in text, piece
+    # SGD with dampening fills its first momentum buffer on a path of its own: new state.
+    sgd = eager.optim.SGD(net.parameters(), lr=0.01, momentum=0.9, dampening=0.5)
+
+    @tracer.function(backend="interpret")
+    def sgd_step(x):
+        sgd.zero_grad()
+        net(x).sum().backward()
+        sgd.step()
+
+    text = str(checked(sgd_step.get_concrete_function(x)).graph)
+    assert "update new_state[0] <-" in text and "update new_state[1] <-" in text, text
 
 
 # --------------------------------------------------------------------------------------

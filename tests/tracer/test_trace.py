@@ -412,8 +412,8 @@ def test_training_step_matches_eager(make_opt):
             np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-7)
     for g, w in zip(grads, eager_grads):
         np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-7)
-    # The first step creates optimizer state (a one-off trace); every later step reuses one.
-    assert step.trace_count == 2
+    # The first step creates optimizer state as existing state: one trace serves every step.
+    assert step.trace_count == 1
 
 
 def test_training_step_graph_holds_forward_backward_and_update():

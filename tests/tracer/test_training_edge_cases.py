@@ -82,7 +82,9 @@ def test_unused_and_frozen_parameters_are_left_as_eager_leaves_them(opt_name):
         assert got.item() == pytest.approx(want.item(), rel=1e-5)
         _assert_same(a, b, opt_a, opt_b)
     assert a.unused.weight.grad is None and a.body.weight.grad is None
-    assert step.trace_count <= 2
+    # State is made, at the first step, only for the parameters that have a gradient
+    assert sorted(id(p) for p in opt_a.state) == sorted(id(p) for p in a.used.parameters())
+    assert step.trace_count == 1
 
 
 def test_dropout_in_train_mode_draws_new_masks_like_eager():
@@ -138,3 +140,60 @@ def test_a_step_called_under_no_grad_fails_like_eager():
     assert "grad" in str(compiled_error.value).lower()
     assert type(compiled_error.value) is type(eager_error.value)
     _assert_same(a, b, opt_a, opt_b)
+
+
+def test_sgd_with_dampening_traces_its_first_step_apart():
+    """PyTorch's first momentum buffer is the gradient itself, which a zero buffer updated
+    with dampening would not give: that first step is a trace of its own, run once."""
+    make_opt = lambda ps: optim.SGD(ps, lr=0.1, momentum=0.9, dampening=0.3)  # noqa: E731
+    (a, opt_a), (b, opt_b) = _pair(_TwoHeads, make_opt)
+    x, y = _data()
+    step = tracer.function(lambda x, y: _step(a, opt_a, x, y))
+    for _ in range(5):
+        got = step(x, y)
+        want = _step(b, opt_b, x, y)
+        assert got.item() == pytest.approx(want.item(), rel=1e-5)
+        _assert_same(a, b, opt_a, opt_b)
+    assert step.trace_count == 2
+
+
+def test_state_made_under_state_init_is_traced_as_existing_state():
+    """User code can make lazy state the way the optimizers do: a running mean whose
+    buffer appears at the first call traces once, and equals the eager run."""
+    from eager.dispatch import state_init
+
+    def make():
+        running = {}
+
+        def update(x):
+            if "mean" not in running:
+                with state_init():
+                    running["mean"] = eager.zeros_like(x)
+            running["mean"].mul_(0.5).add_(x, alpha=0.5)
+            return running["mean"] * 2.0
+
+        return running, update
+
+    (got_state, f), (want_state, g) = make(), make()
+    f = tracer.function(f)
+    rng = np.random.default_rng(0)
+    for _ in range(4):
+        x = eager.from_numpy(rng.standard_normal((3, 2)).astype(np.float32))
+        np.testing.assert_allclose(f(x).numpy(), g(x).numpy(), rtol=1e-6)
+        np.testing.assert_allclose(got_state["mean"].numpy(), want_state["mean"].numpy(),
+                                   rtol=1e-6)
+    assert f.trace_count == 1
+    # Eagerly state_init changes nothing; without it the first call is a trace of its own
+    plain = {}
+
+    @tracer.function
+    def h(x):
+        if "mean" not in plain:
+            plain["mean"] = eager.zeros_like(x)
+        plain["mean"].mul_(0.5).add_(x, alpha=0.5)
+        return plain["mean"] * 2.0
+
+    for _ in range(3):
+        h(x)
+    assert h.trace_count == 2
+    np.testing.assert_allclose(plain["mean"].numpy(), x.numpy() * 0.875, rtol=1e-6)
