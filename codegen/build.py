@@ -373,6 +373,77 @@ def load_module(source: str, name_hint: str) -> types.ModuleType:
 
 
 # --------------------------------------------------------------------------
+# loading a kernel from Numba's disk cache
+# --------------------------------------------------------------------------
+
+# TRACEJIT_FAST_CACHE_LOAD=0 turns the direct load off (Numba's own path then loads).
+FAST_CACHE_LOAD = os.environ.get("TRACEJIT_FAST_CACHE_LOAD", "1").strip() not in ("0", "")
+_FAST_FAILED: List[str] = []  # why the direct load was given up, once per process
+
+
+def njit(signature: str, **options):
+    """``numba.njit(signature, **options)`` for generated kernels: compile one signature,
+    or load it from Numba's disk cache, then refuse other signatures.
+
+    The difference is the cache load. Numba's own (``Dispatcher.compile``) first sets up
+    its whole compiler: every typing and lowering registry, about 0.3 s in a new process,
+    of which importing ``scipy.linalg`` to look for BLAS is half. A cached kernel needs
+    none of it, only the runtime it calls into (NRT, and the thread pool for a
+    ``parallel=True`` kernel): this loads the entry Numba's cache holds for exactly this
+    signature the way Numba does, minus the set-up. When the entry is missing or anything
+    about it fails, Numba's own compile (which reads the cache again, or compiles) runs.
+    """
+    import numba
+
+    if numba.config.DISABLE_JIT:  # NUMBA_DISABLE_JIT=1: the plain Python function
+        return numba.njit(signature, **options)
+
+    def wrap(fn):
+        disp = numba.njit(**options)(fn)
+        if not (FAST_CACHE_LOAD and options.get("cache") and _load_cached(disp, signature)):
+            disp.compile(signature)
+        disp.disable_compile()
+        return disp
+
+    return wrap
+
+
+def _load_cached(disp, signature: str) -> bool:
+    """Numba's cached overload of `disp` for `signature` (the key Numba saved it under:
+    the signature as given to ``compile``), added to `disp`. False if there is none."""
+    try:
+        from numba.core.compiler_lock import global_compiler_lock
+        from numba.core.runtime import nrt
+
+        with global_compiler_lock:
+            cache, ctx = disp._cache, disp.targetctx
+            data = cache._cache_file.load(cache._index_key(signature, ctx.codegen()))
+            if data is None:
+                return False
+            # What Numba's set-up would have done that the kernel's code calls into: the
+            # reference-counting runtime (buffers a kernel allocates), and for a parallel
+            # kernel the thread pool whose entry points its code is linked against.
+            nrt.rtsys.initialize(ctx)
+            if disp.targetoptions.get("parallel"):
+                from numba.np.ufunc.parallel import _launch_threads
+
+                _launch_threads()
+            cres = cache._impl.rebuild(ctx, data)
+            ctx.insert_user_function(cres.entry_point, cres.fndesc, [cres.library])
+            disp.add_overload(cres)
+            disp._cache_hits[signature] += 1
+            return True
+    except Exception as exc:  # noqa: BLE001 - Numba's own path still loads or compiles
+        if not _FAST_FAILED:
+            _FAST_FAILED.append(f"{type(exc).__name__}: {exc}")
+            from tracer import logs
+
+            logs.log("kernels", f"direct cache load failed ({_FAST_FAILED[0]}); "
+                     f"Numba's own load serves")
+        return False
+
+
+# --------------------------------------------------------------------------
 # compile accounting
 # --------------------------------------------------------------------------
 

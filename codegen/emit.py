@@ -686,7 +686,8 @@ def _module(ks: KernelSource, code: list, parallel: bool, doc: str, helper=()) -
     lines.append("import math  # noqa: F401")
     lines.append("")
     lines.append("import numpy as np")
-    lines.append("from numba import njit, prange  # noqa: F401")
+    lines.append("from numba import prange  # noqa: F401")
+    lines.append("from codegen.build import njit  # numba.njit with a leaner cache load")
     for module, name in sorted(ks.imports, key=lambda t: (t[0], t[1] or "")):
         if name is not None:
             lines.append(f"from {module} import {name}")
