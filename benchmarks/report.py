@@ -325,7 +325,8 @@ def method_text(doc: dict) -> str:
             f"float64 numpy reference before it is timed. Speedup = eager / compiled. First "
             f"call (cold): trace + compile + run in a fresh process with an empty kernel cache "
             f"directory. Fresh process (warm cache): imports + first call in a new process "
-            f"reusing that cache.")
+            f"reusing that cache, with tracejit's .pyc files written beforehand (as a "
+            f"previous run writes them).")
 
 
 def markdown(doc: dict) -> str:
