@@ -49,6 +49,9 @@ Design notes
   NaN rule), for running maxima that vectorize without ``nnan``.
 * ``trip_count(n)`` is ``n`` hidden from LLVM, so that a long row loop is not unrolled
   completely (see its docstring).
+* ``stream_copy(dst, start, src, n)`` copies a small (L1-resident) buffer to
+  ``dst[start:start + n]`` with non-temporal (streaming) vector stores, and
+  ``store_fence()`` orders them; for large kernel outputs (see their docstrings).
 
 Measured accuracy
 -----------------
@@ -120,7 +123,7 @@ __all__ = [
     "exp_f32", "exp_f64", "expm1_f32", "expm1_f64",
     "log_f32", "log_f64", "log1p_f32", "log1p_f64",
     "tanh_f32", "tanh_f64", "sigmoid_f32", "sigmoid_f64",
-    "erf_f32", "erf_f64", "maximum", "trip_count",
+    "erf_f32", "erf_f64", "maximum", "trip_count", "stream_copy", "store_fence",
     "VMATH", "VMATH_NAMES", "VMATH_MAX_ULP", "VMATH_METHOD", "vmath_name",
     "FASTMATH_FLAGS",
 ]
@@ -284,6 +287,122 @@ def trip_count(typingctx, n):
         value = context.cast(builder, args[0], signature.args[0], types.int64)
         fnty = ir.FunctionType(ir.IntType(64), [ir.IntType(64)])
         return builder.call(ir.InlineAsm(fnty, "", "=r,0"), [value])
+
+    return sig, codegen
+
+
+# Bytes per streaming store: one cache line, so each store writes a whole line.
+_STREAM_BYTES = 64
+
+
+def _count_loop(builder, start, stop, step, body, name):
+    """``for i in range(start, stop, step): body(i)`` as LLVM IR (i64 counters)."""
+    before = builder.block
+    head = builder.append_basic_block(name + ".head")
+    loop = builder.append_basic_block(name + ".body")
+    done = builder.append_basic_block(name + ".done")
+    builder.branch(head)
+    builder.position_at_end(head)
+    i = builder.phi(start.type)
+    i.add_incoming(start, before)
+    builder.cbranch(builder.icmp_signed("<", i, stop), loop, done)
+    builder.position_at_end(loop)
+    body(i)
+    i.add_incoming(builder.add(i, ir.Constant(start.type, step)), builder.block)
+    builder.branch(head)
+    builder.position_at_end(done)
+
+
+@intrinsic
+def stream_copy(typingctx, dst, start, src, n):
+    """``dst[start:start + n] = src[:n]`` with non-temporal (streaming) stores.
+
+    For a kernel whose output is too large to stay in the cache: the kernel computes a
+    row or chunk into a small buffer with its ordinary (vectorized) code, then streams it
+    out. A non-temporal store writes a whole cache line to memory without first reading
+    it (no read-for-ownership) and without evicting the kernel's inputs from the cache.
+    LLVM does not vectorize a loop whose stores carry ``!nontemporal``, hence this copy
+    of its own: scalar stores up to the first 64-byte boundary of ``dst`` (numpy's large
+    arrays are only 16-byte aligned), then one 64-byte vector store per cache line
+    (``vmovntps``/``vmovntdq``; split into halves or quarters without AVX-512), then the
+    scalar tail. ``src`` is read with unaligned loads. No bounds checks: the caller
+    keeps ``start + n <= len(dst)`` and ``n <= len(src)``. The stores are weakly
+    ordered: call ``store_fence()`` before the kernel returns.
+    """
+    if not (isinstance(dst, types.Array) and isinstance(src, types.Array)
+            and dst.ndim == 1 and src.ndim == 1 and dst.dtype == src.dtype
+            and dst.layout == "C" and src.layout == "C" and dst.mutable
+            and isinstance(start, types.Integer) and isinstance(n, types.Integer)):
+        return None
+    sig = types.none(dst, start, src, n)
+
+    def codegen(context, builder, signature, args):
+        dst_ty, start_ty, src_ty, n_ty = signature.args
+        i64 = ir.IntType(64)
+        dst_data = context.make_array(dst_ty)(context, builder, args[0]).data
+        src_data = context.make_array(src_ty)(context, builder, args[2]).data
+        first = context.cast(builder, args[1], start_ty, types.int64)
+        count = context.cast(builder, args[3], n_ty, types.int64)
+        out = builder.gep(dst_data, [first])
+        elem = out.type.pointee
+        size = context.get_abi_sizeof(elem)
+        lanes = max(1, _STREAM_BYTES // size)
+        vec_ptr = ir.VectorType(elem, lanes).as_pointer()
+
+        def c64(v):
+            return ir.Constant(i64, v)
+
+        # Elements before the first 64-byte boundary (all of them when dst is not even
+        # aligned to its element size, which numpy allows for a view of raw bytes).
+        addr = builder.ptrtoint(out, i64)
+        peel = builder.udiv(builder.and_(builder.sub(c64(0), addr), c64(_STREAM_BYTES - 1)),
+                            c64(size))
+        elem_aligned = builder.icmp_unsigned("==", builder.and_(addr, c64(size - 1)), c64(0))
+        peel = builder.select(elem_aligned, peel, count)
+        peel = builder.select(builder.icmp_signed("<", peel, count), peel, count)
+        vec_end = builder.sub(count, builder.urem(builder.sub(count, peel), c64(lanes)))
+
+        def scalar(i):
+            builder.store(builder.load(builder.gep(src_data, [i])), builder.gep(out, [i]))
+
+        nontemporal = builder.module.add_metadata([ir.Constant(ir.IntType(32), 1)])
+
+        def vector(i):
+            value = builder.load(builder.bitcast(builder.gep(src_data, [i]), vec_ptr),
+                                 align=size)
+            store = builder.store(value, builder.bitcast(builder.gep(out, [i]), vec_ptr),
+                                  align=lanes * size)
+            store.set_metadata("nontemporal", nontemporal)
+
+        _count_loop(builder, c64(0), peel, 1, scalar, "stream.peel")
+        _count_loop(builder, peel, vec_end, lanes, vector, "stream.lines")
+        _count_loop(builder, vec_end, count, 1, scalar, "stream.tail")
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+def _is_x86() -> bool:
+    import llvmlite.binding as llvm
+    return llvm.get_process_triple().split("-")[0] in ("x86_64", "i386", "i686")
+
+
+@intrinsic
+def store_fence(typingctx):
+    """Order this thread's earlier ``stream_copy`` stores before its later stores
+    (``sfence`` on x86; a full fence elsewhere). A kernel calls it once, after its last
+    ``stream_copy``: non-temporal stores are weakly ordered, and another thread (the
+    caller after a parallel region) must see all of them."""
+    sig = types.none()
+
+    def codegen(context, builder, signature, args):
+        if _is_x86():
+            fn = cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(ir.VoidType(), []), "llvm.x86.sse.sfence")
+            builder.call(fn, [])
+        else:
+            builder.fence("seq_cst")
+        return context.get_dummy_value()
 
     return sig, codegen
 
@@ -788,6 +907,12 @@ if _numba_config.DISABLE_JIT:  # pragma: no cover - exercised by a subprocess te
 
     def trip_count(n):  # the stand-in for the intrinsic
         return n
+
+    def stream_copy(dst, start, src, n):  # plain stores stand in for streaming ones
+        dst[start:start + n] = src[:n]
+
+    def store_fence():
+        pass
 
     def maximum(a, b):  # the scalar stand-in for the intrinsic
         if _math.isnan(a) or _math.isnan(b):
