@@ -377,7 +377,7 @@ def load_module(source: str, name_hint: str) -> types.ModuleType:
 # --------------------------------------------------------------------------
 
 # TRACEJIT_FAST_CACHE_LOAD=0 turns the direct load off (Numba's own path then loads).
-FAST_CACHE_LOAD = os.environ.get("TRACEJIT_FAST_CACHE_LOAD", "1").strip() not in ("0", "")
+FAST_CACHE_LOAD = os.environ.get("TRACEJIT_FAST_CACHE_LOAD", "").strip() != "0"
 _FAST_FAILED: List[str] = []  # why the direct load was given up, once per process
 
 

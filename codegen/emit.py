@@ -29,9 +29,24 @@ from .lower import INT_POWERS, expression, np_type
 # NaN and inf must propagate exactly as in eager: no 'nnan'/'ninf'; and no 'afn', which
 # lets LLVM swap in approximate reciprocal square roots.
 FASTMATH = {"nsz", "arcp", "contract", "reassoc"}
+
+
+def _env_threshold(name: str, default: int) -> int:
+    """A size threshold from the environment: unset or empty gives `default`, 0 never."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"{name}={raw!r}: expected a whole number (0 turns it off), "
+                         f"or leave it unset for the default {default}") from None
+    return value if value > 0 else 1 << 62
+
+
 # Kernels with at least this many iterations run their outer loop with prange.
 # TRACEJIT_PARALLEL_MIN_SIZE overrides it (0: never parallel).
-PARALLEL_MIN_SIZE = int(os.environ.get("TRACEJIT_PARALLEL_MIN_SIZE", 1 << 22)) or (1 << 62)
+PARALLEL_MIN_SIZE = _env_threshold("TRACEJIT_PARALLEL_MIN_SIZE", 1 << 22)
 # A row kernel's full-size output of at least this many bytes is written with streaming
 # (non-temporal) stores: each row is computed into a small buffer, then streamed out (see
 # codegen.vmath.stream_copy). Half the L3 cache: an output this large does not stay in the
@@ -43,7 +58,7 @@ PARALLEL_MIN_SIZE = int(os.environ.get("TRACEJIT_PARALLEL_MIN_SIZE", 1 << 22)) o
 # cache; plain stores hit those lines, streaming ones gain nothing, and the extra pass
 # through a buffer costs a compute-bound loop. TRACEJIT_STREAM_MIN_BYTES overrides it
 # (0: never).
-STREAM_MIN_BYTES = int(os.environ.get("TRACEJIT_STREAM_MIN_BYTES", 16 << 20)) or (1 << 62)
+STREAM_MIN_BYTES = _env_threshold("TRACEJIT_STREAM_MIN_BYTES", 16 << 20)
 # Rows longer than this are not streamed: their buffer would not stay in the L2 cache.
 STREAM_ROW_MAX_BYTES = 1 << 18
 

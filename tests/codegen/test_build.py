@@ -234,3 +234,16 @@ def test_clear_cache_empties_directory(cache):
     mod2 = build.load_module(KERNEL_SRC, "ew_affine")
     assert mod2 is not mod
     assert build.compile_stats()["modules_written"] == before + 1
+
+
+def test_size_thresholds_from_the_environment(monkeypatch):
+    from codegen.emit import _env_threshold
+
+    monkeypatch.delenv("TRACEJIT_TEST_THRESHOLD", raising=False)
+    assert _env_threshold("TRACEJIT_TEST_THRESHOLD", 64) == 64
+    for raw, want in [("", 64), (" ", 64), ("100", 100), ("0", 1 << 62)]:
+        monkeypatch.setenv("TRACEJIT_TEST_THRESHOLD", raw)
+        assert _env_threshold("TRACEJIT_TEST_THRESHOLD", 64) == want, raw
+    monkeypatch.setenv("TRACEJIT_TEST_THRESHOLD", "4M")
+    with pytest.raises(ValueError, match="TRACEJIT_TEST_THRESHOLD='4M': expected a whole number"):
+        _env_threshold("TRACEJIT_TEST_THRESHOLD", 64)
