@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import math
+import sys
 import threading
 import warnings
 from dataclasses import dataclass
@@ -36,11 +37,50 @@ from tracer.symbolic import (SymbolicDimError, bind_params, bind_shape, binder,
                              substitute_graph)
 
 from . import build
-from .emit import PARALLEL_MIN_SIZE, emit_kernel
+from .emit import PARALLEL_MIN_SIZE, _env_threshold, emit_kernel
 from .fuse import CallStep, KernelGroup, ViewStep, describe, merge_adjacent, partition
 
 log = logging.getLogger("tracer.kernels")
 _warned: set = set()
+
+# Outputs of at least this many bytes are recycled once the caller has dropped them
+# (`_recycled`). glibc maps every allocation past 32 MiB fresh from the OS and unmaps it
+# on free, so each call's output page-faults (the kernel zeroes it) as it is written: W1's
+# GELU took 10.6 ms into a new 64 MiB array, 5.7 ms into an existing one. Smaller
+# arrays come from glibc's heap, which it reuses by itself. TRACEJIT_OUTPUT_POOL_MIN_BYTES
+# overrides it (0: never).
+OUTPUT_POOL_MIN_BYTES = _env_threshold("TRACEJIT_OUTPUT_POOL_MIN_BYTES", 32 << 20)
+_getrefcount = sys.getrefcount
+
+
+def _refs_in(ring):
+    for o in ring:
+        return _getrefcount(o)
+
+
+# The count `_recycled` sees for an array nothing outside its ring refers to (the ring,
+# the loop variable, getrefcount's argument), measured rather than assumed: interpreters
+# differ in how many references a running loop holds.
+_UNREFERENCED = _refs_in([np.empty(0)])
+
+
+def _recycled(ring: list, shape: tuple, dtype) -> np.ndarray:
+    """An output array for a program step: one this step returned earlier and that
+    nothing refers to any more (the caller dropped it, and every view of it), else a new
+    one; the ring (per thread and step) keeps the two most recent, so a loop holding the
+    previous result while it makes the next one recycles too.
+
+    The caller gets the array object itself, so any reference it keeps (a Tensor, a view,
+    a memoryview, an autograd node) counts. Only a weak reference does not: it may see
+    the array again, with a later call's values."""
+    for o in ring:
+        if _getrefcount(o) == _UNREFERENCED and o.shape == shape:
+            return o
+    o = np.empty(shape, dtype)
+    if len(ring) == 2:
+        del ring[0]  # the oldest is still the caller's: keep track of recent ones instead
+    ring.append(o)
+    return o
 
 
 @dataclass(eq=False)
@@ -237,6 +277,9 @@ class Program:
                         o = np.empty(shape, dtype)
                         pair = pool[s] = (o, o.reshape(-1))
                     o = pair[0]
+                elif math.prod(shape) * dtype.itemsize >= OUTPUT_POOL_MIN_BYTES:
+                    o = _recycled(tls.__dict__.setdefault("rings", {}).setdefault(s, []),
+                                  shape, dtype)
                 else:
                     o = np.empty(shape, dtype)
                 f = o.reshape(-1)
@@ -370,6 +413,7 @@ class Program:
             ns[f"v{s}"] = value
         flat_known = set()
         pooled = []  # (slot, shape, dtype) of the per-thread buffers, in order
+        rings = []  # slots of outputs recycled through per-thread rings (_recycled)
 
         def flat_of(s):
             if s not in flat_known:
@@ -408,6 +452,10 @@ class Program:
                     if is_pooled:
                         pooled.append((s, shape, dtype))
                         fresh = f"v{s}, f{s} = bufs[{len(pooled) - 1}]"
+                    elif math.prod(shape) * np.dtype(dtype).itemsize >= OUTPUT_POOL_MIN_BYTES:
+                        rings.append(s)
+                        fresh = (f"v{s} = recycled(rings[{len(rings) - 1}], *t{s}); f{s} = "
+                                 + (f"v{s}" if len(shape) == 1 else f"v{s}.reshape(-1)"))
                     else:
                         fresh = (f"v{s} = empty(*t{s}); f{s} = "
                                  + (f"v{s}" if len(shape) == 1 else f"v{s}.reshape(-1)"))
@@ -466,6 +514,12 @@ class Program:
                 "    if bufs is None:",
                 "        bufs = tls.runner_buffers = [(o, o.reshape(-1)) for o in "
                 "(empty(shape, dtype) for shape, dtype in pool_specs)]"]
+        if rings:
+            ns["recycled"], ns["n_rings"] = _recycled, len(rings)
+            lines[body_start:body_start] = [
+                "    rings = tls.__dict__.get('output_rings')",
+                "    if rings is None:",
+                "        rings = tls.output_rings = [[] for _ in range(n_rings)]"]
         lines.append(f"    return [{', '.join(f'v{s}' for s in self._result_slots)}]")
         source = "\n".join(lines) + "\n"
         try:
@@ -534,6 +588,9 @@ class Program:
             return None
         order = [out_pos[s] for s in self._result_slots]
         specs = [(shape, dtype) for _, shape, dtype, _, _, _ in outs]
+        if self._bind is None and any(math.prod(shape) * np.dtype(dtype).itemsize
+                                      >= OUTPUT_POOL_MIN_BYTES for shape, dtype in specs):
+            return None  # the runner recycles large outputs; its overhead does not matter
         empty = np.empty
         arg = _kernel_arg
         if self._bind is not None:
