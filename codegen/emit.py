@@ -128,6 +128,9 @@ class KernelSource:
         # indices that use it are cast to unsigned.
         self.unknown_range_var = None
         self.dims: list = []          # symbolic sizes the code names (set by _module)
+        # The trip count of the outer loop when the runtime splits it among threads: the
+        # kernel then takes `lo, hi` and runs iterations lo..hi-1 (see SPLIT_DOC).
+        self.split = None
 
     def index(self, flat: Aff) -> str:
         text = flat.render()
@@ -311,10 +314,14 @@ def emit_kernel(part: Partition, group: KernelGroup, io=None) -> tuple[str, Kern
     if group.kind == "elementwise":
         loop_vars, loop_shape, idx = _loops(ks, group)
         body = _elementwise_body(ks, idx, group.members, ks.outputs)
-        code = _nest(loop_vars, loop_shape, body, parallel)
         doc = ("One loop over the output's elements: every array is read and written at the "
                "same flat offset." if len(loop_shape) < len(shape) else
                "One loop nest over the output shape.")
+        if parallel and len(loop_shape) == 1:
+            ks.split = loop_shape[0]
+            code = [f"    for {loop_vars[0]} in range(lo, hi):"] + ["        " + b for b in body]
+            return _module(ks, code, False, doc + SPLIT_DOC), ks
+        code = _nest(loop_vars, loop_shape, body, parallel)
     elif group.kind == "multi":
         code = []
         first = 0
@@ -727,20 +734,29 @@ def _outputs(ks: KernelSource) -> list:
     return [v for v in ks.outputs if id(v) not in ks.io]
 
 
+SPLIT_DOC = """
+
+The runtime runs the loop's range [0, n) in pieces on its threads at once, each a call of
+this kernel for its own lo..hi (codegen.runtime._split_call): the kernel releases the GIL
+(nogil) and compiles without Numba's parallel pipeline (prange), which added about 0.2 s
+to the first compile of a GELU. Unsigned bounds: Numba adds no negative-index checks."""
+
+
 def _params(ks: KernelSource) -> list:
     return [ks.arg_names[id(v)] for v in ks.args] + [ks.out_names[id(v)] for v in _outputs(ks)] \
-        + [d.name for d in ks.dims]
+        + [d.name for d in ks.dims] + (["lo", "hi"] if ks.split is not None else [])
 
 
 def _types(ks: KernelSource) -> list:
     return [_NUMBA_TYPES[v.type.dtype.name] + "[::1]" for v in ks.args + _outputs(ks)] \
-        + ["int64"] * len(ks.dims)
+        + ["int64"] * len(ks.dims) + (["uint64"] * 2 if ks.split is not None else [])
 
 
-def _decorator(types: list, parallel: bool) -> str:
+def _decorator(types: list, parallel: bool, nogil: bool = False) -> str:
     flags = "{" + ", ".join(repr(f) for f in sorted(FASTMATH)) + "}"
     return (f'@njit("void({", ".join(types)})", cache=True, fastmath={flags}, '
-            f'error_model="numpy"{", parallel=True" if parallel else ""})')
+            f'error_model="numpy"{", parallel=True" if parallel else ""}'
+            f'{", nogil=True" if nogil else ""})')
 
 
 def _module(ks: KernelSource, code: list, parallel: bool, doc: str, helper=()) -> str:
@@ -765,7 +781,7 @@ def _module(ks: KernelSource, code: list, parallel: bool, doc: str, helper=()) -
         lines.extend(helper)
         lines.append("")
         lines.append("")
-    lines.append(_decorator(_types(ks), parallel))
+    lines.append(_decorator(_types(ks), parallel, nogil=ks.split is not None))
     lines.append(f"def {_fn_name(g)}({', '.join(_params(ks))}):")
     written = {id(old): v for v, old in
                ((v, ks.io[id(v)]) for v in ks.outputs if id(v) in ks.io)}

@@ -64,6 +64,51 @@ def _refs_in(ring):
 _UNREFERENCED = _refs_in([np.empty(0)])
 
 
+# Threads that split a kernel's loop (_split_call): Numba's count (NUMBA_NUM_THREADS,
+# by default the CPUs this process may use).
+_SPLIT_THREADS = None
+_SPLIT_POOL = None
+_SPLIT_LOCK = threading.Lock()
+
+
+def _split_pool():
+    global _SPLIT_THREADS, _SPLIT_POOL
+    with _SPLIT_LOCK:
+        if _SPLIT_THREADS is None:
+            import concurrent.futures
+
+            import numba
+
+            _SPLIT_THREADS = max(1, int(numba.config.NUMBA_NUM_THREADS))
+            if _SPLIT_THREADS > 1:
+                _SPLIT_POOL = concurrent.futures.ThreadPoolExecutor(
+                    _SPLIT_THREADS - 1, thread_name_prefix="tracejit-kernel")
+    return _SPLIT_THREADS, _SPLIT_POOL
+
+
+def _split_call(entry, n: int):
+    """A kernel taking `lo, hi` after its arguments (emit.SPLIT_DOC), as a callable that
+    takes just the arguments and runs [0, n) in one piece per thread: the calling thread
+    takes the first, pool threads the others. The kernel releases the GIL, so they run at
+    once. Pieces start at multiples of 64 elements (whole cache lines)."""
+    threads, pool = _split_pool()
+    step = -(-n // threads)
+    step = -(-step // 64) * 64
+    pieces = [(lo, min(lo + step, n)) for lo in range(0, n, step)]
+    (first_lo, first_hi), rest = pieces[0], pieces[1:]
+    if not rest:
+        return lambda *arrays: entry(*arrays, first_lo, first_hi)
+
+    def run(*arrays):
+        futures = [pool.submit(entry, *arrays, lo, hi) for lo, hi in rest]
+        try:
+            entry(*arrays, first_lo, first_hi)
+        finally:
+            for f in futures:
+                f.result()
+    return run
+
+
 def _recycled(ring: list, shape: tuple, dtype) -> np.ndarray:
     """An output array for a program step: one this step returned earlier and that
     nothing refers to any more (the caller dropped it, and every view of it), else a new
@@ -233,6 +278,8 @@ class Program:
         entry = kernel.fn
         if hasattr(entry, "get_overload"):  # not under NUMBA_DISABLE_JIT=1 (plain Python)
             entry = entry.get_overload(entry.signatures[0])  # skips argument typing
+        if ks.split is not None:
+            entry = _split_call(entry, ks.split)
         self._kernel_io = (in_slots, outs, entry)
         self._kernel_dims = ks.dims
         if self._bind is None:
@@ -544,7 +591,8 @@ class Program:
             size = e.out.type.shape[axis]
             if c.size and (c.min() < 0 or c.max() >= size):
                 continue
-            if np.unique(c).size == c.size:
+            flat = np.sort(c, axis=None)  # (not np.unique: it imports numpy.ma, 14 ms)
+            if not (flat[1:] == flat[:-1]).any():
                 return True
         return False
 

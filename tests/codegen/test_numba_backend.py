@@ -494,7 +494,8 @@ def test_integer_elementwise_ops_match_eager():
 
 
 def test_parallel_kernels_match_eager():
-    """Past the parallel threshold kernels use prange; rows with NaN/inf stay independent."""
+    """Past the parallel threshold kernels run in parallel (row blocks with prange, flat
+    elementwise loops split among threads); rows with NaN/inf stay independent."""
     from codegen.emit import PARALLEL_MIN_SIZE
 
     rows = PARALLEL_MIN_SIZE // 256 + 8
@@ -535,7 +536,10 @@ def test_parallel_kernels_match_eager():
     with eager.no_grad():
         np.testing.assert_allclose(ew(t).numpy(), (F.gelu(t) * 2).numpy(), rtol=2e-6,
                                    atol=1e-6, equal_nan=True)
-    assert any("prange(" in k.source for k in ew.get_concrete_function(t).kernels)
+    # a big flat elementwise loop is split among threads by the runtime, not prange'd
+    (gelu_kernel,) = ew.get_concrete_function(t).kernels
+    assert "for i0 in range(lo, hi):" in gelu_kernel.source
+    assert "nogil=True" in gelu_kernel.source and "prange(" not in gelu_kernel.source
     assert all(k.fn is not None for k in concrete.kernels)
     for i, (g, e) in enumerate(zip(got, exp)):
         assert_same(g, e, F32, "reduce", f"big[{i}]")
@@ -741,3 +745,26 @@ def test_compiled_training_step_matches_eager(make_opt, monkeypatch):
     concrete = calls[-1]
     assert concrete.kernels and all(k.fn is not None for k in concrete.kernels)
     assert math.isfinite(loss_c.item())
+
+
+@pytest.mark.parametrize("n", [1, 63, 64, 65, 129, 1000, 4099])
+def test_split_elementwise_kernels_cover_every_element_once(monkeypatch, n):
+    """Any size past a (lowered) threshold: the pieces the threads take tile [0, n) with no
+    gap or overlap; nested (broadcasting) loops keep prange."""
+    from codegen import emit
+
+    monkeypatch.setattr(emit, "PARALLEL_MIN_SIZE", 1)
+    rng = np.random.default_rng(n)
+    x = eager.from_numpy(rng.standard_normal(n).astype(np.float32))
+    f = tracer.function(lambda x: (x * 3.0 + 1.0).exp())
+    with eager.no_grad():
+        np.testing.assert_allclose(f(x).numpy(), (x * 3.0 + 1.0).exp().numpy(), rtol=2e-6)
+        # (a single element never runs in parallel)
+        assert ("range(lo, hi)" in f.get_concrete_function(x).kernels[0].source) == (n > 1)
+        if n > 1:
+            b = eager.from_numpy(rng.standard_normal((2, n)).astype(np.float32))
+            g = tracer.function(lambda b, x: b * x + 1.0)
+            np.testing.assert_allclose(g(b, x).numpy(), (b * x + 1.0).numpy(), rtol=1e-6,
+                                       atol=1e-6)  # (an FMA: contract)
+            kernel = g.get_concrete_function(b, x).kernels[0]
+            assert "prange(" in kernel.source or "range(lo, hi)" in kernel.source
