@@ -44,8 +44,10 @@ def _env_threshold(name: str, default: int) -> int:
     return value if value > 0 else 1 << 62
 
 
-# Kernels with at least this many iterations run their outer loop with prange.
-# TRACEJIT_PARALLEL_MIN_SIZE overrides it (0: never parallel).
+# Kernels with at least this many iterations run in parallel: a flat elementwise loop and
+# a row kernel's blocks of rows split among threads by the runtime (SPLIT_DOC), a nested
+# elementwise loop with prange over its outer axis. TRACEJIT_PARALLEL_MIN_SIZE overrides
+# it (0: never parallel).
 PARALLEL_MIN_SIZE = _env_threshold("TRACEJIT_PARALLEL_MIN_SIZE", 1 << 22)
 # A row kernel's full-size output of at least this many bytes is written with streaming
 # (non-temporal) stores: each row is computed into a small buffer, then streamed out (see
@@ -131,6 +133,7 @@ class KernelSource:
         # The trip count of the outer loop when the runtime splits it among threads: the
         # kernel then takes `lo, hi` and runs iterations lo..hi-1 (see SPLIT_DOC).
         self.split = None
+        self.split_type = "uint64"  # (a row kernel's block numbers go to rows() as int64)
 
     def index(self, flat: Aff) -> str:
         text = flat.render()
@@ -348,8 +351,10 @@ def emit_kernel(part: Partition, group: KernelGroup, io=None) -> tuple[str, Kern
         doc = ("Reductions over trailing axes: per row, one pass per reduction stage, then "
                "the full-size outputs.")
         if parallel:
-            return _module(ks, _row_blocks_call(ks), True, doc + _ROWS_DOC,
-                           helper=_rows_function(ks, buffers, code, loop_vars[0])), ks
+            helper = _rows_function(ks, buffers, code, loop_vars[0])
+            call = _row_blocks_call(ks)
+            ks.split, ks.split_type = -(-group.shape[0] // _block_rows(group)), "int64"
+            return _module(ks, call, False, doc + _ROWS_DOC, helper=helper), ks
         code = buffers + code
     else:
         code = _col_code(ks, loop_vars, idx)
@@ -632,16 +637,18 @@ def _streams(g, v) -> bool:
 
 
 # Past PARALLEL_MIN_SIZE, a row kernel runs blocks of rows in parallel. The rows are a
-# function of their own, called from the prange loop: Numba lowers a prange body without
-# the kernel's fastmath flags, and there the per-row sums stop vectorizing (layer_norm
-# over (4096,1024) measured 5.4 ms with the rows inline in a prange, 1.4 ms serial).
+# function of their own, called per block (it was the body of a prange loop, which Numba
+# lowers without the kernel's fastmath flags: there the per-row sums stopped vectorizing,
+# layer_norm over (4096,1024) measured 5.4 ms with the rows inline, 1.4 ms serial).
 # Indices using the row are unsigned: a block's first row is not known at compile time, so
 # a signed index could be negative and Numba wraps each load in a negative-index fix-up,
 # which keeps LLVM from vectorizing the row loops (softmax blocks ran 4x slower).
-# A block is at least ROW_BLOCK_SIZE elements, so it pays for its call and its buffers;
-# prange shares the blocks out evenly to the threads.
+# A block is at least ROW_BLOCK_SIZE elements, so it pays for its call and its buffers.
+# The kernel runs blocks lo..hi-1; the runtime shares the blocks out evenly to its threads
+# (SPLIT_DOC), which compiles without Numba's parallel pipeline.
 ROW_BLOCK_SIZE = 1 << 16
-_ROWS_DOC = "\nBlocks of rows run in parallel; `rows` does one block."
+_ROWS_DOC = ("\nBlocks of rows run in parallel: the kernel does blocks lo..hi-1, on as many "
+             "threads at once as the runtime splits them among; `rows` does one block.")
 
 
 def _block_rows(g) -> int:
@@ -666,9 +673,7 @@ def _rows_function(ks: KernelSource, buffers: list, code: list, var: str) -> lis
 
 
 def _row_blocks_call(ks: KernelSource) -> list:
-    g = ks.group
-    blocks = -(-g.shape[0] // _block_rows(g))
-    return [f"    for i0_block in prange({blocks}):",
+    return ["    for i0_block in range(lo, hi):",
             f"        rows({', '.join(_params(ks))}, i0_block)"]
 
 
@@ -749,7 +754,7 @@ def _params(ks: KernelSource) -> list:
 
 def _types(ks: KernelSource) -> list:
     return [_NUMBA_TYPES[v.type.dtype.name] + "[::1]" for v in ks.args + _outputs(ks)] \
-        + ["int64"] * len(ks.dims) + (["uint64"] * 2 if ks.split is not None else [])
+        + ["int64"] * len(ks.dims) + ([ks.split_type] * 2 if ks.split is not None else [])
 
 
 def _decorator(types: list, parallel: bool, nogil: bool = False) -> str:

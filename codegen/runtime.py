@@ -86,14 +86,15 @@ def _split_pool():
     return _SPLIT_THREADS, _SPLIT_POOL
 
 
-def _split_call(entry, n: int):
+def _split_call(entry, n: int, align: int):
     """A kernel taking `lo, hi` after its arguments (emit.SPLIT_DOC), as a callable that
     takes just the arguments and runs [0, n) in one piece per thread: the calling thread
     takes the first, pool threads the others. The kernel releases the GIL, so they run at
-    once. Pieces start at multiples of 64 elements (whole cache lines)."""
+    once. Pieces start at multiples of `align` (64 elements: whole cache lines; a row
+    kernel's unit is a block of rows)."""
     threads, pool = _split_pool()
     step = -(-n // threads)
-    step = -(-step // 64) * 64
+    step = -(-step // align) * align
     pieces = [(lo, min(lo + step, n)) for lo in range(0, n, step)]
     (first_lo, first_hi), rest = pieces[0], pieces[1:]
     if not rest:
@@ -279,7 +280,7 @@ class Program:
         if hasattr(entry, "get_overload"):  # not under NUMBA_DISABLE_JIT=1 (plain Python)
             entry = entry.get_overload(entry.signatures[0])  # skips argument typing
         if ks.split is not None:
-            entry = _split_call(entry, ks.split)
+            entry = _split_call(entry, ks.split, 64 if group.kind == "elementwise" else 1)
         self._kernel_io = (in_slots, outs, entry)
         self._kernel_dims = ks.dims
         if self._bind is None:

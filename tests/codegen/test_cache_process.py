@@ -96,12 +96,13 @@ def test_second_process_compiles_nothing(cache):
 
 
 def test_parallel_kernels_load_from_the_cache_like_serial_ones(cache):
-    """With every kernel past the parallel threshold (prange loops, row blocks run by
-    a rows() function), the second process loads them all, directly, with equal results;
-    and with the direct load switched off, Numba's own load gives the same."""
+    """With every kernel past the parallel threshold (loops and row blocks split among
+    threads, the rows run by a rows() function), the second process loads them all,
+    directly, with equal results; and with the direct load switched off, Numba's own load
+    gives the same."""
     env = {"TRACEJIT_PARALLEL_MIN_SIZE": "8"}
     first = run_child(cache, **env)
-    assert any("prange" in p.read_text() for p in kernel_files(cache))
+    assert any("range(lo, hi)" in p.read_text() for p in kernel_files(cache))
     assert any("def rows(" in p.read_text() for p in kernel_files(cache))
     second = run_child(cache, **env)
     assert second["stats"]["numba_compiles"] == 0, second["stats"]
