@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import sys
 import threading
 import warnings
@@ -65,25 +66,40 @@ _UNREFERENCED = _refs_in([np.empty(0)])
 
 
 # Threads that split a kernel's loop (_split_call): Numba's count (NUMBA_NUM_THREADS,
-# by default the CPUs this process may use).
+# by default the CPUs this process may use); the pool is made at first use, and again in
+# a forked child, which inherits the pool object but not its threads.
 _SPLIT_THREADS = None
 _SPLIT_POOL = None
 _SPLIT_LOCK = threading.Lock()
 
 
+def _split_threads() -> int:
+    global _SPLIT_THREADS
+    if _SPLIT_THREADS is None:
+        import numba
+
+        _SPLIT_THREADS = max(1, int(numba.config.NUMBA_NUM_THREADS))
+    return _SPLIT_THREADS
+
+
 def _split_pool():
-    global _SPLIT_THREADS, _SPLIT_POOL
+    global _SPLIT_POOL
     with _SPLIT_LOCK:
-        if _SPLIT_THREADS is None:
+        if _SPLIT_POOL is None:
             import concurrent.futures
 
-            import numba
+            _SPLIT_POOL = concurrent.futures.ThreadPoolExecutor(
+                _split_threads() - 1, thread_name_prefix="tracejit-kernel")
+        return _SPLIT_POOL
 
-            _SPLIT_THREADS = max(1, int(numba.config.NUMBA_NUM_THREADS))
-            if _SPLIT_THREADS > 1:
-                _SPLIT_POOL = concurrent.futures.ThreadPoolExecutor(
-                    _SPLIT_THREADS - 1, thread_name_prefix="tracejit-kernel")
-    return _SPLIT_THREADS, _SPLIT_POOL
+
+def _forget_split_pool():
+    global _SPLIT_POOL, _SPLIT_LOCK
+    _SPLIT_POOL, _SPLIT_LOCK = None, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_split_pool)
 
 
 def _split_call(entry, n: int, align: int):
@@ -92,8 +108,7 @@ def _split_call(entry, n: int, align: int):
     takes the first, pool threads the others. The kernel releases the GIL, so they run at
     once. Pieces start at multiples of `align` (64 elements: whole cache lines; a row
     kernel's unit is a block of rows)."""
-    threads, pool = _split_pool()
-    step = -(-n // threads)
+    step = -(-n // _split_threads())
     step = -(-step // align) * align
     pieces = [(lo, min(lo + step, n)) for lo in range(0, n, step)]
     (first_lo, first_hi), rest = pieces[0], pieces[1:]
@@ -101,6 +116,7 @@ def _split_call(entry, n: int, align: int):
         return lambda *arrays: entry(*arrays, first_lo, first_hi)
 
     def run(*arrays):
+        pool = _SPLIT_POOL or _split_pool()
         futures = [pool.submit(entry, *arrays, lo, hi) for lo, hi in rest]
         try:
             entry(*arrays, first_lo, first_hi)

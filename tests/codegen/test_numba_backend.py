@@ -769,3 +769,34 @@ def test_split_elementwise_kernels_cover_every_element_once(monkeypatch, n):
                                        atol=1e-6)  # (an FMA: contract)
             kernel = g.get_concrete_function(b, x).kernels[0]
             assert "prange(" in kernel.source or "range(lo, hi)" in kernel.source
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs fork")
+def test_split_kernels_work_in_a_forked_child(monkeypatch):
+    """A child forked after a split kernel ran inherits the thread pool object but not its
+    threads: it must make its own, not wait forever on the parent's."""
+    import multiprocessing
+
+    from codegen import emit
+
+    monkeypatch.setattr(emit, "PARALLEL_MIN_SIZE", 1)
+    x = eager.from_numpy(np.linspace(-3, 3, 4096, dtype=np.float32))
+    f = tracer.function(lambda x: F.gelu(x * 2.0))
+    with eager.no_grad():
+        want = f(x).numpy().copy()
+    assert "range(lo, hi)" in f.get_concrete_function(x).kernels[0].source
+
+    def child(conn):
+        with eager.no_grad():
+            conn.send(f(x).numpy())
+
+    ctx = multiprocessing.get_context("fork")
+    parent_end, child_end = ctx.Pipe()
+    proc = ctx.Process(target=child, args=(child_end,))
+    proc.start()
+    try:
+        assert parent_end.poll(60), "the forked child hung in a split kernel"
+        np.testing.assert_array_equal(parent_end.recv(), want)
+    finally:
+        proc.kill()
+        proc.join(10)
