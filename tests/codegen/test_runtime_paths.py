@@ -95,3 +95,67 @@ def test_a_training_step_runs_as_one_generated_function_calling_each_kernel_once
     assert source is not None and source.startswith("def run(args, dests):")
     for kernel in program.kernels:
         assert source.count(f"# {kernel.name}\n") == 1, source
+
+
+def _compiled_and_eager_mlp(choice, monkeypatch, x_np, transposed_input):
+    """A small MLP's loss and gradients, compiled with `_matmul_choice` forced to
+    `choice`, and the same step run eagerly on the same parameters."""
+    import codegen.runtime as runtime
+
+    monkeypatch.setattr(runtime, "_matmul_choice", lambda *args: choice)
+    rng = np.random.default_rng(3)
+    w1 = eager.tensor(rng.standard_normal((16, 12)).astype(np.float32), requires_grad=True)
+    w2 = eager.tensor(rng.standard_normal((5, 16)).astype(np.float32), requires_grad=True)
+
+    def step(x):
+        w1.grad = w2.grad = None
+        y = F.relu(x @ w1.T) @ w2.T
+        loss = (y * y).mean()
+        loss.backward()
+        return loss
+
+    # a Fortran-ordered input at run time: the runner's layout guess is only a guess
+    x = eager.from_numpy(np.asfortranarray(x_np) if transposed_input else x_np)
+    f = tracer.function(step)
+    got = [f(x).item() for _ in range(2)] + [w1.grad.numpy().copy(), w2.grad.numpy().copy()]
+    source = f.get_concrete_function(x).program.runner_source
+    want = [step(x).item()] * 2 + [w1.grad.numpy().copy(), w2.grad.numpy().copy()]
+    return got, want, source
+
+
+def test_matmul_operand_layouts_chosen_by_timing_give_eager_results(monkeypatch):
+    """Whichever operand the tuner copies into the other layout (or none), with C- or
+    Fortran-ordered inputs at run time, loss and gradients equal eager's."""
+    x_np = np.random.default_rng(4).standard_normal((8, 12)).astype(np.float32)
+    for choice in ("", "a", "b"):
+        for transposed in (False, True):
+            got, want, source = _compiled_and_eager_mlp(choice, monkeypatch, x_np, transposed)
+            assert ("fortran(" in source or "contiguous(" in source) == (choice != ""), source
+            np.testing.assert_allclose(got[:2], want[:2], rtol=1e-5)
+            for g, w in zip(got[2:], want[2:]):
+                np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+def test_matmul_choice_is_timed_once_per_shape_and_layout(monkeypatch):
+    import codegen.runtime as runtime
+
+    monkeypatch.setattr(runtime, "_MATMUL_CHOICE", {})
+    first = runtime._matmul_choice((32, 100), (100, 128), np.dtype(np.float32), "C", "F")
+    assert first in ("", "a", "b")
+    assert runtime._MATMUL_CHOICE == {((32, 100), (100, 128), "<f4", "C", "F"): first}
+    monkeypatch.setattr(runtime.np, "matmul", None)  # not timed again
+    assert runtime._matmul_choice((32, 100), (100, 128), np.dtype(np.float32), "C",
+                                  "F") == first
+
+
+def test_matmul_tuning_can_be_switched_off(monkeypatch):
+    import codegen.runtime as runtime
+
+    monkeypatch.setattr(runtime, "AUTOTUNE_MATMUL", False)
+    monkeypatch.setattr(runtime, "_matmul_choice", lambda *args: "a")
+    x = eager.from_numpy(np.ones((4, 6), np.float32))
+    w = eager.from_numpy(np.ones((3, 6), np.float32))
+    f = tracer.function(lambda x: (x @ w.T) * 2.0)
+    with eager.no_grad():
+        assert f(x).tolist() == [[12.0] * 3] * 4
+    assert "fortran(" not in f.get_concrete_function(x).program.runner_source
