@@ -179,6 +179,11 @@ def _matmul_choice(a_shape, b_shape, dtype, a_layout: str, b_layout: str) -> str
     return choice
 
 
+def _recycles(shape, dtype) -> bool:
+    """Whether an output of this (bound) shape goes through `_recycled`."""
+    return math.prod(shape) * np.dtype(dtype).itemsize >= OUTPUT_POOL_MIN_BYTES
+
+
 def _recycled(ring: list, shape: tuple, dtype) -> np.ndarray:
     """An output array for a program step: one this step returned earlier and that
     nothing refers to any more (the caller dropped it, and every view of it), else a new
@@ -394,7 +399,7 @@ class Program:
                         o = np.empty(shape, dtype)
                         pair = pool[s] = (o, o.reshape(-1))
                     o = pair[0]
-                elif math.prod(shape) * dtype.itemsize >= OUTPUT_POOL_MIN_BYTES:
+                elif _recycles(shape, dtype):
                     o = _recycled(tls.__dict__.setdefault("rings", {}).setdefault(s, []),
                                   shape, dtype)
                 else:
@@ -571,12 +576,13 @@ class Program:
                     if is_pooled:
                         pooled.append((s, shape, dtype))
                         fresh = f"v{s}, f{s} = bufs[{len(pooled) - 1}]"
-                    elif math.prod(shape) * np.dtype(dtype).itemsize >= OUTPUT_POOL_MIN_BYTES:
-                        rings.append(s)
-                        fresh = (f"v{s} = recycled(rings[{len(rings) - 1}], *t{s}); f{s} = "
-                                 + (f"v{s}" if len(shape) == 1 else f"v{s}.reshape(-1)"))
                     else:
-                        fresh = (f"v{s} = empty(*t{s}); f{s} = "
+                        if _recycles(shape, dtype):
+                            rings.append(s)
+                            make = f"recycled(rings[{len(rings) - 1}], *t{s})"
+                        else:
+                            make = f"empty(*t{s})"
+                        fresh = (f"v{s} = {make}; f{s} = "
                                  + (f"v{s}" if len(shape) == 1 else f"v{s}.reshape(-1)"))
                     if dest >= 0:
                         lines.append(f"    d = dests[{dest}] if dests is not None else None")
@@ -731,8 +737,7 @@ class Program:
             return None
         order = [out_pos[s] for s in self._result_slots]
         specs = [(shape, dtype) for _, shape, dtype, _, _, _ in outs]
-        if self._bind is None and any(math.prod(shape) * np.dtype(dtype).itemsize
-                                      >= OUTPUT_POOL_MIN_BYTES for shape, dtype in specs):
+        if self._bind is None and any(_recycles(shape, dtype) for shape, dtype in specs):
             return None  # the runner recycles large outputs; its overhead does not matter
         empty = np.empty
         arg = _kernel_arg

@@ -53,6 +53,20 @@ def _data():
             eager.from_numpy(rng.integers(0, 3, size=5)))
 
 
+def _train_side_by_side(make_opt, steps, freeze=()):
+    """`steps` compiled steps of one copy of _TwoHeads beside eager steps of the other,
+    compared after each; returns the compiled copy, its optimizer and the step."""
+    (a, opt_a), (b, opt_b) = _pair(_TwoHeads, make_opt, freeze=freeze)
+    x, y = _data()
+    step = tracer.function(lambda x, y: _step(a, opt_a, x, y))
+    for _ in range(steps):
+        got = step(x, y)
+        want = _step(b, opt_b, x, y)
+        assert got.item() == pytest.approx(want.item(), rel=1e-5)
+        _assert_same(a, b, opt_a, opt_b)
+    return a, opt_a, step
+
+
 def _assert_same(a, b, opt_a, opt_b):
     for (name, p), q in zip(a.named_parameters(), b.parameters()):
         np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-5,
@@ -73,14 +87,7 @@ def _assert_same(a, b, opt_a, opt_b):
 def test_unused_and_frozen_parameters_are_left_as_eager_leaves_them(opt_name):
     make_opt = {"sgd_momentum": lambda ps: optim.SGD(ps, lr=0.1, momentum=0.9),
                 "adam": lambda ps: optim.Adam(ps, lr=1e-2)}[opt_name]
-    (a, opt_a), (b, opt_b) = _pair(_TwoHeads, make_opt, freeze=("body",))
-    x, y = _data()
-    step = tracer.function(lambda x, y: _step(a, opt_a, x, y))
-    for _ in range(6):
-        got = step(x, y)
-        want = _step(b, opt_b, x, y)
-        assert got.item() == pytest.approx(want.item(), rel=1e-5)
-        _assert_same(a, b, opt_a, opt_b)
+    a, opt_a, step = _train_side_by_side(make_opt, 6, freeze=("body",))
     assert a.unused.weight.grad is None and a.body.weight.grad is None
     # State is made, at the first step, only for the parameters that have a gradient
     assert sorted(id(p) for p in opt_a.state) == sorted(id(p) for p in a.used.parameters())
@@ -146,14 +153,7 @@ def test_sgd_with_dampening_traces_its_first_step_apart():
     """PyTorch's first momentum buffer is the gradient itself, which a zero buffer updated
     with dampening would not give: that first step is a trace of its own, run once."""
     make_opt = lambda ps: optim.SGD(ps, lr=0.1, momentum=0.9, dampening=0.3)  # noqa: E731
-    (a, opt_a), (b, opt_b) = _pair(_TwoHeads, make_opt)
-    x, y = _data()
-    step = tracer.function(lambda x, y: _step(a, opt_a, x, y))
-    for _ in range(5):
-        got = step(x, y)
-        want = _step(b, opt_b, x, y)
-        assert got.item() == pytest.approx(want.item(), rel=1e-5)
-        _assert_same(a, b, opt_a, opt_b)
+    _, _, step = _train_side_by_side(make_opt, 5)
     assert step.trace_count == 2
 
 
