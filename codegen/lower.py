@@ -116,11 +116,16 @@ def expression(op: str, args: list, in_types: list, out_type, params: dict, impo
     raise KeyError(f"no kernel lowering for {op}")
 
 
+# The functions codegen.vmath defines, by (op, dtype name): its VMATH_NAMES is this table,
+# kept here so that generating a kernel's source does not import vmath (and Numba).
+VMATH_NAMES = {
+    (op, dt): "%s_%s" % (op, "f32" if dt == "float32" else "f64")
+    for op in ("exp", "expm1", "log", "log1p", "tanh", "sigmoid", "erf")
+    for dt in ("float32", "float64")
+}
+
+
 def _vmath_name(op, dtype):
-    try:
-        from .vmath import VMATH_NAMES
-    except ImportError:  # pragma: no cover
-        return None
     return VMATH_NAMES.get((op, np.dtype(dtype).name))
 
 

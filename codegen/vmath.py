@@ -809,11 +809,7 @@ def erf_f64(x):
 # lookup tables for code generators
 # ---------------------------------------------------------------------------
 
-VMATH_NAMES = {
-    (op, dt): "%s_%s" % (op, "f32" if dt == "float32" else "f64")
-    for op in ("exp", "expm1", "log", "log1p", "tanh", "sigmoid", "erf")
-    for dt in ("float32", "float64")
-}
+from .lower import VMATH_NAMES  # noqa: E402 - the table kernels' sources are written from
 
 VMATH = {key: globals()[name] for key, name in VMATH_NAMES.items()}
 

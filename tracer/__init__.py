@@ -10,6 +10,8 @@ tensor([3., 3., 3.])
 """
 import warnings as _warnings
 
+__version__ = "0.1.0"
+
 from . import logs
 from .backends import available as available_backends
 from .backends import register_backend
