@@ -3,18 +3,11 @@
 >>> import codegen
 >>> codegen.clear_cache()      # empty the on-disk kernel cache
 """
-import os as _os
 import warnings as _warnings
 
-import numba as _numba
-
-# Parallel kernels run between BLAS calls on the same cores. OpenMP's worker threads spin
-# after a parallel region and steal the cores OpenBLAS's threads need next (measured on the
-# 256x1024 training step: 1.4x slower than with the workqueue layer); the workqueue layer
-# sleeps. A user's NUMBA_THREADING_LAYER still wins.
-if "NUMBA_THREADING_LAYER" not in _os.environ:
-    _numba.config.THREADING_LAYER = "workqueue"
-
+# Numba itself is imported only when a kernel must be compiled or loaded through it
+# (build._numba, which also picks the threading layer): kernels cached as object files load
+# without it.
 from tracer.backends import register_backend
 
 from .build import cache_dir, clear_cache, compile_stats, reset_stats

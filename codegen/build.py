@@ -19,6 +19,10 @@ generated module
   (``tracejit_kernels`` is a synthetic namespace package whose ``__path__`` is
   the cache directory) *before* its body is executed.
 
+Object files: after Numba has compiled or loaded a module's ``kernel``, its machine code
+is also written as ``<cache_dir>/<name_hint>_<digest>.tjo`` (see objload), and
+:func:`load_kernel` loads that in later processes without importing Numba or the module.
+
 Integrity: files are written atomically (temp file + ``os.replace``) and their
 first line is ``# tracejit-sha256: <hex>``, the sha256 of the remaining bytes.
 A file whose content does not match its header (truncated, corrupted, edited)
@@ -41,7 +45,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib.machinery
-import importlib.metadata
 import importlib.util
 import os
 import re
@@ -84,6 +87,8 @@ STATS: Dict[str, int] = {
     "rebuilds": 0,          # existing files found corrupt and rewritten
     "numba_compiles": 0,    # real Numba compilations of tracejit kernels
     "numba_cache_hits": 0,  # overloads loaded from Numba's on-disk cache
+    "objects_written": 0,   # kernels' object files written (objload)
+    "objects_loaded": 0,    # kernels loaded from object files, without Numba
 }
 
 # Serialises module loading.  May be held while Numba compiles (eager
@@ -94,6 +99,8 @@ _STATS_LOCK = threading.Lock()
 
 # (resolved cache dir, module name) -> module
 _MODULES: Dict[Tuple[str, str], types.ModuleType] = {}
+# (resolved cache dir, module name) -> the kernel's entry point, however it was loaded
+_ENTRIES: Dict[Tuple[str, str], Any] = {}
 
 # [dispatcher, disk-cache hits already folded into STATS]
 _TRACKED: List[List[Any]] = []
@@ -171,19 +178,14 @@ def cache_dir() -> Path:
 
 @functools.lru_cache(maxsize=None)
 def _version_salt() -> str:
-    def dist_version(name: str, fallback: str) -> str:
-        try:
-            return importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            return fallback
-
     import llvmlite
-    import numba
     import numpy
 
+    import tracer
+
     parts = [
-        "tracejit=" + dist_version("tracejit", "0+unknown"),
-        "numba=" + numba.__version__,
+        "tracejit=" + tracer.__version__,
+        "numba=" + _numba_version(),
         "llvmlite=" + llvmlite.__version__,
         "numpy=" + numpy.__version__,
         "python=" + sys.implementation.name + "-" + sys.version,
@@ -192,6 +194,21 @@ def _version_salt() -> str:
         "vmath=" + _file_digest(Path(__file__).with_name("vmath.py")),
     ]
     return "\n".join(parts)
+
+
+def _numba_version() -> str:
+    """Numba's version without importing it (0.13-0.19 s) or importlib.metadata (20 ms):
+    its _version.py holds it as text."""
+    numba = sys.modules.get("numba")
+    if numba is not None:
+        return numba.__version__
+    spec = importlib.util.find_spec("numba")
+    path = Path(spec.submodule_search_locations[0]) / "_version.py"
+    try:
+        found = re.search(r'"version": "([^"]+)"', path.read_text())
+    except OSError:
+        found = None
+    return found.group(1) if found else "file-" + _file_digest(path)
 
 
 def _file_digest(path) -> str:
@@ -372,6 +389,98 @@ def load_module(source: str, name_hint: str) -> types.ModuleType:
         return module
 
 
+def _disable_jit() -> bool:
+    """NUMBA_DISABLE_JIT as Numba will read it (its config file too), without importing
+    Numba when it is not imported yet."""
+    numba = sys.modules.get("numba")
+    if numba is not None:
+        return bool(numba.config.DISABLE_JIT)
+    value = os.environ.get("NUMBA_DISABLE_JIT", "").strip()
+    return (value not in ("", "0")) or os.path.exists(".numba_config.yaml")
+
+
+def load_kernel(source: str, name_hint: str) -> Tuple[Any, str, str]:
+    """The generated module's compiled ``kernel`` as ``(entry, module name, source file)``:
+    the callable
+    Numba's compile result holds (it runs the machine code for the one signature it was
+    compiled for, without checking argument types), or under ``NUMBA_DISABLE_JIT=1`` the
+    plain Python function.
+
+    A kernel compiled or loaded by Numba once leaves its object file in the cache
+    (objload); later processes load that, without importing Numba. Without a usable object
+    file, the module is imported (:func:`load_module`) and Numba compiles or loads it.
+    """
+    directory = cache_dir()
+    stem = f"{_sanitize_hint(name_hint)}_{_source_digest(source)}"
+    modname = f"{KERNEL_PACKAGE}.{stem}"
+    key = (str(directory), modname)
+    path = str(directory / f"{stem}.py")
+    with _LOCK:
+        entry = _ENTRIES.get(key)
+        if entry is not None:
+            return entry, modname, path
+        if FAST_CACHE_LOAD and not _disable_jit() and (directory / f"{stem}.tjo").exists():
+            entry = _load_object(directory, stem, modname, source)
+        if entry is None:
+            disp = load_module(source, name_hint).kernel
+            entry = (disp.get_overload(disp.signatures[0])
+                     if hasattr(disp, "get_overload") else disp)
+        _ENTRIES[key] = entry
+        return entry, modname, path
+
+
+def _load_object(directory: Path, stem: str, modname: str, source: str):
+    from . import objload
+
+    path = directory / f"{stem}.tjo"
+    try:
+        entry = objload.load_kernel(path, modname,
+                                    objload.nrt_path(directory, _version_salt(),
+                                                     _host_magic()))
+    except Exception as exc:  # noqa: BLE001 - Numba's path serves, and rewrites the file
+        _log_once(f"object file {path.name} not loaded ({type(exc).__name__}: {exc})")
+        try:
+            path.unlink()
+        except OSError:
+            pass
+        _bump("rebuilds")
+        return None
+    if entry is None:
+        why = objload.unavailable()
+        if why:
+            _log_once(f"kernels cannot be loaded from object files here ({why})")
+        return None
+    # The source stays next to its object, checked as load_module checks it: it is what
+    # a user reads, and what Numba compiles should the object go.
+    py = directory / f"{stem}.py"
+    if not _file_is_valid(py):
+        existed = py.exists()
+        _atomic_write(py, _file_bytes(source))
+        _bump("modules_written")
+        if existed:
+            _bump("rebuilds")
+    _bump("objects_loaded")
+    return entry
+
+
+@functools.lru_cache(maxsize=None)
+def _host_magic():
+    from . import objload
+
+    return objload.host_magic()
+
+
+_LOGGED: set = set()
+
+
+def _log_once(message: str) -> None:
+    if message not in _LOGGED:
+        _LOGGED.add(message)
+        from tracer import logs
+
+        logs.log("kernels", message)
+
+
 # --------------------------------------------------------------------------
 # loading a kernel from Numba's disk cache
 # --------------------------------------------------------------------------
@@ -379,6 +488,28 @@ def load_module(source: str, name_hint: str) -> types.ModuleType:
 # TRACEJIT_FAST_CACHE_LOAD=0 turns the direct load off (Numba's own path then loads).
 FAST_CACHE_LOAD = os.environ.get("TRACEJIT_FAST_CACHE_LOAD", "").strip() != "0"
 _FAST_FAILED: List[str] = []  # why the direct load was given up, once per process
+
+
+def _numba():
+    """Numba, imported (0.13-0.19 s, so only when a kernel needs it), with tracejit's
+    default threading layer.
+
+    Parallel kernels run between BLAS calls on the same cores. OpenMP's worker threads
+    spin after a parallel region and steal the cores OpenBLAS's threads need next
+    (measured on the 256x1024 training step: 1.4x slower than with the workqueue layer);
+    the workqueue layer sleeps. A user's NUMBA_THREADING_LAYER still wins.
+    """
+    import numba
+
+    global _NUMBA_READY
+    if not _NUMBA_READY:
+        if "NUMBA_THREADING_LAYER" not in os.environ:
+            numba.config.THREADING_LAYER = "workqueue"
+        _NUMBA_READY = True
+    return numba
+
+
+_NUMBA_READY = False
 
 
 def njit(signature: str, **options):
@@ -392,25 +523,65 @@ def njit(signature: str, **options):
     ``parallel=True`` kernel): this loads the entry Numba's cache holds for exactly this
     signature the way Numba does, minus the set-up. When the entry is missing or anything
     about it fails, Numba's own compile (which reads the cache again, or compiles) runs.
+
+    Either way, the kernel's object code is then written next to its source (objload),
+    for later processes to load without importing Numba at all.
     """
-    import numba
+    numba = _numba()
 
     if numba.config.DISABLE_JIT:  # NUMBA_DISABLE_JIT=1: the plain Python function
         return numba.njit(signature, **options)
 
     def wrap(fn):
         disp = numba.njit(**options)(fn)
-        if not (FAST_CACHE_LOAD and options.get("cache") and _load_cached(disp, signature)):
+        obj = None
+        if FAST_CACHE_LOAD and options.get("cache"):
+            obj = _load_cached(disp, signature)
+        if obj is None:
             disp.compile(signature)
+            obj = _compiled_object(disp.overloads[disp.signatures[0]])
+        if FAST_CACHE_LOAD and options.get("cache") and obj and fn.__name__ == "kernel":
+            # (the module's entry: the functions it calls are linked into its object)
+            _write_object(fn, signature, obj, disp.overloads[disp.signatures[0]], options)
         disp.disable_compile()
         return disp
 
     return wrap
 
 
-def _load_cached(disp, signature: str) -> bool:
+def _compiled_object(cres):
+    """The object code of a library Numba has just compiled (None when Numba loaded it
+    from its cache: it keeps no copy then)."""
+    try:
+        return cres.library._get_compiled_object()
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _write_object(fn, signature: str, obj: bytes, cres, options: dict) -> None:
+    from . import objload
+
+    try:
+        if not objload.servable(cres, options):
+            return
+        source = Path(fn.__code__.co_filename)
+        path = source.with_suffix(objload.SUFFIX)
+        if not path.exists():
+            objload.write_kernel(path, fn.__module__, signature, obj, cres, _atomic_write)
+            _bump("objects_written")
+        nrt_file = objload.nrt_path(source.parent, _version_salt(),
+                                    cres.library.codegen.magic_tuple())
+        if not nrt_file.exists():
+            objload.write_nrt(nrt_file, cres.library.codegen, _atomic_write)
+    except Exception as exc:  # noqa: BLE001 - the kernel works; later loads take Numba's path
+        _log_once(f"object file for {fn.__module__} not written ({type(exc).__name__}: "
+                  f"{exc})")
+
+
+def _load_cached(disp, signature: str):
     """Numba's cached overload of `disp` for `signature` (the key Numba saved it under:
-    the signature as given to ``compile``), added to `disp`. False if there is none."""
+    the signature as given to ``compile``), added to `disp`; returns its object code.
+    None if there is no entry."""
     try:
         from numba.core.compiler_lock import global_compiler_lock
         from numba.core.runtime import nrt
@@ -419,7 +590,7 @@ def _load_cached(disp, signature: str) -> bool:
             cache, ctx = disp._cache, disp.targetctx
             data = cache._cache_file.load(cache._index_key(signature, ctx.codegen()))
             if data is None:
-                return False
+                return None
             # What Numba's set-up would have done that the kernel's code calls into: the
             # reference-counting runtime (buffers a kernel allocates), and for a parallel
             # kernel the thread pool whose entry points its code is linked against.
@@ -428,19 +599,19 @@ def _load_cached(disp, signature: str) -> bool:
                 from numba.np.ufunc.parallel import _launch_threads
 
                 _launch_threads()
+            libdata = data[0]  # CompileResult._reduce: (name, 'object', (code, bitcode))
+            obj = libdata[2][0] if libdata[1] == "object" else b""
             cres = cache._impl.rebuild(ctx, data)
             ctx.insert_user_function(cres.entry_point, cres.fndesc, [cres.library])
             disp.add_overload(cres)
             disp._cache_hits[signature] += 1
-            return True
+            return obj
     except Exception as exc:  # noqa: BLE001 - Numba's own path still loads or compiles
         if not _FAST_FAILED:
             _FAST_FAILED.append(f"{type(exc).__name__}: {exc}")
-            from tracer import logs
-
-            logs.log("kernels", f"direct cache load failed ({_FAST_FAILED[0]}); "
-                     f"Numba's own load serves")
-        return False
+            _log_once(f"direct cache load failed ({_FAST_FAILED[0]}); Numba's own load "
+                      f"serves")
+        return None
 
 
 # --------------------------------------------------------------------------
@@ -528,8 +699,8 @@ def ensure_compiled(dispatcher: Any, signature_args: Sequence[Any]) -> str:
 def clear_cache() -> None:
     """Delete everything in the cache directory and forget loaded modules.
 
-    Removes the generated ``.py`` files, Python's and Numba's ``__pycache__``
-    (``.pyc``/``.nbi``/``.nbc``) and stray temp files.  Already imported
+    Removes the generated ``.py`` files, their object files (``.tjo``), Python's and
+    Numba's ``__pycache__`` (``.pyc``/``.nbi``/``.nbc``) and stray temp files.  Already imported
     kernel functions keep working; subsequent :func:`load_module` calls write
     and import fresh modules.  Counters are not reset.
     """
@@ -544,6 +715,7 @@ def clear_cache() -> None:
             if pkg is not None and getattr(pkg, stem, None) is module:
                 delattr(pkg, stem)
         _MODULES.clear()
+        _ENTRIES.clear()
         with _STATS_LOCK:
             _TRACKED.clear()
         importlib.invalidate_caches()

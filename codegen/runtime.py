@@ -76,9 +76,14 @@ _SPLIT_LOCK = threading.Lock()
 def _split_threads() -> int:
     global _SPLIT_THREADS
     if _SPLIT_THREADS is None:
-        import numba
-
-        _SPLIT_THREADS = max(1, int(numba.config.NUMBA_NUM_THREADS))
+        config = sys.modules.get("numba.core.config")
+        if config is not None:
+            _SPLIT_THREADS = max(1, int(config.NUMBA_NUM_THREADS))
+        else:  # what Numba's config would say, without importing Numba
+            env = os.environ.get("NUMBA_NUM_THREADS", "").strip()
+            _SPLIT_THREADS = max(1, int(env) if env else (
+                len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                else os.cpu_count() or 1))
     return _SPLIT_THREADS
 
 
@@ -211,12 +216,21 @@ class Kernel:
     kind: str
     source: str
     group: KernelGroup
-    fn: object = None           # the Numba dispatcher (None if the build failed)
-    module: str = ""
+    entry: object = None        # what runs: the compiled entry point (None if the build failed)
+    module: str = ""            # the generated module's name
+    file: str = ""              # its source file, in the cache directory
     error: str = ""
 
+    @property
+    def fn(self):
+        """The generated module's Numba dispatcher (None if the build failed). A kernel
+        loaded from its object file has none until asked: this imports the module then."""
+        if self.entry is None:
+            return None
+        return build.load_module(self.source, self.name).kernel
+
     def __repr__(self) -> str:
-        state = "compiled" if self.fn is not None else f"fallback ({self.error})"
+        state = "compiled" if self.entry is not None else f"fallback ({self.error})"
         return f"<Kernel {self.name} {self.kind} {state}>"
 
 
@@ -317,9 +331,7 @@ class Program:
         self.kernels.append(kernel)
         logs.log("kernels", lambda: f"kernel {group.name}:\n{source}")
         try:
-            module = build.load_module(source, group.name)
-            kernel.fn = module.kernel
-            kernel.module = module.__name__
+            kernel.entry, kernel.module, kernel.file = build.load_kernel(source, group.name)
         except Exception as exc:  # noqa: BLE001 - never a crash: fall back below
             kernel.error = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
             # Once per distinct kernel (its source), not per name: another function or
@@ -350,9 +362,7 @@ class Program:
                 dest = self._dest_pos.setdefault(s, len(self._dest_pos))
             outs.append((s, tuple(v.type.shape), v.type.dtype, id(v) not in self._escaping,
                          None, dest))
-        entry = kernel.fn
-        if hasattr(entry, "get_overload"):  # not under NUMBA_DISABLE_JIT=1 (plain Python)
-            entry = entry.get_overload(entry.signatures[0])  # skips argument typing
+        entry = kernel.entry
         if ks.split is not None:
             entry = _split_call(entry, ks.split, 64 if group.kind == "elementwise" else 1)
         self._kernel_io = (in_slots, outs, entry)
@@ -794,7 +804,7 @@ class Program:
         if self._bind is not None:
             dims = ", ".join(map(str, graph_dims(self.graph)))
             text += f"\n  symbolic sizes {dims}: bound per call, run-time arguments of the kernels"
-        failed = [k for k in self.kernels if k.fn is None]
+        failed = [k for k in self.kernels if k.entry is None]
         if failed:
             text += "\n" + "\n".join(f"  note: {k.name} runs through numpy ({k.error})"
                                      for k in failed)

@@ -93,7 +93,8 @@ def gelu(x):
 x = eager.randn(64)
 k = gelu.get_concrete_function(x).kernels[0]
 assert not hasattr(k.fn, "py_func"), "NUMBA_DISABLE_JIT=1 should leave a plain function"
-path = sys.modules[k.module].__file__
+path = k.file
+assert path == sys.modules[k.module].__file__
 executed = set()
 
 def trace(frame, event, arg):

@@ -68,11 +68,13 @@ def main() -> None:
         "outputs": [o.numpy().tolist() for o in outs],
         "more_outputs": [rows, losses, params],
         # Whether Numba set up its compiler (its typing and lowering registries): loading
-        # cached kernels does not need it
+        # cached kernels does not need it; and whether Numba was imported at all: kernels
+        # loaded from their object files do not need that either
         "numba_set_up": "numba.np.arraymath" in sys.modules,
+        "numba_imported": "numba" in sys.modules,
         "stats": codegen.compile_stats(),
         "kernels": [k.name for k in concrete.kernels],
-        "fallbacks": [k.name for k in concrete.kernels if k.fn is None],
+        "fallbacks": [k.name for k in concrete.kernels if k.entry is None],
         "modules": [k.module for k in concrete.kernels],
         "warnings": [str(w.message) for w in caught],
         "cache_dir": str(codegen.cache_dir()),

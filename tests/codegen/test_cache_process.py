@@ -23,6 +23,7 @@ import pytest
 
 import codegen
 import codegen.build
+import codegen.objload
 import eager
 import eager.nn.functional as F
 import tracer
@@ -62,6 +63,19 @@ def kernel_files(cache: Path) -> list:
     return sorted(p for p in cache.glob("*.py"))
 
 
+def object_files(cache: Path) -> list:
+    """The kernels' object files (not the runtime's, nrt-*.tjo)."""
+    return sorted(p for p in cache.glob("*.tjo") if not p.name.startswith("nrt-"))
+
+
+def repack(path: Path, **header_changes) -> None:
+    """Rewrite an object file's header with a valid hash: only the loader's checks of what
+    the header says can refuse it."""
+    header, obj = codegen.objload._unpack(path.read_bytes())
+    header.update(header_changes)
+    path.write_bytes(codegen.objload._pack(header, obj))
+
+
 @pytest.fixture
 def cache(tmp_path) -> Path:
     return tmp_path / "kernels"
@@ -81,18 +95,74 @@ def test_second_process_compiles_nothing(cache):
     assert len(kernel_files(cache)) == total
     assert (cache / "__pycache__").is_dir()  # Numba's own index and data files
 
+    assert first["stats"]["objects_written"] == total  # no parallel=True kernel here
+    assert len(object_files(cache)) == total
+
     second = run_child(cache)
     assert second["kernels"] == first["kernels"]
     assert second["modules"] == first["modules"]
     assert second["stats"]["numba_compiles"] == 0, second["stats"]
     assert second["stats"]["modules_written"] == 0, second["stats"]
-    assert second["stats"]["numba_cache_hits"] >= total, second["stats"]
+    # every kernel from its object file, without importing Numba (objload)
+    assert second["stats"]["objects_loaded"] == total, second["stats"]
+    assert second["stats"]["numba_cache_hits"] == 0, second["stats"]
     assert second["stats"]["rebuilds"] == 0
     assert second["outputs"] == first["outputs"]
     assert second["more_outputs"] == first["more_outputs"]
     assert not second["warnings"], second["warnings"]
-    # Loaded straight from Numba's cache, without Numba's compiler set-up (build.njit)
-    assert first["numba_set_up"] and not second["numba_set_up"]
+    assert first["numba_imported"] and not second["numba_imported"]
+
+    # Without object files, Numba's cache serves, loaded without Numba's compiler set-up
+    # (build.njit), and the object files are written again from it
+    for path in object_files(cache):
+        path.unlink()
+    third = run_child(cache)
+    assert third["stats"]["numba_compiles"] == 0, third["stats"]
+    assert third["stats"]["numba_cache_hits"] >= total, third["stats"]
+    assert third["stats"]["objects_written"] == total, third["stats"]
+    assert first["numba_set_up"] and not third["numba_set_up"]
+    assert (third["outputs"], third["more_outputs"]) == \
+        (first["outputs"], first["more_outputs"])
+
+
+def test_object_files_that_do_not_check_out_are_not_loaded(cache):
+    """An object file truncated, edited, made for another CPU, or needing a symbol this
+    process lacks is refused before LLVM sees it (an unresolved symbol would be a fatal
+    LLVM error): Numba's path serves that kernel and writes its file again."""
+    first = run_child(cache)
+    total = first["stats"]["objects_written"]
+    truncated, edited, other_cpu, unknown_symbol = object_files(cache)[:4]
+    data = truncated.read_bytes()
+    truncated.write_bytes(data[: len(data) // 2])
+    data = bytearray(edited.read_bytes())
+    data[-100] ^= 0xFF  # one byte of machine code
+    edited.write_bytes(bytes(data))
+    repack(other_cpu, magic=["x86_64-unknown-linux-gnu", "pentium", ""])
+    repack(unknown_symbol, undefined=["tracejit_no_such_symbol"])
+
+    second = run_child(cache)
+    assert not second["fallbacks"] and not second["warnings"], second
+    assert second["stats"]["objects_loaded"] == total - 4, second["stats"]
+    assert second["stats"]["numba_compiles"] == 0, second["stats"]
+    assert second["stats"]["numba_cache_hits"] >= 4, second["stats"]
+    assert second["stats"]["objects_written"] == 4, second["stats"]
+    assert second["stats"]["rebuilds"] == 4, second["stats"]
+    assert (second["outputs"], second["more_outputs"]) == \
+        (first["outputs"], first["more_outputs"])
+
+    third = run_child(cache)  # all good again
+    assert third["stats"]["objects_loaded"] == total and not third["numba_imported"]
+
+
+def test_object_file_of_another_kernel_is_refused(cache):
+    first = run_child(cache)
+    a, b = object_files(cache)[:2]
+    a.write_bytes(b.read_bytes())  # a valid file, under the wrong name
+    second = run_child(cache)
+    assert second["stats"]["objects_loaded"] == first["stats"]["objects_written"] - 1
+    assert second["stats"]["rebuilds"] == 1
+    assert (second["outputs"], second["more_outputs"]) == \
+        (first["outputs"], first["more_outputs"])
 
 
 def test_parallel_kernels_load_from_the_cache_like_serial_ones(cache):
@@ -107,6 +177,14 @@ def test_parallel_kernels_load_from_the_cache_like_serial_ones(cache):
     second = run_child(cache, **env)
     assert second["stats"]["numba_compiles"] == 0, second["stats"]
     assert not second["numba_set_up"]
+    # Split kernels load from object files; parallel=True ones (prange) through Numba,
+    # whose thread pool they need: those have no object file.
+    stats = second["stats"]
+    assert stats["objects_loaded"] > 0, stats
+    assert stats["objects_loaded"] + stats["numba_cache_hits"] == \
+        first["stats"]["modules_written"], stats
+    for p in kernel_files(cache):
+        assert ("parallel=True" in p.read_text()) != p.with_suffix(".tjo").exists(), p.name
     assert (second["outputs"], second["more_outputs"]) == \
         (first["outputs"], first["more_outputs"])
     check_outputs(second)
@@ -180,6 +258,7 @@ def test_kernel_that_fails_to_build_runs_through_numpy_with_one_warning(monkeypa
     def broken(source, name_hint):
         raise RuntimeError("simulated build failure")
     monkeypatch.setattr(codegen.build, "load_module", broken)
+    monkeypatch.setattr(codegen.build, "FAST_CACHE_LOAD", False)
 
     @tracer.function
     def fallback_probe(x, w):
@@ -199,7 +278,8 @@ def test_kernel_that_fails_to_build_runs_through_numpy_with_one_warning(monkeypa
     assert len(runtime) == 1, runtime  # three calls, one warning
     assert kernel.name in runtime[0]
     assert "simulated build failure" in runtime[0] and "numpy" in runtime[0]
-    assert kernel.fn is None and "simulated build failure" in kernel.error
+    assert kernel.entry is None and kernel.fn is None
+    assert "simulated build failure" in kernel.error
     assert "runs through numpy" in str(concrete)
     for outs in results:
         for got, exp in zip(outs, expected, strict=True):

@@ -1,0 +1,359 @@
+"""Cached kernels loaded as machine code, without importing Numba.
+
+A kernel Numba has compiled is machine code in an object file, plus a few facts about it:
+the name of its CPython-callable wrapper, the name of the global that points at its
+environment, and the C functions it calls (Numba's runtime helpers and the C API). This
+module keeps those in the cache directory next to the kernel's source, as
+``<stem>.tjo``, and in a later process loads the object into an LLVM MCJIT engine through
+llvmlite and wraps it into a callable with Numba's own C helper ``_dynfunc.make_function``,
+exactly as Numba does when it loads its cache. The only parts of Numba this needs are its
+three C extension modules (its helper library, its reference-counting runtime, and
+``_dynfunc``), which load in about a millisecond; importing Numba itself takes 0.13–0.19 s
+here, more than half of what a warm first call may cost.
+
+File format, never unpickled: line 1 is ``# tracejit-object-sha256: <hex>`` over the rest,
+line 2 a JSON header, then the object file's bytes. The header names the module the object
+belongs to, the symbols the object needs from elsewhere, and the target it was compiled for
+(triple, CPU name, CPU features: Numba's own cache key). A file whose hash, target or
+symbols do not check out is not loaded, and the caller takes Numba's path instead, which
+writes the file afresh. Only objects the loader can serve are written: no ``parallel=True``
+kernels (they need Numba's thread pool), and none whose environment holds constants or
+that refers to other environments.
+
+The object code of Numba's reference-counting runtime (atomic increments, ``NRT_decref``,
+which Numba compiles from LLVM IR in every process) is stored once per cache directory and
+target as ``nrt-<digest>.tjo``, in the same format.
+
+Private interfaces used: ``_helperlib.c_helpers``, ``_nrt_python.c_helpers``,
+``_dynfunc.make_function`` and ``_dynfunc.Environment`` (C extension modules, stable since
+about Numba 0.50), and, when writing, a compile result's ``library._get_compiled_object()``,
+``fndesc`` names and ``environment``. Tested against Numba 0.68.1 / llvmlite 0.50.
+"""
+from __future__ import annotations
+
+import builtins
+import ctypes
+import glob
+import hashlib
+import importlib.machinery
+import importlib.util
+import json
+import os
+import struct
+import sys
+import threading
+import types
+from pathlib import Path
+
+FORMAT = 1
+_HEADER_PREFIX = b"# tracejit-object-sha256: "
+SUFFIX = ".tjo"
+
+_LOCK = threading.RLock()
+_ENGINE = None
+_UNAVAILABLE: list = []   # why this process cannot load objects (once, for the log)
+
+
+class ObjectFileError(Exception):
+    """An object file that must not be loaded (corrupt, other target, unknown symbols)."""
+
+
+# --------------------------------------------------------------------------
+# ELF symbols (to know, before loading, that every symbol an object needs resolves:
+# an unresolved one is a fatal LLVM error, not an exception)
+# --------------------------------------------------------------------------
+
+def elf_symbols(obj: bytes):
+    """(defined, undefined) global symbol names of a 64-bit little-endian ELF object.
+    Weak undefined symbols (allowed to stay unresolved) are not listed."""
+    if obj[:4] != b"\x7fELF" or obj[4] != 2 or obj[5] != 1:
+        raise ObjectFileError("not a 64-bit little-endian ELF object")
+    shoff, = struct.unpack_from("<Q", obj, 0x28)
+    shentsize, shnum = struct.unpack_from("<HH", obj, 0x3A)
+    sections = [struct.unpack_from("<IIQQQQIIQQ", obj, shoff + i * shentsize)
+                for i in range(shnum)]
+    defined, undefined = set(), set()
+    for _name, kind, _fl, _addr, off, size, link, _info, _al, entsize in sections:
+        if kind != 2:  # SHT_SYMTAB
+            continue
+        strtab = sections[link]
+        str_off = strtab[4]
+        for pos in range(off + entsize, off + size, entsize):  # entry 0 is the null symbol
+            st_name, st_info, _other, shndx, _value, _size = struct.unpack_from(
+                "<IBBHQQ", obj, pos)
+            bind = st_info >> 4
+            if bind not in (1, 2) or st_name == 0:  # GLOBAL, WEAK
+                continue
+            end = obj.index(b"\0", str_off + st_name)
+            name = obj[str_off + st_name:end].decode()
+            if shndx == 0:
+                if bind == 1:
+                    undefined.add(name)
+            else:
+                defined.add(name)
+    return sorted(defined), sorted(undefined)
+
+
+# --------------------------------------------------------------------------
+# file format
+# --------------------------------------------------------------------------
+
+def _pack(header: dict, obj: bytes) -> bytes:
+    body = json.dumps(header, sort_keys=True).encode() + b"\n" + obj
+    return _HEADER_PREFIX + hashlib.sha256(body).hexdigest().encode() + b"\n" + body
+
+
+def _unpack(data: bytes):
+    first, sep, body = data.partition(b"\n")
+    if not sep or not first.startswith(_HEADER_PREFIX):
+        raise ObjectFileError("no tracejit-object header")
+    if hashlib.sha256(body).hexdigest() != first[len(_HEADER_PREFIX):].decode("ascii",
+                                                                             "replace"):
+        raise ObjectFileError("content does not match its sha256 (truncated or edited)")
+    header, sep, obj = body.partition(b"\n")
+    header = json.loads(header)
+    if header.get("format") != FORMAT or len(obj) != header.get("size"):
+        raise ObjectFileError("unknown format or wrong size")
+    return header, obj
+
+
+def nrt_path(directory: Path, salt: str, magic) -> Path:
+    h = hashlib.sha256((salt + "\0" + json.dumps(list(magic))).encode()).hexdigest()[:16]
+    return directory / f"nrt-{h}{SUFFIX}"
+
+
+# --------------------------------------------------------------------------
+# writing (in a process that has Numba: after a kernel was compiled or loaded by it)
+# --------------------------------------------------------------------------
+
+def _environments(cres) -> list:
+    """The environments the library's code points at: its own and those of the functions
+    linked into it (vmath's)."""
+    envs = cres.referenced_envs
+    if envs is None:  # known only once Numba has reduced the result for its cache
+        envs = cres._find_referenced_environments()
+    return [cres.environment] + [e for e in envs if e is not cres.environment]
+
+
+def servable(cres, options: dict) -> bool:
+    """Whether this loader can serve a compile result as Numba would: no thread pool to
+    start, nothing to re-run at load, and environments without constants (so an empty
+    environment of the same module is what the code finds)."""
+    return (not options.get("parallel") and not cres.reload_init
+            and sys.platform.startswith("linux")
+            and not any(list(env.consts) for env in _environments(cres)))
+
+
+def write_kernel(path: Path, module: str, signature: str, obj: bytes, cres,
+                 write) -> None:
+    """Write `<stem>.tjo` for the overload `cres` whose object code is `obj`; `write` is
+    the atomic writer of build.py."""
+    fndesc = cres.fndesc
+    defined, undefined = elf_symbols(obj)
+    envs = {env.env_name: env.globals.get("__name__", "")
+            for env in _environments(cres) if env.env_name in defined}
+    if fndesc.env_name not in envs:
+        raise ObjectFileError("the kernel's environment is not in its object")
+    header = {
+        "format": FORMAT, "module": module, "signature": signature,
+        "wrapper": fndesc.llvm_cpython_wrapper_name, "env": fndesc.env_name,
+        "envs": envs, "qualname": fndesc.qualname,
+        "magic": list(cres.library.codegen.magic_tuple()),
+        "undefined": undefined, "size": len(obj),
+    }
+    write(path, _pack(header, obj))
+
+
+def write_nrt(path: Path, codegen, write) -> None:
+    """Write the object code of Numba's runtime library (compiled in this process) from
+    its LLVM IR, with the JIT's own target machine."""
+    import llvmlite.binding as ll
+    from numba.core.runtime import nrt
+
+    module = ll.parse_assembly(nrt.rtsys.library.get_llvm_str())
+    obj = codegen._tm.emit_object(module)
+    _defined, undefined = elf_symbols(obj)
+    header = {"format": FORMAT, "module": "nrt", "magic": list(codegen.magic_tuple()),
+              "undefined": undefined, "size": len(obj)}
+    write(path, _pack(header, obj))
+
+
+# --------------------------------------------------------------------------
+# loading (no Numba import)
+# --------------------------------------------------------------------------
+
+def _numba_extension(name: str, relative: str):
+    """Numba's C extension module `name`, without running Numba's package __init__: the
+    one already imported, or loaded from its file and registered under its own name (so a
+    later ``import numba`` uses this same module, with its one copy of the C state)."""
+    module = sys.modules.get(name)
+    if module is not None:
+        return module
+    spec = importlib.util.find_spec("numba")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("numba is not installed")
+    root = spec.submodule_search_locations[0]
+    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+        path = os.path.join(root, relative + suffix)
+        if os.path.exists(path):
+            break
+    else:
+        found = glob.glob(os.path.join(root, relative + ".*.so"))
+        if not found:
+            raise ImportError(f"no {name} extension module under {root}")
+        path = found[0]
+    ext_spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(ext_spec)
+    ext_spec.loader.exec_module(module)
+    sys.modules[name] = module
+    return module
+
+
+def host_magic():
+    """(triple, CPU name, CPU features) of this process, as Numba's JIT computes them
+    without configuration; None when Numba is configured to target something else."""
+    import llvmlite.binding as ll
+
+    if any(os.environ.get(v) for v in ("NUMBA_CPU_NAME", "NUMBA_CPU_FEATURES",
+                                       "NUMBA_ENABLE_AVX")):
+        return None
+    return (ll.get_process_triple(), ll.get_host_cpu_name(),
+            ll.get_host_cpu_features().flatten())
+
+
+class _Engine:
+    """One MCJIT engine for every kernel this process loads from object files."""
+
+    def __init__(self):
+        import llvmlite.binding as ll
+
+        self.ll = ll
+        ll.initialize_native_target()
+        ll.initialize_native_asmprinter()
+        helperlib = _numba_extension("numba._helperlib", "_helperlib")
+        self.dynfunc = _numba_extension("numba._dynfunc", "_dynfunc")
+        nrt = _numba_extension("numba.core.runtime._nrt_python",
+                               "core/runtime/_nrt_python")
+        nrt.memsys_use_cpython_allocator()  # what numba.core.runtime.nrt does at import
+        # The symbols Numba adds to LLVM's table (numba.core.base._load_global_helpers,
+        # numba.core.externals, numba.core.runtime.nrt), with the same values.
+        symbols = {"_Py_NoneStruct": id(None)}
+        for module in (helperlib, self.dynfunc):
+            for name, address in module.c_helpers.items():
+                symbols["numba_" + name] = address
+        for name in _C_MATH:
+            symbols[name] = helperlib.c_helpers[name]
+        for name, address in nrt.c_helpers.items():
+            symbols[name if name.startswith("_") else "NRT_" + name] = address
+        for obj in vars(builtins).values():
+            if isinstance(obj, type) and issubclass(obj, BaseException):
+                symbols["PyExc_" + obj.__name__] = id(obj)
+        for name, address in symbols.items():
+            ll.add_symbol(name, address)
+        self.magic = host_magic()
+        if self.magic is None:
+            raise ObjectFileError("Numba is configured for another target "
+                                  "(NUMBA_CPU_NAME, NUMBA_CPU_FEATURES or NUMBA_ENABLE_AVX)")
+        triple, cpu, features = self.magic
+        arch = ll.Target.from_triple(triple).name
+        reloc = "static" if arch.startswith("x86") else "pic" if arch.startswith(
+            "ppc") else "default"
+        self.tm = ll.Target.from_triple(triple).create_target_machine(
+            cpu=cpu, features=features, reloc=reloc, codemodel="jitdefault", jit=True)
+        empty = ll.parse_assembly("")
+        empty.triple = triple
+        self.ee = ll.create_mcjit_compiler(empty, self.tm)
+        self.defined: set = set()
+        self.loaded: dict = {}   # wrapper symbol -> callable
+        self.keep: list = []     # environments, stub modules
+
+    def add(self, header: dict, obj: bytes) -> None:
+        if list(header.get("magic", ())) != list(self.magic):
+            raise ObjectFileError("compiled for another target")
+        missing = [s for s in header["undefined"]
+                   if s not in self.defined and not self.ll.address_of_symbol(s)]
+        if missing:
+            raise ObjectFileError(f"needs symbols this process lacks: {missing[:5]}")
+        self.ee.add_object_file(self.ll.ObjectFileRef.from_data(obj))
+        self.ee.finalize_object()
+        self.defined.update(elf_symbols(obj)[0])
+
+
+# The C math functions Numba binds to its helper library's copies (intrinsics.INTR_MATH).
+_C_MATH = [name + suffix for suffix in ("", "f") for name in """acos acosh asin asinh atan
+atan2 atanh ceil cos cosh exp expm1 fabs floor fmod log log10 log1p pow round sin sinh sqrt
+tan tanh trunc""".split()]
+
+
+def _engine(nrt_file: Path):
+    global _ENGINE
+    if _ENGINE is None:
+        if _UNAVAILABLE:
+            return None
+        try:
+            engine = _Engine()
+            header, obj = _unpack(nrt_file.read_bytes())
+            engine.add(header, obj)
+        except Exception as exc:  # noqa: BLE001 - Numba's path serves instead
+            _UNAVAILABLE.append(f"{type(exc).__name__}: {exc}")
+            return None
+        _ENGINE = engine
+    return _ENGINE
+
+
+def unavailable() -> str:
+    """Why objects cannot be loaded in this process ('' if they can, or were not tried)."""
+    return _UNAVAILABLE[0] if _UNAVAILABLE else ""
+
+
+def load_kernel(path: Path, module: str, nrt_file: Path):
+    """The kernel in object file `path`, as the callable Numba's compile result would
+    hold as its entry point, or None when there is no usable file (the reason is raised
+    as ObjectFileError when the file exists but must not be loaded)."""
+    with _LOCK:
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        if not nrt_file.exists():
+            return None
+        engine = _engine(nrt_file)
+        if engine is None:
+            return None
+        header, obj = _unpack(data)
+        if header.get("module") != module or header.get("qualname") != "kernel":
+            raise ObjectFileError(f"holds {header.get('module')}.{header.get('qualname')}, "
+                                  f"not {module}.kernel")
+        wrapper = header["wrapper"]
+        fn = engine.loaded.get(wrapper)
+        if fn is not None:
+            return fn
+        engine.add(header, obj)
+        ee = engine.ee
+        address = ee.get_function_address(wrapper)
+        if not address:
+            raise ObjectFileError("the object lacks its wrapper")
+        # What Numba's CompileResult._rebuild does with its environments: point each
+        # environment global at an Environment of that module. They hold no constants
+        # (servable), so one with the module's name for globals serves as Numba's.
+        stub = types.ModuleType(module)
+        env = None
+        for name, env_module in header["envs"].items():
+            env_address = ee.get_global_value_address(name)
+            if not env_address:
+                raise ObjectFileError(f"the object lacks environment {name}")
+            e = engine.dynfunc.Environment(stub.__dict__ if name == header["env"]
+                                           else {"__name__": env_module})
+            ctypes.c_void_p.from_address(env_address).value = id(e)
+            engine.keep.append(e)
+            if name == header["env"]:
+                env = e
+        if env is None:
+            raise ObjectFileError("the object lacks its own environment")
+        fn = engine.dynfunc.make_function(
+            stub, header["qualname"].split(".")[-1],
+            f"compiled wrapper for {header['qualname']!r} (loaded from {path.name})",
+            address, env, (engine,))
+        engine.keep.append(stub)
+        engine.loaded[wrapper] = fn
+        return fn

@@ -1,0 +1,101 @@
+"""Kernels loaded from their object files (codegen.objload) in this process: the same
+machine code as Numba's, the same results, and refusals that never reach LLVM.
+
+The cross-process side (a second process loads every kernel without importing Numba;
+corrupt, foreign or unresolvable files are refused) is in test_cache_process.py.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import codegen
+import codegen.build as build
+import codegen.objload as objload
+import eager
+import eager.nn.functional as F
+import tracer
+
+
+@pytest.fixture
+def private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRACEJIT_CACHE_DIR", str(tmp_path / "kernels"))
+    return tmp_path / "kernels"
+
+
+def probe(x, y):
+    # a row kernel (softmax), an elementwise one with vmath calls, broadcasting
+    return F.softmax(x * y, -1), F.gelu(x) - eager.exp(y) * x
+
+
+def inputs():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((5, 7)).astype(np.float32)
+    x[0, 0], x[1, 1], x[2, 2] = np.nan, np.inf, -np.inf
+    y = rng.standard_normal(7).astype(np.float32)
+    y[3] = 100.0  # exp overflows to inf
+    return eager.from_numpy(x), eager.from_numpy(y)
+
+
+def run(fn, x, y):
+    with eager.no_grad():
+        return [o.numpy() for o in fn(x, y)]
+
+
+def test_kernels_load_from_object_files_and_compute_what_numba_computes(private_cache):
+    x, y = inputs()
+    first = tracer.function(probe)
+    compiled = run(first, x, y)
+    objects = sorted(private_cache.glob("probe_*.tjo"))
+    assert len(objects) == len(first.get_concrete_function(x, y).kernels) >= 2
+    assert list(private_cache.glob("nrt-*.tjo"))
+
+    # Forget what this process loaded: the next trace finds the files.
+    build._ENTRIES.clear()
+    build._MODULES.clear()
+    before = codegen.compile_stats()
+    second = tracer.function(probe)
+    loaded = run(second, x, y)
+    after = codegen.compile_stats()
+    assert after["objects_loaded"] - before["objects_loaded"] == len(objects)
+    assert after["numba_compiles"] == before["numba_compiles"]
+    assert after["modules_loaded"] == before["modules_loaded"]  # no module imported
+
+    for got, exp in zip(loaded, compiled, strict=True):  # the same machine code
+        np.testing.assert_array_equal(got, exp)
+    with eager.no_grad(), np.errstate(all="ignore"):
+        reference = [o.numpy() for o in probe(x, y)]
+    for got, exp in zip(loaded, reference, strict=True):
+        np.testing.assert_allclose(got, exp, rtol=1e-5, atol=1e-6)
+        assert np.array_equal(np.isnan(got), np.isnan(exp))
+
+    # The dispatcher is still there for whoever asks (imported on demand).
+    kernel = second.get_concrete_function(x, y).kernels[0]
+    assert kernel.fn.py_func.__module__ == kernel.module
+    assert "loaded from" in kernel.entry.__doc__
+
+
+def test_object_file_symbols_are_read_from_the_elf_symbol_table(private_cache):
+    x, y = inputs()
+    run(tracer.function(probe), x, y)
+    path = sorted(private_cache.glob("probe_*.tjo"))[0]
+    header, obj = objload._unpack(path.read_bytes())
+    defined, undefined = objload.elf_symbols(obj)
+    assert header["wrapper"] in defined and header["env"] in defined
+    assert header["undefined"] == undefined
+    # what a kernel taking arrays needs from Numba's runtime and from Python
+    assert "NRT_adapt_ndarray_from_python" in undefined
+    assert "PyArg_UnpackTuple" in undefined
+    assert header["module"] == path.stem.join(["tracejit_kernels.", ""])
+    with pytest.raises(objload.ObjectFileError, match="ELF"):
+        objload.elf_symbols(b"\xcf\xfa\xed\xfe" + bytes(60))  # a Mach-O magic
+    with pytest.raises(objload.ObjectFileError, match="sha256"):
+        objload._unpack(path.read_bytes()[:-1])
+
+
+def test_numba_configured_for_another_cpu_turns_object_loading_off(monkeypatch):
+    monkeypatch.setenv("NUMBA_CPU_NAME", "generic")
+    assert objload.host_magic() is None
+    monkeypatch.delenv("NUMBA_CPU_NAME")
+    triple, cpu, features = objload.host_magic()
+    assert cpu and triple
