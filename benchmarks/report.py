@@ -324,7 +324,8 @@ def method_text(doc: dict) -> str:
             f"the cells of a row are timed round-robin. Every cell is verified against a "
             f"float64 numpy reference before it is timed. Speedup = eager / compiled. First "
             f"call (cold): trace + compile + run in a fresh process with an empty kernel cache "
-            f"directory. Fresh process (warm cache): imports + first call in a new process "
+            f"directory, after numpy and tracejit are imported (Numba is imported during the "
+            f"call, to compile). Fresh process (warm cache): imports + first call in a new process "
             f"reusing that cache, with tracejit's .pyc files written beforehand (as a "
             f"previous run writes them).")
 

@@ -10,11 +10,10 @@ import numpy as np
 import pytest
 
 import codegen
-import codegen.build as build
-import codegen.objload as objload
 import eager
 import eager.nn.functional as F
 import tracer
+from codegen import build, objload
 
 
 @pytest.fixture
@@ -78,7 +77,7 @@ def test_kernels_load_from_object_files_and_compute_what_numba_computes(private_
 def test_object_file_symbols_are_read_from_the_elf_symbol_table(private_cache):
     x, y = inputs()
     run(tracer.function(probe), x, y)
-    path = sorted(private_cache.glob("probe_*.tjo"))[0]
+    path = min(private_cache.glob("probe_*.tjo"))
     header, obj = objload._unpack(path.read_bytes())
     defined, undefined = objload.elf_symbols(obj)
     assert header["wrapper"] in defined and header["env"] in defined
@@ -97,5 +96,5 @@ def test_numba_configured_for_another_cpu_turns_object_loading_off(monkeypatch):
     monkeypatch.setenv("NUMBA_CPU_NAME", "generic")
     assert objload.host_magic() is None
     monkeypatch.delenv("NUMBA_CPU_NAME")
-    triple, cpu, features = objload.host_magic()
+    triple, cpu, _features = objload.host_magic()
     assert cpu and triple
