@@ -42,31 +42,37 @@ class Dim:
     user's line).  Shape rules pass Dims through where an op does not care about the size.
     """
 
-    __slots__ = ("name",)
+    __slots__ = ("name", "label")
 
-    def __init__(self, name: str):
-        self.name = name
+    def __init__(self, name: str, label: str | None = None):
+        self.name = name     # an identifier (generated kernels name their size arguments so)
+        self.label = label   # what the user called it (a string in an input_signature)
 
     def __repr__(self) -> str:
         return self.name
 
+    @property
+    def display(self) -> str:
+        """How IR printouts and messages show it: the user's name if it has one."""
+        return self.label or self.name
+
     __str__ = __repr__
 
     def unknown(self, what: str):
-        raise ValueError(f"{what} needs the value of the symbolic dimension {self.name}, "
+        raise ValueError(f"{what} needs the value of the symbolic dimension {self.display}, "
                          f"which is only known at run time")
 
     def _arith(self, other=None):
-        self.unknown(f"arithmetic on a symbolic dimension ({self.name} with {other!r})")
+        self.unknown(f"arithmetic on a symbolic dimension ({self.display} with {other!r})")
 
     def __int__(self):
-        self.unknown(f"int({self.name})")
+        self.unknown(f"int({self.display})")
 
     def __index__(self):
-        self.unknown(f"using the symbolic dimension {self.name} as an integer")
+        self.unknown(f"using the symbolic dimension {self.display} as an integer")
 
     def __float__(self):
-        self.unknown(f"float({self.name})")
+        self.unknown(f"float({self.display})")
 
     __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _arith
     __floordiv__ = __rfloordiv__ = __truediv__ = __rtruediv__ = __mod__ = __rmod__ = _arith
@@ -127,7 +133,7 @@ class TensorType:
 
     def __str__(self) -> str:
         name = dtypes.SHORT_NAMES.get(self.dtype, str(self.dtype))
-        return f"{name}[{','.join(str(d) for d in self.shape)}]"
+        return f"{name}[{','.join(getattr(d, 'display', None) or str(d) for d in self.shape)}]"
 
 
 @dataclass(frozen=True, eq=False)

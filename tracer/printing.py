@@ -17,7 +17,12 @@ _COLUMN = 44
 
 
 def _fmt_param(v) -> str:
+    from eager.ops import Dim
+
     from .ir import Graph
+
+    if isinstance(v, Dim):
+        return v.display
 
     if isinstance(v, np.dtype):
         return {"float32": "f32", "float64": "f64", "int32": "i32", "int64": "i64",

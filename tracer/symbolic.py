@@ -40,8 +40,9 @@ class SymbolicDim(Dim):
 
     def unknown(self, what: str):
         raise SymbolicDimError(
-            f"{_where()}: {what} needs the value of the symbolic dimension {self.name} (a "
-            f"None in the input_signature), which is known only at run time. {_ADVICE}.",
+            f"{_where()}: {what} needs the value of the symbolic dimension {self.display} "
+            f"({'named in' if self.label else 'a None in'} the input_signature), which is "
+            f"known only at run time. {_ADVICE}.",
             what)
 
 
@@ -70,9 +71,10 @@ def signature_type(spec, symbols: dict) -> TensorType:
             key = object() if d is None else d
             sym = symbols.get(key)
             if sym is None:
-                # Printed N0, N1, ... whatever the user's names: they become identifiers of
-                # generated kernels, where a user's name could clash.
-                sym = symbols[key] = SymbolicDim(f"N{len(symbols)}")
+                # Named N0, N1, ... in generated kernels, where a user's name could clash
+                # with an identifier; printed as the user's name when there is one.
+                sym = symbols[key] = SymbolicDim(f"N{len(symbols)}",
+                                                 d if isinstance(d, str) else None)
             shape.append(sym)
         else:
             shape.append(int(d))

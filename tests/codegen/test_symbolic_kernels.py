@@ -1,10 +1,12 @@
 """Symbolic (None) dimensions on the numba backend: kernels take the sizes at run time.
 
 One trace and one compile serve every batch size: the kernels' loop bounds are int64
-arguments named as the IR prints the symbol (`N0`). A kernel that would need a symbolic size
+arguments named N0, N1, ... (the IR prints a dimension named in the signature by its name). A kernel that would need a symbolic size
 as a stride (writing a transposed (4, N0) array) makes the program fall back to one specialization
 per size (`PerSizeProgram`), still one trace.
 """
+import re
+
 import numpy as np
 import pytest
 
@@ -119,6 +121,14 @@ def test_cross_entropy_over_a_named_batch_on_numba():
             np.testing.assert_allclose(f(x, y).numpy(), F.cross_entropy(x * 2.0, y).numpy(),
                                        rtol=1e-5)
     assert f.trace_count == 1
+    # The IR prints the user's name; kernels take the size as N0, an identifier of theirs.
+    concrete = f.get_concrete_function()
+    assert "f32[batch,5]" in str(concrete.graph)
+    assert concrete.kernels and all(k.entry is not None for k in concrete.kernels)
+    code = ["\n".join(line.split("#")[0] for line in k.source.split('"""')[2].splitlines())
+            for k in concrete.kernels]
+    assert any(re.search(r"\bN0\b", c) for c in code)
+    assert not any(re.search(r"\bbatch\b", c) for c in code)
 
 
 def test_threads_calling_with_different_sizes():

@@ -259,7 +259,9 @@ def test_a_named_dimension_is_one_symbol_across_arguments():
         return F.mse_loss(x[:, :2], y), z.sum()
 
     cf = f.get_concrete_function()
-    assert [str(v.type) for v in cf.graph.inputs] == ["f32[N0,4]", "f32[N0,2]", "f32[N1]"]
+    # printed with the user's name (kernels name the size N0: test_symbolic_kernels.py)
+    assert [str(v.type) for v in cf.graph.inputs] == ["f32[batch,4]", "f32[batch,2]", "f32[N1]"]
+    assert "f32[batch,2]" in str(cf.graph)
     for n in (3, 0, 9):
         x, y = eager.randn(n, 4), eager.randn(n, 2)
         loss, _ = f(x, y, eager.ones(5))
@@ -268,6 +270,16 @@ def test_a_named_dimension_is_one_symbol_across_arguments():
     with pytest.raises(TypeError, match=r"dimension 'batch' is 3 in argument x \(dim 0\) but 4 "
                                         r"in argument y"):
         f(eager.ones(3, 4), eager.ones(4, 2), eager.ones(5))
+
+
+def test_needing_the_value_of_a_named_dimension_names_it():
+    @fn(input_signature=[TensorSpec(("batch", 4))])
+    def mean_by_hand(x):
+        return x.sum() / int(x.shape[0])
+
+    with pytest.raises(tracer.TracingError, match=r"test_symbolic.py:\d+: int\(batch\) needs the "
+                       r"value of the symbolic dimension batch \(named in the input_signature\)"):
+        mean_by_hand(eager.ones(3, 4))
 
 
 @pytest.mark.parametrize("loss_name", ["mse", "cross_entropy"])
