@@ -837,8 +837,8 @@ VMATH = {key: globals()[name] for key, name in VMATH_NAMES.items()}
 VMATH_VECTORIZES = {key: key != ("erf", "float64") for key in VMATH_NAMES}
 
 VMATH_METHOD = {
-    ("exp", "float32"): "Cody-Waite n*ln2, deg-7 minimax, split 2^n scale",
-    ("exp", "float64"): "Cody-Waite n*ln2, deg-13 minimax, split 2^n scale",
+    ("exp", "float32"): "Cody-Waite n*ln2, deg-7 minimax, 2^n scale (split, or vscalef)",
+    ("exp", "float64"): "Cody-Waite n*ln2, deg-13 minimax, 2^n scale (split, or vscalef)",
     ("expm1", "float32"): "same reduction, 2^n*(e^r-1) + (2^n-1)",
     ("expm1", "float64"): "same reduction, 2^n*(e^r-1) + (2^n-1)",
     ("log", "float32"): "m*2^e, m in [sqrt.5,sqrt2), s=f/(2+f), 3-term R(s^2)",
