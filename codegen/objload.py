@@ -206,7 +206,33 @@ def _numba_extension(name: str, relative: str):
     module = importlib.util.module_from_spec(ext_spec)
     ext_spec.loader.exec_module(module)
     sys.modules[name] = module
+    _ParentAttributes.expect(name)
     return module
+
+
+class _ParentAttributes:
+    """Once Numba's packages are imported (after this module loaded some of its extension
+    modules), make those modules attributes of their packages, as an import of them
+    through the package would have: ``numba._helperlib`` works as usual. A finder on
+    sys.meta_path that finds nothing: it looks at every later import until it is done."""
+
+    _pending: dict = {}   # package name -> [attribute names]
+
+    @classmethod
+    def expect(cls, name: str) -> None:
+        package, _, attribute = name.rpartition(".")
+        cls._pending.setdefault(package, []).append(attribute)
+        if cls not in sys.meta_path:
+            sys.meta_path.insert(0, cls)
+
+    @classmethod
+    def find_spec(cls, fullname, path=None, target=None):
+        for package in [p for p in cls._pending if p in sys.modules]:
+            for attribute in cls._pending.pop(package):
+                setattr(sys.modules[package], attribute, sys.modules[f"{package}.{attribute}"])
+        if not cls._pending and cls in sys.meta_path:
+            sys.meta_path.remove(cls)
+        return None
 
 
 def host_magic():

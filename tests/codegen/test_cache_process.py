@@ -285,3 +285,61 @@ def test_kernel_that_fails_to_build_runs_through_numpy_with_one_warning(monkeypa
         for got, exp in zip(outs, expected, strict=True):
             np.testing.assert_allclose(got.numpy(), exp.numpy(), rtol=1e-6, atol=1e-7)
     assert fallback_probe.trace_count == 1
+
+
+MIXED_CHILD = r"""
+import json, sys
+import numpy as np
+import eager, tracer, codegen
+import eager.nn.functional as F
+
+f = tracer.function(lambda x: F.softmax(x * 2.0, -1))
+x = eager.from_numpy(np.linspace(-3, 3, 32, dtype=np.float32).reshape(4, 8))
+with eager.no_grad():
+    cached = f(x).numpy()
+report = {"numba_after_cached_call": "numba" in sys.modules}
+with eager.no_grad():  # a shape never seen: compiled, so Numba is imported now
+    y = eager.from_numpy(np.linspace(-3, 3, 45, dtype=np.float32).reshape(5, 9))
+    report["new_shape_ok"] = bool(np.allclose(f(y).numpy(), F.softmax(y * 2.0, -1).numpy(),
+                                              rtol=1e-6))
+    report["cached_ok"] = bool(np.allclose(cached, F.softmax(x * 2.0, -1).numpy(), rtol=1e-6))
+import numba
+
+@numba.njit(parallel=True)
+def user_code(n):  # the user's own Numba code: NRT allocation and the thread pool
+    a = np.empty(n)
+    for i in numba.prange(n):
+        a[i] = i
+    return a.sum()
+
+report["user_code"] = user_code(1000)
+report["attributes"] = [type(m).__name__ for m in (numba._helperlib, numba._dynfunc,
+                                                  numba.core.runtime._nrt_python)]
+report["stats"] = codegen.compile_stats()
+print(json.dumps(report))
+"""
+
+
+def test_numba_imported_after_kernels_loaded_from_object_files_works_as_usual(cache):
+    """A process that loads kernels from object files has Numba's C extension modules but
+    not Numba; when it then compiles (a new shape), Numba imports those same modules, and
+    the user's own Numba code runs as usual."""
+    env = dict(os.environ, TRACEJIT_CACHE_DIR=str(cache))
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + [p for p in [env.get("PYTHONPATH")] if p])
+
+    def child() -> dict:
+        proc = subprocess.run([sys.executable, "-c", MIXED_CHILD], env=env, cwd=str(ROOT),
+                              capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+
+    child()  # fills the cache for both shapes
+    for path in object_files(cache):  # keep only the first shape's object file
+        if "[4, 8]" not in path.with_suffix(".py").read_text():
+            path.unlink()
+    report = child()
+    assert not report["numba_after_cached_call"], report
+    assert report["cached_ok"] and report["new_shape_ok"], report
+    assert report["user_code"] == 499500.0
+    assert report["attributes"] == ["module"] * 3
+    assert report["stats"]["objects_loaded"] >= 1 and report["stats"]["numba_cache_hits"] >= 1
