@@ -109,7 +109,7 @@ class Ahead:
         return got if got is not None else emit_kernel(part, group, io)
 
     def wait(self, source: str) -> None:
-        """Return once the child has compiled `source` (or will not)."""
+        """Return once the child has compiled `source`, or failed to, or will not."""
         while source in self.pending and source not in self.reported and self.fd is not None:
             ready, _, _ = select.select([self.fd], [], [], STALL_SECONDS)
             if not ready:  # stalled: the program compiles the rest itself
@@ -122,9 +122,10 @@ class Ahead:
             self._buf += chunk
             *lines, self._buf = self._buf.split(b"\n")
             for line in lines:
-                index, compiled, wrote = map(int, line.split())
-                src = self._by_index[index]
-                self.reported[src] = (compiled, wrote)
+                index, *done = line.split()
+                # (compiled it, wrote its file), or None: it failed there, compile it here
+                self.reported[self._by_index[int(index)]] = \
+                    tuple(map(int, done)) if done != [b"failed"] else None
 
     @contextlib.contextmanager
     def loading(self, source: str):
@@ -132,7 +133,7 @@ class Ahead:
         counts what the child did for it (compiling it, writing its file) as done for this
         program, unless the program did it again itself."""
         self.wait(source)
-        done = self.reported.pop(source, None)
+        done = self.reported.pop(source, None)  # (None: the child did not deliver it)
         self.pending.discard(source)
         if not self.pending:
             self.close()
@@ -254,7 +255,8 @@ def start(program) -> Ahead:
                 before = dict(build.STATS)
                 try:
                     _compile_in_child(source, name)
-                except Exception:  # noqa: BLE001 - not reported: the program compiles it
+                except Exception:  # noqa: BLE001 - the program compiles it (and reports)
+                    os.write(w, f"{k} failed\n".encode())
                     continue
                 compiled = build.STATS["numba_compiles"] > before["numba_compiles"]
                 wrote = build.STATS["modules_written"] > before["modules_written"]

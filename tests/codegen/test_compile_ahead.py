@@ -218,3 +218,27 @@ def test_build_helpers_it_relies_on_exist():
     # _is_cached names the module file as build.load_module does; if these helpers go,
     # every kernel looks cached and nothing is compiled ahead: this says so.
     assert callable(build._sanitize_hint) and callable(build._source_digest)
+
+
+def test_the_program_reads_each_report_as_it_comes(monkeypatch):
+    """The pipe protocol, without a child: a kernel reported failed is the program's to
+    compile at once (no waiting for the child's later kernels); one reported compiled
+    counts as compiled here; the end of the pipe leaves the rest to the program."""
+    r, w = os.pipe()
+    a = ahead.Ahead(None, r, ["src0", "src1", "src2"])
+    os.write(w, b"0 failed\n1 1 1\n")
+    a.wait("src0")
+    assert a.reported == {"src0": None, "src1": (1, 1)}
+    bumps = []
+    monkeypatch.setattr(build, "_bump", lambda counter, n=1: bumps.append((counter, n)))
+    with a.loading("src0"):
+        pass
+    assert bumps == []                                    # failed there: nothing to count
+    with a.loading("src1"):
+        pass
+    assert bumps == [("numba_compiles", 1), ("modules_written", 1)]
+    os.close(w)
+    with a.loading("src2"):                               # never reported: EOF ends the wait
+        pass
+    assert a.fd is None and not a.pending and bumps == [("numba_compiles", 1),
+                                                        ("modules_written", 1)]
