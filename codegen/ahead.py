@@ -3,12 +3,12 @@ while the program compiles the others, then loads the child's from the cache.
 
 Numba compiles one function at a time and holds the GIL while it does, so threads cannot
 share the work; a process can. When a program has several kernels to compile (W5, a
-training step: 7, 1.0-1.3 s of Numba), `start` forks a child that compiles the last few
+training step: 6, ~1 s of Numba), `start` forks a child that compiles the last few
 (about half the estimated work) in program order, each into the kernel cache directory,
 and reports each one done on a pipe. The program compiles its own kernels meanwhile;
 `wait` blocks until the child has reported the kernel the program needs next, which then
 loads from the cache as in any later process. The child never runs a kernel, prints
-nothing (its stderr is /dev/null) and leaves through `os._exit`.
+nothing (its stdout and stderr are /dev/null) and leaves through `os._exit`.
 
 Nothing depends on the child: a kernel it did not report (it failed, died, or stalled past
 STALL_SECONDS) is compiled by the program itself, exactly as without it. The child is not
