@@ -134,6 +134,8 @@ class KernelSource:
         # kernel then takes `lo, hi` and runs iterations lo..hi-1 (see SPLIT_DOC).
         self.split = None
         self.split_type = "uint64"  # (a row kernel's block numbers go to rows() as int64)
+        # A multi kernel: a value an earlier part wrote is read back from its output.
+        self.multi = group.kind == "multi"
 
     def index(self, flat: Aff) -> str:
         text = flat.render()
@@ -159,7 +161,7 @@ class KernelSource:
 
     def arg(self, var: Var) -> str:
         name = self.arg_names.get(id(var))
-        if name is None and id(var) in self.out_names and self.group.kind == "multi":
+        if name is None and id(var) in self.out_names and self.multi:
             # Written by an earlier loop nest of this kernel: read it back from there.
             old = self.io.get(id(var))
             return self.out_names[id(var)] if old is None else self.arg(old)
@@ -329,7 +331,14 @@ def emit_kernel(part: Partition, group: KernelGroup, io=None) -> tuple[str, Kern
         code = []
         first = 0
         carried: dict = {}  # 0-d values of earlier nests, as local variables
-        for sub in group.parts:
+        ks.multi = True
+        for k, sub in enumerate(group.parts):
+            code.append(f"    # {list(sub.shape)}{'' if sub.kind == 'elementwise' else ' ' + sub.kind}"
+                        f": {_eqn_comment(sub.members[0]).split('  (')[0]}"
+                        + (" ..." if len(sub.members) > 1 else ""))
+            if sub.kind != "elementwise":
+                code.extend(_reduction_part(ks, sub, k))
+                continue
             sub_vars, sub_shape, sub_idx = _loops(ks, sub)
             scope = dict(carried)
             body = _elementwise_body(ks, sub_idx, sub.members,
@@ -337,11 +346,10 @@ def emit_kernel(part: Partition, group: KernelGroup, io=None) -> tuple[str, Kern
                                      first, scope)
             carried.update((k, scope[k]) for k in group.carried if k in scope)
             first += len(sub.members)
-            code.append(f"    # {list(sub.shape)}: {_eqn_comment(sub.members[0]).split('  (')[0]}"
-                        + (" ..." if len(sub.members) > 1 else ""))
             code.extend(_nest(sub_vars, sub_shape, body, False))
         parallel = False
-        doc = ("Several small elementwise loop nests, run in turn (one call instead of "
+        kinds = "elementwise " if all(p.kind == "elementwise" for p in group.parts) else ""
+        doc = (f"Several small {kinds}loop nests, run in turn (one call instead of "
                f"{len(group.parts)}).")
     elif group.kind == "row":
         # A reduction over all axes has no outer loop to run in parallel.
@@ -361,6 +369,32 @@ def emit_kernel(part: Partition, group: KernelGroup, io=None) -> tuple[str, Kern
         doc = "Reductions over leading axes, accumulated into the outputs row by row."
         parallel = False
     return _module(ks, code, parallel, doc), ks
+
+
+def _reduction_part(ks: KernelSource, sub: KernelGroup, k: int) -> list:
+    """The code of a multi kernel's row or col part: emitted as that kernel alone would be
+    (the part's group, members and outputs in place of the whole kernel's), its local
+    names suffixed with the part's number so that no two parts share one."""
+    saved = ks.group, ks.members, ks.outputs
+    ks.group, ks.members, ks.outputs = sub, {id(e.out): e for e in sub.members}, \
+        list(sub.outputs)
+    try:
+        loop_vars = [f"i{d}" for d in range(len(sub.shape))]
+        idx = [Aff.var(v) for v in loop_vars]
+        if sub.kind == "row":
+            buffers, code = _row_code(ks, loop_vars, idx)
+            code = buffers + code
+        else:
+            code = _col_code(ks, loop_vars, idx)
+        added = [v for v in ks.outputs if v not in sub.outputs]
+    finally:
+        ks.group, ks.members, ks.outputs = saved
+    ks.outputs.extend(v for v in added if v not in ks.outputs)
+    return [_LOCAL.sub(lambda m: f"{m.group(0)}_{k}", line) for line in code]
+
+
+# The local names row and col code make up (v3, acc0, r2, row1).
+_LOCAL = re.compile(r"\b(?:v|acc|r|row)\d+\b")
 
 
 def _loops(ks: KernelSource, group: KernelGroup):

@@ -37,7 +37,7 @@ from tracer.symbolic import (SymbolicDimError, bind_params, bind_shape, binder,
                              check_nonempty, graph_dims, nonempty_checks, param_has_dims,
                              substitute_graph)
 
-from . import build
+from . import ahead, build
 from .emit import PARALLEL_MIN_SIZE, _env_threshold, emit_kernel
 from .fuse import CallStep, KernelGroup, ViewStep, describe, merge_adjacent, partition
 
@@ -281,6 +281,7 @@ class Program:
         self.const_slots = []
         for v, value in graph.consts:
             self.const_slots.append((self._slot(v), value))
+        self._ahead = ahead.start(self)  # a child compiles some kernels meanwhile
         for step in self.part.steps:
             n = len(self._descs)
             if isinstance(step, KernelGroup):
@@ -291,6 +292,7 @@ class Program:
                 self.ops.append(self._call_op(step.eqn, "view"))
             if len(self._descs) == n:
                 self._descs.append(None)
+        self._ahead.close()
         self.result_reads = [self._reader(x) for x in graph.results]
         self._pad = [None] * (self.n_slots - self.n_args)
         self._result_slots = None
@@ -326,12 +328,14 @@ class Program:
         mine = set(map(id, group.parts or [group]))
         io = {key: ip.old for key, ip in self.inplace.items()
               if ip.io and id(self.part.group_of.get(key)) in mine}
-        source, ks = emit_kernel(self.part, group, io)
+        source, ks = self._ahead.emit(self.part, group, io)  # (emitted there already)
         kernel = Kernel(group.name, group.kind, source, group)
         self.kernels.append(kernel)
         logs.log("kernels", lambda: f"kernel {group.name}:\n{source}")
         try:
-            kernel.entry, kernel.module, kernel.file = build.load_kernel(source, group.name)
+            with self._ahead.loading(source):
+                kernel.entry, kernel.module, kernel.file = build.load_kernel(source,
+                                                                             group.name)
         except Exception as exc:  # noqa: BLE001 - never a crash: fall back below
             kernel.error = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
             # Once per distinct kernel (its source), not per name: another function or

@@ -85,7 +85,7 @@ def test_second_process_compiles_nothing(cache):
     first = run_child(cache)
     assert first["cache_dir"] == str(cache)
     n = len(first["kernels"])
-    assert n >= 2 and not first["fallbacks"], first
+    assert n >= 1 and not first["fallbacks"], first  # (its row and col parts: one multi kernel)
     # (the child also runs a symbolic function and a training step: more kernels)
     total = first["stats"]["modules_written"]
     assert total > n and first["stats"]["numba_compiles"] == total, first["stats"]

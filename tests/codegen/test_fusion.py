@@ -340,3 +340,39 @@ def test_adjacent_elementwise_kernels_of_other_shapes_share_one_kernel():
     assert len(group.carried) == 1 and group.outputs == list(concrete.graph.outputs)
     assert "3 loop nests in one kernel" in str(concrete)
     check_matches_eager(fn, concrete, x, y, s)
+
+
+def test_adjacent_row_and_col_kernels_share_one_kernel():
+    # (a loss's gradient and the bias gradient summed from it, as in a training step)
+    x = eager.from_numpy(np.random.default_rng(2).standard_normal((8, 5)).astype(np.float32))
+
+    def fn(x):
+        g = x - x.amax(dim=-1, keepdim=True)   # row
+        return g, g.sum(dim=0)                 # col, reading g back from memory
+
+    concrete = concrete_of(fn, x)
+    assert_kernels(concrete, ["multi"])
+    (group,) = [s for s in steps_of(concrete) if isinstance(s, KernelGroup)]
+    assert [p.kind for p in group.parts] == ["row", "col"]
+    source = concrete.kernels[0].source
+    assert "acc0_0 = " in source  # each part's locals carry its number
+    check_matches_eager(fn, concrete, x)
+
+
+def test_a_scalar_a_reduction_part_reads_is_stored_not_carried():
+    rng = np.random.default_rng(3)
+    x = eager.from_numpy(rng.standard_normal((8, 5)).astype(np.float32))
+    s = eager.from_numpy(np.array(0.5, np.float32))
+
+    def fn(x, s):
+        scale = (s * 2 + 1).exp()              # 0-d, read by the row part and the last
+        y = F.softmax(x * scale, dim=-1)
+        return y, y.sum(dim=0) * scale
+
+    concrete = concrete_of(fn, x, s)
+    assert_kernels(concrete, ["multi"])
+    (group,) = [s for s in steps_of(concrete) if isinstance(s, KernelGroup)]
+    assert [(p.kind, list(p.shape)) for p in group.parts] == \
+        [("elementwise", []), ("row", [8, 5]), ("col", [8, 5]), ("elementwise", [5])]
+    assert not group.carried
+    check_matches_eager(fn, concrete, x, s)

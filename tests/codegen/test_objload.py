@@ -46,7 +46,7 @@ def test_kernels_load_from_object_files_and_compute_what_numba_computes(private_
     first = tracer.function(probe)
     compiled = run(first, x, y)
     objects = sorted(private_cache.glob("probe_*.tjo"))
-    assert len(objects) == len(first.get_concrete_function(x, y).kernels) >= 2
+    assert len(objects) == len(first.get_concrete_function(x, y).kernels) >= 1
     assert list(private_cache.glob("nrt-*.tjo"))
 
     # Forget what this process loaded: the next trace finds the files.

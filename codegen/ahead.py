@@ -1,0 +1,280 @@
+"""Compiling ahead: a forked child compiles some of a program's kernels into the disk cache
+while the program compiles the others, then loads the child's from the cache.
+
+Numba compiles one function at a time and holds the GIL while it does, so threads cannot
+share the work; a process can. When a program has several kernels to compile (W5, a
+training step: 6, ~1 s of Numba), `start` forks a child that compiles the last few
+(about half the estimated work) in program order, each into the kernel cache directory,
+and reports each one done on a pipe. The program compiles its own kernels meanwhile;
+`wait` blocks until the child has reported the kernel the program needs next, which then
+loads from the cache as in any later process. The child never runs a kernel, prints
+nothing (its stdout and stderr are /dev/null) and leaves through `os._exit`.
+
+Nothing depends on the child: a kernel it did not report (it failed, died, or stalled past
+STALL_SECONDS) is compiled by the program itself, exactly as without it. The child is not
+started where forking is not safe or cannot help: not on Linux, a single CPU, other Python
+threads running (one could hold a lock the child needs: Numba's compiler lock, a logging
+handler's), fewer than two kernels to compile, or TRACEJIT_COMPILE_AHEAD=0.
+
+Counters (codegen.compile_stats): a kernel the child compiled counts as compiled, not as
+a disk-cache hit, though the program loads it from the disk.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import signal
+import sys
+import threading
+import warnings
+
+from . import build
+from .emit import emit_kernel
+from .fuse import KernelGroup
+
+#: TRACEJIT_COMPILE_AHEAD=0 turns it off.
+ENABLED = os.environ.get("TRACEJIT_COMPILE_AHEAD", "").strip() != "0"
+
+#: The program stops waiting for a child that has reported nothing for this long.
+STALL_SECONDS = 20.0
+
+
+def _threads_alone() -> bool:
+    return threading.active_count() == 1
+
+
+def _cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _cost(source: str) -> float:
+    """A kernel's compile time, roughly, in units of a trivial kernel's (~40 ms): every
+    array argument costs ~5 ms (Numba's argument unboxing and its LLVM), every line of
+    the body ~1.3 ms, every call of a vector-math helper ~30 ms (it is inlined; with
+    constant trip counts, unrolled). W5's kernels took 0.05 s (2 arguments, 5 lines),
+    0.20 s (5 arguments, 26 lines, 3 helper calls), 0.36 s (21 arguments, 110 lines)."""
+    head, _, body = source.partition("\ndef kernel(")
+    n_args = body.split(")", 1)[0].count(",") + 1
+    n_lines = sum(1 for line in body.splitlines()[1:]
+                  if line.strip() and not line.lstrip().startswith("#"))
+    helpers = [line.split(" import ")[1].strip() for line in head.splitlines()
+               if line.startswith("from codegen.vmath import ")]
+    n_calls = sum(body.count(f"{h}(") for h in helpers)
+    return 1.0 + 0.13 * n_args + 0.03 * n_lines + 0.75 * n_calls
+
+
+def _is_cached(source: str, name: str) -> bool:
+    """Whether the kernel's module is already in the cache directory (compiled by an
+    earlier process, most likely: then there is nothing to compile ahead)."""
+    try:
+        stem = f"{build._sanitize_hint(name)}_{build._source_digest(source)}"
+        return (build.cache_dir() / f"{stem}.py").exists()
+    except Exception:  # noqa: BLE001 - any doubt: treat it as cached, compile nothing ahead
+        return True
+
+
+def _split(costs: list) -> int:
+    """Where the child's share starts: the program compiles kernels [0, m) and then waits
+    for the child's [m, n), which it compiled meanwhile; the m with the least time. The
+    child's side also pays for forking, writing the cache and the program's loads from
+    it: about one trivial kernel's compile."""
+    best, best_m = None, len(costs)
+    for m in range(1, len(costs)):
+        t = max(sum(costs[:m]), 1.0 + sum(costs[m:]))
+        if best is None or t < best:
+            best, best_m = t, m
+    return best_m
+
+
+class Ahead:
+    """The child compiling kernels for one program (or nothing: `pid` None)."""
+
+    def __init__(self, pid=None, fd=None, sources=(), emitted=None):
+        self.emitted = emitted or {}  # id(group) -> emit_kernel's (source, KernelSource)
+        self.forked = pid is not None
+        self.pid = pid
+        self.fd = fd
+        self.pending = set(sources)  # sources the child will report
+        self._by_index = list(sources)
+        self.reported = {}           # source -> (the child compiled it, wrote its file)
+        self._buf = b""
+
+    def emit(self, part, group, io):
+        """`emit_kernel(part, group, io)`, emitted already by `start` (once is enough)."""
+        got = self.emitted.pop(id(group), None)
+        return got if got is not None else emit_kernel(part, group, io)
+
+    def wait(self, source: str) -> None:
+        """Return once the child has compiled `source`, or failed to, or will not."""
+        while source in self.pending and source not in self.reported and self.fd is not None:
+            ready, _, _ = select.select([self.fd], [], [], STALL_SECONDS)
+            if not ready:  # stalled: the program compiles the rest itself
+                self.close()
+                break
+            chunk = os.read(self.fd, 1 << 16)
+            if not chunk:  # the child is done (or gone)
+                self.close()
+                break
+            self._buf += chunk
+            *lines, self._buf = self._buf.split(b"\n")
+            for line in lines:
+                index, *done = line.split()
+                # (compiled it, wrote its source, wrote its object file), or None: it
+                # failed there, compile it here
+                self.reported[self._by_index[int(index)]] = \
+                    tuple(map(int, done)) if done != [b"failed"] else None
+
+    @contextlib.contextmanager
+    def loading(self, source: str):
+        """Around the program's load of `source`: first waits for the child; afterwards
+        counts what the child did for it (compiling it, writing its files) as done for this
+        program, unless the program did it again itself."""
+        self.wait(source)
+        done = self.reported.pop(source, None)  # (None: the child did not deliver it)
+        self.pending.discard(source)
+        if not self.pending:
+            self.close()
+        if done is None:
+            yield
+            return
+        before = build.compile_stats()
+        yield
+        after = build.compile_stats()
+        compiled, wrote, wrote_object = done
+        if compiled and after["numba_compiles"] == before["numba_compiles"]:
+            # Counted as if compiled here: the child's compile (which imported the module
+            # there), not the load of its work here (its object file, or Numba's cache).
+            build._bump("numba_compiles")
+            if after["objects_loaded"] > before["objects_loaded"]:
+                build._bump("objects_loaded", -1)
+                build._bump("modules_loaded")
+            elif after["numba_cache_hits"] > before["numba_cache_hits"]:
+                build._bump("numba_cache_hits", -1)
+        if wrote and after["modules_written"] == before["modules_written"]:
+            build._bump("modules_written")
+        if wrote_object and after["objects_written"] == before["objects_written"]:
+            build._bump("objects_written")
+
+    def close(self) -> None:
+        """Stop the child if it still runs, and reap it."""
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+        if self.pid is not None:
+            pid, self.pid = self.pid, None
+            try:
+                done, _ = os.waitpid(pid, os.WNOHANG)
+                if not done:
+                    os.kill(pid, signal.SIGKILL)
+                    os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass
+        self.pending.clear()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - at interpreter exit
+            pass
+
+
+_NONE = Ahead()
+
+
+def _set_up_numba() -> None:
+    """Numba's compiler set-up (its typing and lowering registries: ~0.3 s, once per
+    process), done before forking: the program needs it anyway, and the child then
+    inherits it instead of doing it again on a CPU the program may need."""
+    try:
+        from numba.core.registry import cpu_target
+
+        cpu_target.typing_context.refresh()
+        cpu_target.target_context.refresh()
+    except Exception:  # noqa: BLE001 - the child sets up as the program would
+        pass
+
+
+def _compile_in_child(source: str, name: str) -> None:
+    """What the child does for each of its kernels (tests replace it: the child is a fork,
+    so it runs whatever this name holds when the program forks)."""
+    build.load_module(source, name)
+
+
+def _emit_all(program) -> dict:
+    """id(group) -> emit_kernel's (source, KernelSource), for each of `program`'s kernels,
+    as Program._kernel_op would emit them (which then takes them from here)."""
+    out = {}
+    for group in program.part.steps:
+        if not isinstance(group, KernelGroup):
+            continue
+        mine = set(map(id, group.parts or [group]))
+        io = {key: ip.old for key, ip in program.inplace.items()
+              if ip.io and id(program.part.group_of.get(key)) in mine}
+        try:
+            out[id(group)] = emit_kernel(program.part, group, io)
+        except Exception:  # noqa: BLE001 - the program emits it again and reports it
+            continue
+    return out
+
+
+def start(program) -> Ahead:
+    """Fork a child compiling the later part of `program`'s kernels, when that can help."""
+    if not (ENABLED and sys.platform.startswith("linux") and hasattr(os, "fork")) \
+            or _cpus() < 2 or not _threads_alone():
+        return _NONE
+    emitted = _emit_all(program)
+    names = {id(g): g.name for g in program.part.steps if isinstance(g, KernelGroup)}
+    work, seen = [], set()
+    for key, (source, _) in emitted.items():
+        if source not in seen and not _is_cached(source, names[key]):
+            seen.add(source)
+            work.append((source, names[key]))
+    if len(work) < 2:  # (nothing imports Numba before this: a cached program may not need it)
+        return Ahead(emitted=emitted)
+    numba = build._numba()
+
+    if numba.config.DISABLE_JIT:
+        return Ahead(emitted=emitted)
+    _set_up_numba()
+    theirs = work[_split([_cost(s) for s, _ in work]):]
+    r, w = os.pipe()
+    try:
+        with warnings.catch_warnings():
+            # Python 3.12+ warns when the process has other OS threads (BLAS's idle pool:
+            # fork-safe); Python threads were ruled out above.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            pid = os.fork()
+    except OSError:
+        os.close(r)
+        os.close(w)
+        return Ahead(emitted=emitted)
+    if pid == 0:  # the child: compile, report, leave without any of the parent's clean-up
+        code = 0
+        try:
+            os.close(r)
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, 1)
+            os.dup2(devnull, 2)
+            for k, (source, name) in enumerate(theirs):
+                before = dict(build.STATS)
+                try:
+                    _compile_in_child(source, name)
+                except Exception:  # noqa: BLE001 - the program compiles it (and reports)
+                    os.write(w, f"{k} failed\n".encode())
+                    continue
+                done = [int(build.STATS[c] > before[c])
+                        for c in ("numba_compiles", "modules_written", "objects_written")]
+                os.write(w, f"{k} {' '.join(map(str, done))}\n".encode())
+        except BaseException:  # noqa: BLE001 - whatever happens, leave
+            code = 1
+        finally:
+            os._exit(code)
+    os.close(w)
+    return Ahead(pid, r, [s for s, _ in theirs], emitted)
+
+
+__all__ = ["ENABLED", "STALL_SECONDS", "Ahead", "start"]

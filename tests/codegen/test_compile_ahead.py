@@ -1,0 +1,244 @@
+"""Compiling ahead (codegen.ahead): a forked child compiles a program's later kernels into
+the disk cache while the program compiles the others. Results, kernels and counters are
+what they are without it, and whatever the child does (fails, dies, stalls) the program
+still compiles and runs every kernel."""
+import os
+import threading
+import time
+import warnings
+
+import numpy as np
+import pytest
+
+import codegen
+import eager
+import tracer
+from codegen import ahead, build
+
+THREADS_ALONE = ahead._threads_alone
+
+
+def step(x, w):
+    h = (x * 2.0 + 1.0).tanh()                            # elementwise kernel
+    y = h @ w
+    z = (y - y.amax(dim=-1, keepdim=True)).exp()          # row kernel
+    u = z @ w.T
+    return (u * u).sum(dim=0), (u + 1.0).sum(dim=1)      # col and row kernels
+
+
+def inputs():
+    rng = np.random.default_rng(0)
+    return (rng.standard_normal((16, 24)).astype(np.float32),
+            rng.standard_normal((24, 8)).astype(np.float32))
+
+
+def run_compiled():
+    """A fresh @function of `step`, called once: (its outputs, its kernels, counters)."""
+    codegen.reset_stats()
+    f = tracer.function(step)
+    x, w = (eager.from_numpy(a) for a in inputs())
+    outs = [t.numpy() for t in f(x, w)]
+    kernels = f.get_concrete_function(x, w).kernels
+    return outs, kernels, codegen.compile_stats()
+
+
+@pytest.fixture
+def fresh_cache(tmp_path, monkeypatch):
+    """An empty kernel cache directory, and forking allowed (the test process may have
+    threads left by other tests: the split-kernel pool)."""
+    monkeypatch.setenv("TRACEJIT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(ahead, "ENABLED", True)
+    monkeypatch.setattr(ahead, "_threads_alone", lambda: True)
+    monkeypatch.setattr(ahead, "_cpus", lambda: 2)
+    return tmp_path
+
+
+@pytest.fixture
+def started(monkeypatch):
+    """The Ahead objects the programs compiled in the test started."""
+    out = []
+    original = ahead.start
+
+    def start(program):
+        out.append(original(program))
+        return out[-1]
+    monkeypatch.setattr(ahead, "start", start)
+    return out
+
+
+@pytest.fixture
+def reference(tmp_path_factory, monkeypatch):
+    """The same program compiled without compiling ahead, in a cache of its own."""
+    with monkeypatch.context() as m:
+        m.setenv("TRACEJIT_CACHE_DIR", str(tmp_path_factory.mktemp("ref") / "cache"))
+        m.setattr(ahead, "ENABLED", False)
+        return run_compiled()
+
+
+def eager_outputs():
+    x, w = (eager.from_numpy(a) for a in inputs())
+    return [t.numpy() for t in step(x, w)]
+
+
+def marking(tmp_path, then=None):
+    """A `_compile_in_child` that leaves a file per kernel it is given, then does `then`
+    (by default what the child does)."""
+    original = ahead._compile_in_child
+
+    def compile_in_child(source, name):
+        (tmp_path / f"child-{name}").touch()
+        (then or original)(source, name)
+    return compile_in_child
+
+
+def child_kernels(tmp_path):
+    return sorted(p.name[len("child-"):] for p in tmp_path.glob("child-*"))
+
+
+def assert_like_reference(got, reference):
+    outs, kernels, stats = got
+    ref_outs, ref_kernels, ref_stats = reference
+    assert [k.source for k in kernels] == [k.source for k in ref_kernels]
+    assert all(k.fn is not None for k in kernels), [k.error for k in kernels]
+    for a, b, e in zip(outs, ref_outs, eager_outputs()):
+        np.testing.assert_array_equal(a, b)
+        np.testing.assert_allclose(a, e, rtol=1e-5, atol=1e-5)
+    # (disk-cache hits also count the vmath helpers a compile loads, as kernels link them
+    # in: a kernel the child compiled loads none here)
+    drop = {"numba_cache_hits"}
+    assert {k: v for k, v in stats.items() if k not in drop} == \
+        {k: v for k, v in ref_stats.items() if k not in drop}, (stats, ref_stats)
+    assert stats["numba_cache_hits"] <= ref_stats["numba_cache_hits"]
+
+
+def test_the_child_compiles_the_later_kernels(fresh_cache, reference, started, monkeypatch):
+    monkeypatch.setattr(ahead, "_compile_in_child", marking(fresh_cache))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = run_compiled()
+    assert_like_reference(got, reference)
+    outs, kernels, stats = got
+    assert len(kernels) >= 3
+    (a,) = started
+    assert a.forked and a.pid is None and a.fd is None  # reaped and closed
+    theirs = child_kernels(fresh_cache)
+    assert theirs and len(theirs) < len(kernels)
+    assert theirs == sorted(k.name for k in kernels[-len(theirs):])  # the later ones
+    # ...counted as compiled for this program, though it loaded them from the disk
+    assert stats["numba_compiles"] == stats["modules_written"] == len(kernels)
+
+
+def test_a_failing_child_leaves_its_kernels_to_the_program(fresh_cache, reference, started,
+                                                            monkeypatch):
+    def fail(source, name):
+        raise RuntimeError("no")
+    monkeypatch.setattr(ahead, "_compile_in_child", marking(fresh_cache, fail))
+    got = run_compiled()
+    assert child_kernels(fresh_cache)
+    assert_like_reference(got, reference)
+
+
+def test_a_child_that_dies_leaves_its_kernels_to_the_program(fresh_cache, reference, started,
+                                                             monkeypatch):
+    monkeypatch.setattr(ahead, "_compile_in_child", lambda source, name: os._exit(3))
+    assert_like_reference(run_compiled(), reference)
+    (a,) = started
+    assert a.pid is None
+
+
+def test_a_stalled_child_is_stopped_and_its_kernels_compiled_here(fresh_cache, reference,
+                                                                  started, monkeypatch):
+    monkeypatch.setattr(ahead, "_compile_in_child", lambda source, name: time.sleep(600))
+    monkeypatch.setattr(ahead, "STALL_SECONDS", 0.5)
+    pids = []
+    original_close = ahead.Ahead.close
+
+    def close(self):
+        if self.pid is not None:
+            pids.append(self.pid)
+        original_close(self)
+    monkeypatch.setattr(ahead.Ahead, "close", close)
+    t0 = time.perf_counter()
+    got = run_compiled()
+    assert time.perf_counter() - t0 < 60
+    assert_like_reference(got, reference)
+    (pid,) = pids
+    with pytest.raises(ChildProcessError):  # killed and reaped: not even a zombie
+        os.waitpid(pid, os.WNOHANG)
+
+
+def test_no_child_when_it_cannot_help_or_may_not_be_safe(fresh_cache, started, monkeypatch):
+    run_compiled()                                         # compiles, with a child
+    assert started[-1].forked
+    run_compiled()                                         # every kernel cached already
+    assert not started[-1].forked
+
+    monkeypatch.setenv("TRACEJIT_CACHE_DIR", str(fresh_cache / "other"))
+    monkeypatch.setattr(ahead, "_threads_alone", THREADS_ALONE)
+    stop = threading.Event()
+    t = threading.Thread(target=stop.wait)
+    t.start()
+    try:
+        assert not ahead._threads_alone()
+        run_compiled()                                     # another thread runs: no fork
+        assert not started[-1].forked
+    finally:
+        stop.set()
+        t.join()
+
+    monkeypatch.setenv("TRACEJIT_CACHE_DIR", str(fresh_cache / "single"))
+    monkeypatch.setattr(ahead, "_threads_alone", lambda: True)
+    f = tracer.function(lambda x: x * 2 + 1)               # one kernel: nothing to share
+    f(eager.ones(4))
+    assert not started[-1].forked
+
+    monkeypatch.setenv("TRACEJIT_CACHE_DIR", str(fresh_cache / "off"))
+    monkeypatch.setattr(ahead, "ENABLED", False)              # TRACEJIT_COMPILE_AHEAD=0
+    run_compiled()
+    assert not started[-1].forked
+
+
+def test_the_split_balances_the_estimated_work():
+    assert ahead._split([2, 2, 2, 2]) == 2
+    assert ahead._split([1, 1, 1, 1, 1]) == 3  # (the child's side costs one more)
+    assert ahead._split([2, 2, 2, 6]) == 3
+    assert ahead._split([6, 2, 2, 2]) == 1
+    small = build_source(2, 3)
+    big = build_source(21, 110)
+    assert ahead._cost(big) > 3 * ahead._cost(small)
+
+
+def build_source(n_args, n_lines):
+    params = ", ".join(f"in{i}" for i in range(n_args))
+    body = "\n".join(f"    v{i} = in0[{i}]" for i in range(n_lines))
+    return f"import numpy as np\n\n@njit('void()')\ndef kernel({params}):\n    # a comment\n{body}\n"
+
+
+def test_build_helpers_it_relies_on_exist():
+    # _is_cached names the module file as build.load_module does; if these helpers go,
+    # every kernel looks cached and nothing is compiled ahead: this says so.
+    assert callable(build._sanitize_hint) and callable(build._source_digest)
+
+
+def test_the_program_reads_each_report_as_it_comes(monkeypatch):
+    """The pipe protocol, without a child: a kernel reported failed is the program's to
+    compile at once (no waiting for the child's later kernels); one reported compiled
+    counts as compiled here; the end of the pipe leaves the rest to the program."""
+    r, w = os.pipe()
+    a = ahead.Ahead(None, r, ["src0", "src1", "src2"])
+    os.write(w, b"0 failed\n1 1 1 1\n")
+    a.wait("src0")
+    assert a.reported == {"src0": None, "src1": (1, 1, 1)}
+    bumps = []
+    monkeypatch.setattr(build, "_bump", lambda counter, n=1: bumps.append((counter, n)))
+    with a.loading("src0"):
+        pass
+    assert bumps == []                                    # failed there: nothing to count
+    with a.loading("src1"):
+        pass
+    assert bumps == [("numba_compiles", 1), ("modules_written", 1), ("objects_written", 1)]
+    os.close(w)
+    with a.loading("src2"):                               # never reported: EOF ends the wait
+        pass
+    assert a.fd is None and not a.pending and bumps == [
+        ("numba_compiles", 1), ("modules_written", 1), ("objects_written", 1)]
