@@ -71,8 +71,8 @@ def _is_cached(source: str, name: str) -> bool:
     """Whether the kernel's module is already in the cache directory (compiled by an
     earlier process, most likely: then there is nothing to compile ahead)."""
     try:
-        stem = f"{build._sanitize_hint(name)}_{build._source_digest(source)}"
-        return (build.cache_dir() / f"{stem}.py").exists()
+        directory, stem, _ = build._names(source, name)
+        return (directory / f"{stem}.py").exists()
     except Exception:  # noqa: BLE001 - any doubt: treat it as cached, compile nothing ahead
         return True
 

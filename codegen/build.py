@@ -337,6 +337,24 @@ def _sync_cache_hits() -> None:
                 entry[1] = hits
 
 
+def _write_source(path: Path, source: str) -> None:
+    """Write a kernel's module file unless it is there intact (a file that does not match
+    its sha256 header is rewritten: a rebuild)."""
+    if not _file_is_valid(path):
+        existed = path.exists()
+        _atomic_write(path, _file_bytes(source))
+        _bump("modules_written")
+        if existed:
+            _bump("rebuilds")
+
+
+def _names(source: str, name_hint: str):
+    """(cache directory, file stem, module name) of a kernel's source."""
+    directory = cache_dir()
+    stem = f"{_sanitize_hint(name_hint)}_{_source_digest(source)}"
+    return directory, stem, f"{KERNEL_PACKAGE}.{stem}"
+
+
 def load_module(source: str, name_hint: str) -> types.ModuleType:
     """Write ``source`` to the cache (if needed) and import it as a module.
 
@@ -349,9 +367,7 @@ def load_module(source: str, name_hint: str) -> types.ModuleType:
     if not isinstance(source, str):
         raise TypeError(f"source must be str, not {type(source).__name__}")
     _install_compile_listener()
-    directory = cache_dir()
-    stem = f"{_sanitize_hint(name_hint)}_{_source_digest(source)}"
-    modname = f"{KERNEL_PACKAGE}.{stem}"
+    directory, stem, modname = _names(source, name_hint)
     key = (str(directory), modname)
 
     with _LOCK:
@@ -360,13 +376,7 @@ def load_module(source: str, name_hint: str) -> types.ModuleType:
             return module
 
         path = directory / f"{stem}.py"
-        if not _file_is_valid(path):
-            existed = path.exists()
-            _atomic_write(path, _file_bytes(source))
-            _bump("modules_written")
-            if existed:
-                _bump("rebuilds")
-
+        _write_source(path, source)
         pkg = _kernel_package(directory)
         spec = importlib.util.spec_from_file_location(modname, path)
         if spec is None or spec.loader is None:  # pragma: no cover
@@ -410,9 +420,7 @@ def load_kernel(source: str, name_hint: str) -> Tuple[Any, str, str]:
     (objload); later processes load that, without importing Numba. Without a usable object
     file, the module is imported (:func:`load_module`) and Numba compiles or loads it.
     """
-    directory = cache_dir()
-    stem = f"{_sanitize_hint(name_hint)}_{_source_digest(source)}"
-    modname = f"{KERNEL_PACKAGE}.{stem}"
+    directory, stem, modname = _names(source, name_hint)
     key = (str(directory), modname)
     path = str(directory / f"{stem}.py")
     with _LOCK:
@@ -452,13 +460,7 @@ def _load_object(directory: Path, stem: str, modname: str, source: str):
         return None
     # The source stays next to its object, checked as load_module checks it: it is what
     # a user reads, and what Numba compiles should the object go.
-    py = directory / f"{stem}.py"
-    if not _file_is_valid(py):
-        existed = py.exists()
-        _atomic_write(py, _file_bytes(source))
-        _bump("modules_written")
-        if existed:
-            _bump("rebuilds")
+    _write_source(directory / f"{stem}.py", source)
     _bump("objects_loaded")
     return entry
 
