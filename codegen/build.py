@@ -410,11 +410,10 @@ def _disable_jit() -> bool:
 
 
 def load_kernel(source: str, name_hint: str) -> Tuple[Any, str, str]:
-    """The generated module's compiled ``kernel`` as ``(entry, module name, source file)``:
-    the callable
-    Numba's compile result holds (it runs the machine code for the one signature it was
-    compiled for, without checking argument types), or under ``NUMBA_DISABLE_JIT=1`` the
-    plain Python function.
+    """The generated module's compiled ``kernel`` as ``(entry, module name, source file)``.
+    The entry is the callable Numba's compile result holds (it runs the machine code for
+    the one signature it was compiled for, without checking argument types), or under
+    ``NUMBA_DISABLE_JIT=1`` the plain Python function.
 
     A kernel compiled or loaded by Numba once leaves its object file in the cache
     (objload); later processes load that, without importing Numba. Without a usable object
@@ -702,8 +701,8 @@ def clear_cache() -> None:
     """Delete everything in the cache directory and forget loaded modules.
 
     Removes the generated ``.py`` files, their object files (``.tjo``), Python's and
-    Numba's ``__pycache__`` (``.pyc``/``.nbi``/``.nbc``) and stray temp files.  Already imported
-    kernel functions keep working; subsequent :func:`load_module` calls write
+    Numba's ``__pycache__`` (``.pyc``/``.nbi``/``.nbc``) and stray temp files.  Already
+    imported kernel functions keep working; subsequent :func:`load_module` calls write
     and import fresh modules.  Counters are not reset.
     """
     directory = cache_dir()

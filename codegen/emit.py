@@ -333,7 +333,8 @@ def emit_kernel(part: Partition, group: KernelGroup, io=None) -> tuple[str, Kern
         carried: dict = {}  # 0-d values of earlier nests, as local variables
         ks.multi = True
         for k, sub in enumerate(group.parts):
-            code.append(f"    # {list(sub.shape)}{'' if sub.kind == 'elementwise' else ' ' + sub.kind}"
+            kind = "" if sub.kind == "elementwise" else " " + sub.kind
+            code.append(f"    # {list(sub.shape)}{kind}"
                         f": {_eqn_comment(sub.members[0]).split('  (')[0]}"
                         + (" ..." if len(sub.members) > 1 else ""))
             if sub.kind != "elementwise":
