@@ -211,11 +211,8 @@ def _emit_all(program) -> dict:
     for group in program.part.steps:
         if not isinstance(group, KernelGroup):
             continue
-        mine = set(map(id, group.parts or [group]))
-        io = {key: ip.old for key, ip in program.inplace.items()
-              if ip.io and id(program.part.group_of.get(key)) in mine}
         try:
-            out[id(group)] = emit_kernel(program.part, group, io)
+            out[id(group)] = emit_kernel(program.part, group, program.updates_in(group))
         except Exception:  # noqa: BLE001 - the program emits it again and reports it
             continue
     return out

@@ -331,7 +331,6 @@ def emit_kernel(part: Partition, group: KernelGroup, io=None) -> tuple[str, Kern
         code = []
         first = 0
         carried: dict = {}  # 0-d values of earlier nests, as local variables
-        ks.multi = True
         for k, sub in enumerate(group.parts):
             kind = "" if sub.kind == "elementwise" else " " + sub.kind
             code.append(f"    # {list(sub.shape)}{kind}"

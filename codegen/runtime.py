@@ -324,10 +324,16 @@ class Program:
         return lambda env: env[s]
 
     # -------------------------------------------------------------- steps
+    def updates_in(self, group: KernelGroup) -> dict:
+        """The in-place updates `group`'s kernel writes through the input it updates
+        (emit_kernel's `io`): id(new value) -> the value it overwrites."""
+        mine = set(map(id, group.parts or [group]))
+        return {key: ip.old for key, ip in self.inplace.items()
+                if ip.io and id(self.part.group_of.get(key)) in mine}
+
     def _kernel_op(self, group: KernelGroup):
         mine = set(map(id, group.parts or [group]))
-        io = {key: ip.old for key, ip in self.inplace.items()
-              if ip.io and id(self.part.group_of.get(key)) in mine}
+        io = self.updates_in(group)
         source, ks = self._ahead.emit(self.part, group, io)  # (emitted there already)
         kernel = Kernel(group.name, group.kind, source, group)
         self.kernels.append(kernel)
