@@ -182,38 +182,45 @@ def write_nrt(path: Path, codegen, write) -> None:
 # loading (no Numba import)
 # --------------------------------------------------------------------------
 
-def _numba_extension(name: str, relative: str):
-    """Numba's C extension module `name`, without running Numba's package __init__: the
-    one already imported, or loaded from its file and registered under its own name (so a
-    later ``import numba`` uses this same module, with its one copy of the C state)."""
+def extension_module(name: str):
+    """The C extension module `name` (``package.sub.module``), without running the
+    ``__init__`` of the packages around it: the one already imported, or loaded from its
+    file and registered under its own name (so a later import of it through its package
+    uses this same module, with its one copy of the C state). Raises ImportError when
+    there is no such file."""
     module = sys.modules.get(name)
     if module is not None:
         return module
-    spec = importlib.util.find_spec("numba")
+    top, _, rest = name.partition(".")
+    spec = importlib.util.find_spec(top)
     if spec is None or not spec.submodule_search_locations:
-        raise ImportError("numba is not installed")
-    root = spec.submodule_search_locations[0]
+        raise ImportError(f"{top} is not installed")
+    stem = os.path.join(spec.submodule_search_locations[0], *rest.split("."))
     for suffix in importlib.machinery.EXTENSION_SUFFIXES:
-        path = os.path.join(root, relative + suffix)
-        if os.path.exists(path):
+        if os.path.exists(stem + suffix):
+            path = stem + suffix
             break
     else:
-        found = glob.glob(os.path.join(root, relative + ".*.so"))
+        found = glob.glob(stem + ".*.so")
         if not found:
-            raise ImportError(f"no {name} extension module under {root}")
+            raise ImportError(f"no extension module file for {name} ({stem}.*)")
         path = found[0]
     ext_spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(ext_spec)
-    ext_spec.loader.exec_module(module)
     sys.modules[name] = module
+    try:
+        ext_spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
     _ParentAttributes.expect(name)
     return module
 
 
 class _ParentAttributes:
-    """Once Numba's packages are imported (after this module loaded some of its extension
-    modules), make those modules attributes of their packages, as an import of them
-    through the package would have: ``numba._helperlib`` works as usual. A finder on
+    """Once a package is imported after `extension_module` loaded one of its extension
+    modules, make that module an attribute of the package, as an import of it through
+    the package would have: ``numba._helperlib`` works as usual. A finder on
     sys.meta_path that finds nothing: it looks at every later import until it is done."""
 
     _pending: dict = {}   # package name -> [attribute names]
@@ -256,10 +263,9 @@ class _Engine:
         self.ll = ll
         ll.initialize_native_target()
         ll.initialize_native_asmprinter()
-        helperlib = _numba_extension("numba._helperlib", "_helperlib")
-        self.dynfunc = _numba_extension("numba._dynfunc", "_dynfunc")
-        nrt = _numba_extension("numba.core.runtime._nrt_python",
-                               "core/runtime/_nrt_python")
+        helperlib = extension_module("numba._helperlib")
+        self.dynfunc = extension_module("numba._dynfunc")
+        nrt = extension_module("numba.core.runtime._nrt_python")
         nrt.memsys_use_cpython_allocator()  # what numba.core.runtime.nrt does at import
         # The symbols Numba adds to LLVM's table (numba.core.base._load_global_helpers,
         # numba.core.externals, numba.core.runtime.nrt), with the same values.

@@ -343,3 +343,50 @@ def test_numba_imported_after_kernels_loaded_from_object_files_works_as_usual(ca
     assert report["user_code"] == 499500.0
     assert report["attributes"] == ["module"] * 3
     assert report["stats"]["objects_loaded"] >= 1 and report["stats"]["numba_cache_hits"] >= 1
+
+
+BLAS_CHILD = r"""
+import json, sys
+import numpy as np
+import eager, tracer
+import eager.nn.functional as F
+
+f = tracer.function(lambda x: F.gelu(x) * 3.0)
+x = eager.from_numpy(np.linspace(-3, 3, 12, dtype=np.float32))
+ok = bool(np.allclose(f(x).numpy(), F.gelu(x).numpy() * 3.0, rtol=1e-6))
+import numba
+from numba.np import arraymath
+
+report = {"compiled_ok": ok, "scipy_linalg_imported": "scipy.linalg" in sys.modules,
+          "numba_sees_blas": arraymath._HAVE_BLAS}
+
+@numba.njit
+def user_matmul(a, b):  # Numba's np.dot through SciPy's BLAS
+    return a @ b
+
+a = np.arange(12.0).reshape(3, 4)
+report["user_matmul_ok"] = bool(np.allclose(user_matmul(a, a.T), a @ a.T))
+import scipy.linalg
+from scipy.linalg import cython_blas
+report["same_module"] = (scipy.linalg.cython_blas is cython_blas
+                         is sys.modules["scipy.linalg.cython_blas"])
+report["scipy_ok"] = bool(np.allclose(scipy.linalg.blas.dgemm(1.0, a, a.T), a @ a.T)
+                          and np.allclose(scipy.linalg.solve(np.eye(3), np.ones(3)), 1.0))
+print(json.dumps(report))
+"""
+
+
+def test_numba_set_up_gets_scipys_blas_module_without_the_scipy_linalg_package(tmp_path):
+    """Numba's compiler set-up imports scipy.linalg.cython_blas to see whether np.dot can
+    work; tracejit loads that extension module by itself first (10 ms instead of 0.1 s
+    for the scipy.linalg package). Numba still finds BLAS, the user's Numba matmul
+    works, and a later ``import scipy.linalg`` uses the same module."""
+    env = dict(os.environ, TRACEJIT_CACHE_DIR=str(tmp_path / "cache"))
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + [p for p in [env.get("PYTHONPATH")] if p])
+    proc = subprocess.run([sys.executable, "-c", BLAS_CHILD], env=env, cwd=str(ROOT),
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert report == {"compiled_ok": True, "scipy_linalg_imported": False,
+                      "numba_sees_blas": True, "user_matmul_ok": True, "same_module": True,
+                      "scipy_ok": True}
