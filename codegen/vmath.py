@@ -45,6 +45,13 @@ Design notes
   ``VMATH_NAMES[(op, dtype_name)]`` -> importable name (``"exp_f32"``),
   ``VMATH_MAX_ULP[(op, dtype_name)]`` -> measured max error in ULP (float),
   ``VMATH_METHOD[(op, dtype_name)]`` -> short description.
+* Cheap range handling: an argument is clamped with ``min(max(x, lo), hi)`` (Python's
+  rule, a nan stays nan), which LLVM turns into one ``vmaxps``/``vminps`` each; written
+  as ``x if x > lo else lo`` it became a compare and a blend each. The integer n of the
+  2^n scaling is read from the bits of the round-to-integer shifter's sum
+  (``t = x*log2e + 1.5*2^23``) by one integer subtraction, not converted from a float:
+  LLVM leaves a float-to-int conversion of NaN undefined. Both together took exp_f32
+  from 0.31 to 0.24 ns per element in cache (expm1 0.42 -> 0.37, exp_f64 0.85 -> 0.69).
 * ``maximum(a, b)`` is exact, not an approximation: LLVM's ``llvm.maximum`` (np.maximum's
   NaN rule), for running maxima that vectorize without ``nnan``.
 * ``trip_count(n)`` is ``n`` hidden from LLVM, so that a long row loop is not unrolled
@@ -71,7 +78,8 @@ do not depend on FMA).
 op       dtype    method                                      ULP   vectorizes
 =======  =======  ==========================================  ====  ==========
 exp      float32  n=rint(x/ln2), r=x-n*ln2 (Cody-Waite),      1     yes
-                  e^r-1 deg-7 minimax, 2^n as two scalings
+                  e^r-1 deg-7 minimax, 2^n by vscalef (AVX-512)
+                  or as two scalings
 exp      float64  same, deg-13 minimax                        1     yes
 expm1    float32  same reduction, 2^n*(e^r-1) + (2^n-1)       1     yes
 expm1    float64  same                                        2     yes
@@ -179,17 +187,28 @@ def _pow2_ir(builder, k32, ity, mbits, bias, fty):
     return builder.bitcast(builder.shl(e, ir.Constant(ity, mbits)), fty)
 
 
+def _shifted_exponent(builder, t, ity):
+    """n as an i32, from ``t = n + RND`` (the round-to-integer shifter's sum, exact for
+    |n| < 2**(mantissa bits - 1)): the difference of the two bit patterns. Integer
+    arithmetic only, so no float-to-int conversion, which LLVM leaves undefined (poison)
+    for a NaN; a NaN's pattern gives some integer, and the scaled NaN stays NaN."""
+    rnd = _RND_F32 if ity.width == 32 else _RND_F64
+    pattern = int(rnd.view(np.int32 if ity.width == 32 else np.int64))
+    k = builder.sub(builder.bitcast(t, ity), ir.Constant(ity, pattern))
+    return k if ity.width == 32 else builder.trunc(k, ir.IntType(32))
+
+
 @intrinsic
-def _pow2(typingctx, n):
-    """2.0**n for an integral float n with a normal result (no range check)."""
-    if _layout(n) is None:
+def _pow2_rnd(typingctx, t):
+    """2.0**n for ``t = n + RND`` with n integral and the result normal (no range check)."""
+    if _layout(t) is None:
         return None
-    sig = n(n)
+    sig = t(t)
 
     def codegen(context, builder, signature, args):
         ity, mbits, bias, fty = _layout(signature.args[0])
-        k = builder.fptosi(args[0], ir.IntType(32))
-        return _pow2_ir(builder, k, ity, mbits, bias, fty)
+        return _pow2_ir(builder, _shifted_exponent(builder, args[0], ity), ity, mbits, bias,
+                        fty)
 
     return sig, codegen
 
@@ -206,8 +225,8 @@ def _scalef() -> bool:
 
 
 @intrinsic
-def _ldexp_split(typingctx, p, n):
-    """p * 2.0**n for integral float n in [-2*bias+2, 2*bias].
+def _ldexp_rnd(typingctx, p, t):
+    """p * 2.0**n for ``t = n + RND``, n integral in [-2*bias+2, 2*bias].
 
     The scale is applied as two normal powers of two so that overflow gives
     inf and gradual underflow gives correctly rounded denormals. Where the target has
@@ -215,14 +234,14 @@ def _ldexp_split(typingctx, p, n):
     place of eight instructions, with the same single rounding (exp_f32 went from 0.36
     to 0.31 ns per element in cache); elsewhere LLVM would expand a vector ldexp.
     """
-    if _layout(p) is None or n != p:
+    if _layout(p) is None or t != p:
         return None
-    sig = p(p, n)
+    sig = p(p, t)
 
     def codegen(context, builder, signature, args):
         ity, mbits, bias, fty = _layout(signature.args[0])
         i32 = ir.IntType(32)
-        k = builder.fptosi(args[1], i32)
+        k = _shifted_exponent(builder, args[1], ity)
         if _scalef():
             name = f"llvm.ldexp.f{ity.width}.i32"
             fn = builder.module.globals.get(name) or ir.Function(
@@ -461,6 +480,8 @@ _EM1_NBIG_F32 = _F(25.0)
 _EM1_NBIG_F64 = _D(54.0)
 _EM1_NCLAMP_F32 = _F(64.0)
 _EM1_NCLAMP_F64 = _D(512.0)
+_EM1_TCLAMP_F32 = _RND_F32 + _EM1_NCLAMP_F32   # the same clamp, on n + RND (exact)
+_EM1_TCLAMP_F64 = _RND_F64 + _EM1_NCLAMP_F64
 
 # (e^r - 1 - r) / r^2 on |r| <= ln2/2: minimax, relative error of e^r - 1
 # float32: 5.1e-10, float64: 1.5e-18
@@ -552,22 +573,23 @@ def _em1_poly_f64(r):
 def _exp_core_f32(v):
     """exp(v) for finite v in [-87, 88] (normal results, no special cases)."""
     _always_inline()
-    n = (v * _LOG2E_F32 + _RND_F32) - _RND_F32
+    t = v * _LOG2E_F32 + _RND_F32
+    n = t - _RND_F32
     r = v - n * _LN2HI_F32
     r = r - n * _LN2LO_F32
-    return _pow2(n) * (_ONE_F32 + _em1_poly_f32(r))
+    return _pow2_rnd(t) * (_ONE_F32 + _em1_poly_f32(r))
 
 
 @_vjit
 def exp_f32(x):
     """exp for float32 (vectorizable, <= 1 ULP)."""
     _always_inline()
-    xc = x if x > _EXP_LO_F32 else _EXP_LO_F32   # nan -> LO (selected below)
-    xc = xc if xc < _EXP_HI_F32 else _EXP_HI_F32
-    n = (xc * _LOG2E_F32 + _RND_F32) - _RND_F32
+    xc = min(max(x, _EXP_LO_F32), _EXP_HI_F32)  # a nan stays nan (vmaxps, vminps)
+    t = xc * _LOG2E_F32 + _RND_F32
+    n = t - _RND_F32
     r = xc - n * _LN2HI_F32
     r = r - n * _LN2LO_F32
-    y = _ldexp_split(_ONE_F32 + _em1_poly_f32(r), n)
+    y = _ldexp_rnd(_ONE_F32 + _em1_poly_f32(r), t)
     return y if x == x else x
 
 
@@ -575,12 +597,12 @@ def exp_f32(x):
 def exp_f64(x):
     """exp for float64 (vectorizable, <= 1 ULP)."""
     _always_inline()
-    xc = x if x > _EXP_LO_F64 else _EXP_LO_F64
-    xc = xc if xc < _EXP_HI_F64 else _EXP_HI_F64
-    n = (xc * _LOG2E_F64 + _RND_F64) - _RND_F64
+    xc = min(max(x, _EXP_LO_F64), _EXP_HI_F64)
+    t = xc * _LOG2E_F64 + _RND_F64
+    n = t - _RND_F64
     r = xc - n * _LN2HI_F64
     r = r - n * _LN2LO_F64
-    y = _ldexp_split(_ONE_F64 + _em1_poly_f64(r), n)
+    y = _ldexp_rnd(_ONE_F64 + _em1_poly_f64(r), t)
     return y if x == x else x
 
 
@@ -588,16 +610,15 @@ def exp_f64(x):
 def expm1_f32(x):
     """expm1 for float32 (vectorizable)."""
     _always_inline()
-    xc = x if x > _EM1_LO_F32 else _EM1_LO_F32
-    xc = xc if xc < _EXP_HI_F32 else _EXP_HI_F32
-    n = (xc * _LOG2E_F32 + _RND_F32) - _RND_F32
+    xc = min(max(x, _EM1_LO_F32), _EXP_HI_F32)
+    t = xc * _LOG2E_F32 + _RND_F32
+    n = t - _RND_F32
     r = xc - n * _LN2HI_F32
     r = r - n * _LN2LO_F32
     p = _em1_poly_f32(r)
-    nc = n if n < _EM1_NCLAMP_F32 else _EM1_NCLAMP_F32
-    s = _pow2(nc)
+    s = _pow2_rnd(min(t, _EM1_TCLAMP_F32))   # 2**min(n, NCLAMP)
     y_small = s * p + (s - _ONE_F32)
-    y_big = _ldexp_split(p + _ONE_F32, n) - _ONE_F32
+    y_big = _ldexp_rnd(p + _ONE_F32, t) - _ONE_F32
     y = y_small if n < _EM1_NBIG_F32 else y_big
     y = x if abs(x) < _EM1_TINY_F32 else y
     return y if x == x else x
@@ -607,16 +628,15 @@ def expm1_f32(x):
 def expm1_f64(x):
     """expm1 for float64 (vectorizable)."""
     _always_inline()
-    xc = x if x > _EM1_LO_F64 else _EM1_LO_F64
-    xc = xc if xc < _EXP_HI_F64 else _EXP_HI_F64
-    n = (xc * _LOG2E_F64 + _RND_F64) - _RND_F64
+    xc = min(max(x, _EM1_LO_F64), _EXP_HI_F64)
+    t = xc * _LOG2E_F64 + _RND_F64
+    n = t - _RND_F64
     r = xc - n * _LN2HI_F64
     r = r - n * _LN2LO_F64
     p = _em1_poly_f64(r)
-    nc = n if n < _EM1_NCLAMP_F64 else _EM1_NCLAMP_F64
-    s = _pow2(nc)
+    s = _pow2_rnd(min(t, _EM1_TCLAMP_F64))   # 2**min(n, NCLAMP)
     y_small = s * p + (s - _ONE_F64)
-    y_big = _ldexp_split(p + _ONE_F64, n) - _ONE_F64
+    y_big = _ldexp_rnd(p + _ONE_F64, t) - _ONE_F64
     y = y_small if n < _EM1_NBIG_F64 else y_big
     y = x if abs(x) < _EM1_TINY_F64 else y
     return y if x == x else x
@@ -733,14 +753,15 @@ def tanh_f32(x):
     _always_inline()
     a = abs(x)
     # em = expm1(-2|x|) in (-1, 0]; the argument is clamped at -20 (em -> -1,
-    # tanh -> 1) and a nan maps to the clamp (fixed by the last select).
+    # tanh -> 1); a nan stays nan, and the last select returns x itself.
     v = -(a + a)
-    v = v if v > _TANH_LO_F32 else _TANH_LO_F32
-    n = (v * _LOG2E_F32 + _RND_F32) - _RND_F32
+    v = max(v, _TANH_LO_F32)
+    t = v * _LOG2E_F32 + _RND_F32
+    n = t - _RND_F32
     r = v - n * _LN2HI_F32
     r = r - n * _LN2LO_F32
     p = _em1_poly_f32(r)
-    s = _pow2(n)                               # n in [-29, 0]
+    s = _pow2_rnd(t)                               # n in [-29, 0]
     em = s * p + (s - _ONE_F32)
     y = -em / (_TWO_F32 + em)                  # tanh(|x|)
     y = -y if x < _ZERO_F32 else y
@@ -754,12 +775,13 @@ def tanh_f64(x):
     _always_inline()
     a = abs(x)
     v = -(a + a)
-    v = v if v > _TANH_LO_F64 else _TANH_LO_F64
-    n = (v * _LOG2E_F64 + _RND_F64) - _RND_F64
+    v = max(v, _TANH_LO_F64)
+    t = v * _LOG2E_F64 + _RND_F64
+    n = t - _RND_F64
     r = v - n * _LN2HI_F64
     r = r - n * _LN2LO_F64
     p = _em1_poly_f64(r)
-    s = _pow2(n)                               # n in [-58, 0]
+    s = _pow2_rnd(t)                               # n in [-58, 0]
     em = s * p + (s - _ONE_F64)
     y = -em / (_TWO_F64 + em)
     y = -y if x < _ZERO_F64 else y
@@ -803,7 +825,7 @@ def erf_f32(x):
     p = p * u + _A1_F32
     p = p * u + _A0_F32
     y_small = x + x * p
-    ac = a if a < _ERF_CLAMP_F32 else _ERF_CLAMP_F32   # nan -> clamp
+    ac = min(a, _ERF_CLAMP_F32)
     t = ac - _ERF_SPLIT_F32
     q = _B6_F32
     q = q * t + _B5_F32
