@@ -282,17 +282,19 @@ class Program:
         for v, value in graph.consts:
             self.const_slots.append((self._slot(v), value))
         self._ahead = ahead.start(self)  # a child compiles some kernels meanwhile
-        for step in self.part.steps:
-            n = len(self._descs)
-            if isinstance(step, KernelGroup):
-                self.ops.append(self._kernel_op(step))
-            elif isinstance(step, CallStep):
-                self.ops.append(self._call_op(step.eqn, step.how))
-            elif isinstance(step, ViewStep):
-                self.ops.append(self._call_op(step.eqn, "view"))
-            if len(self._descs) == n:
-                self._descs.append(None)
-        self._ahead.close()
+        try:
+            for step in self.part.steps:
+                n = len(self._descs)
+                if isinstance(step, KernelGroup):
+                    self.ops.append(self._kernel_op(step))
+                elif isinstance(step, CallStep):
+                    self.ops.append(self._call_op(step.eqn, step.how))
+                elif isinstance(step, ViewStep):
+                    self.ops.append(self._call_op(step.eqn, "view"))
+                if len(self._descs) == n:
+                    self._descs.append(None)
+        finally:  # (if a step raises, the child must not outlive the failed build)
+            self._ahead.close()
         self.result_reads = [self._reader(x) for x in graph.results]
         self._pad = [None] * (self.n_slots - self.n_args)
         self._result_slots = None

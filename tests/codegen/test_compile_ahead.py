@@ -242,3 +242,34 @@ def test_the_program_reads_each_report_as_it_comes(monkeypatch):
         pass
     assert a.fd is None and not a.pending and bumps == [
         ("numba_compiles", 1), ("modules_written", 1), ("objects_written", 1)]
+
+
+def test_a_build_that_raises_stops_the_child_at_once(fresh_cache, started, monkeypatch):
+    """If building the program raises part-way, the child is stopped and reaped before the
+    error reaches the caller, not whenever the failed program is collected."""
+    from codegen import runtime
+
+    monkeypatch.setattr(ahead, "_compile_in_child", lambda source, name: time.sleep(600))
+    original, calls = runtime.Program._kernel_op, []
+
+    def kernel_op(self, group):
+        calls.append(group)
+        if len(calls) == 2:
+            raise RuntimeError("build failed here")
+        return original(self, group)
+    monkeypatch.setattr(runtime.Program, "_kernel_op", kernel_op)
+    pids = []
+    original_close = ahead.Ahead.close
+
+    def close(self):
+        if self.pid is not None:
+            pids.append(self.pid)
+        original_close(self)
+    monkeypatch.setattr(ahead.Ahead, "close", close)
+    with pytest.raises(RuntimeError, match="build failed here"):
+        run_compiled()
+    (a,) = started
+    assert a.forked and a.pid is None and a.fd is None
+    (pid,) = pids
+    with pytest.raises(ChildProcessError):  # killed and reaped: not even a zombie
+        os.waitpid(pid, os.WNOHANG)
