@@ -17,6 +17,7 @@ from . import dtypes
 from . import functions as _functions
 from . import ops
 from .dtypes import bool_, float32, float64, int32, int64
+from . import tensor as _tensor
 from .tensor import Tensor
 from . import autograd
 from .autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
@@ -40,6 +41,9 @@ from .functions import (  # noqa: E402
 from . import nn  # noqa: E402
 from . import optim  # noqa: E402
 from .nn.functional import softmax, log_softmax  # noqa: E402
+
+Tensor.softmax = _tensor._method(softmax)          # x.softmax(dim), as in PyTorch
+Tensor.log_softmax = _tensor._method(log_softmax)
 
 bool = bool_  # noqa: A001  (eager.bool, like torch.bool)
 float = float32  # noqa: A001

@@ -581,6 +581,14 @@ for _name in ("add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq", "ne
               "expand_as", "logical_not"):
     setattr(Tensor, _name, _method(getattr(F, _name)))
 Tensor.__eq__ = Tensor.__eq__  # keep identity hashing with elementwise ==
+
+
+def _where(self, condition, other):
+    """``x.where(condition, y)`` is ``where(condition, x, y)``, as in PyTorch."""
+    return F.where(condition, self, other)
+
+
+Tensor.where = _where
 Tensor.multiply = Tensor.mul
 Tensor.subtract = Tensor.sub
 Tensor.divide = Tensor.div

@@ -276,3 +276,21 @@ def test_broadcasting_binary_ops_against_numpy(shapes, op, seed):
     if op != "lt":
         out.sum().backward()
         assert a.grad.shape == sa and b.grad.shape == sb
+
+
+def test_softmax_log_softmax_and_where_as_tensor_methods():
+    """DESIGN lists softmax, log_softmax and where among the ops that are also methods;
+    PyTorch's x.where(cond, y) is where(cond, x, y)."""
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((3, 5))
+    x = eager.tensor(a, requires_grad=True)
+    e = np.exp(a - a.max(axis=0, keepdims=True))
+    np.testing.assert_allclose(x.softmax(0).detach().numpy(), e / e.sum(axis=0), rtol=1e-12)
+    np.testing.assert_allclose(x.log_softmax(dim=-1).detach().numpy(),
+                               a - a.max(1, keepdims=True)
+                               - np.log(np.exp(a - a.max(1, keepdims=True)).sum(1, keepdims=True)),
+                               rtol=1e-12)
+    out = x.where(x > 0, -1.0)
+    np.testing.assert_array_equal(out.detach().numpy(), np.where(a > 0, a, -1.0))
+    out.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), (a > 0).astype(np.float64))
