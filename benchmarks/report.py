@@ -319,6 +319,9 @@ def peers_line(doc: dict) -> str | None:
 
 def method_text(doc: dict) -> str:
     m = doc["method"]
+    n = m.get("fresh_repeat", 1)
+    fresh = (f"Both are medians of {n} such pairs of processes, each pair with a cache of "
+             f"its own." if n > 1 else "Both are one run each.")
     return (f"Median of {m['repeat']} timed runs per cell (W7: {m['repeat_W7']}), each run "
             f"at least {m['min_run_s'] * 1e3:.0f} ms of back-to-back calls, after a warm-up; "
             f"the cells of a row are timed round-robin. Every cell is verified against a "
@@ -327,7 +330,7 @@ def method_text(doc: dict) -> str:
             f"directory, after numpy and tracejit are imported (Numba is imported during the "
             f"call, to compile). Fresh process (warm cache): imports + first call in a new process "
             f"reusing that cache, with tracejit's .pyc files written beforehand (as a "
-            f"previous run writes them).")
+            f"previous run writes them). {fresh}")
 
 
 def markdown(doc: dict) -> str:

@@ -20,6 +20,7 @@ import gc
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -38,8 +39,8 @@ REPO = Path(__file__).resolve().parent.parent
 DEFAULT_JSON = Path(__file__).resolve().parent / "results" / "latest.json"
 SCHEMA = "tracejit-benchmarks/1"
 
-FULL = {"repeat": 15, "repeat_W7": 9, "min_run_s": 0.2}
-QUICK = {"repeat": 5, "repeat_W7": 3, "min_run_s": 0.03}
+FULL = {"repeat": 15, "repeat_W7": 9, "min_run_s": 0.2, "fresh_repeat": 3}
+QUICK = {"repeat": 5, "repeat_W7": 3, "min_run_s": 0.03, "fresh_repeat": 1}
 QUICK_FRESH = ("W6", "W1")     # --quick measures the fresh-process columns only for these,
 QUICK_BUDGET_S = 60            # and skips them (and the eager-overhead ratios) when the run
 QUICK_COST_S = {"W6": 5, "W1": 9, "overhead": 8}   # would otherwise pass this budget
@@ -170,37 +171,57 @@ def _write_bytecode() -> str:
     return _BYTECODE[0]
 
 
-def fresh_process(key: str) -> dict:
-    """First call of the compiled workload in a new process: cold, then warm cache."""
-    cache = Path(tempfile.mkdtemp(prefix="tracejit-bench-")) / "cache"
-    out = {"cache_dir": "a new empty temporary directory", "bytecode": _write_bytecode()}
-    try:
-        for phase in ("cold", "warm"):
-            stdout, error = _run_child(["benchmarks.first_call", key],
-                                       _child_env({"TRACEJIT_CACHE_DIR": str(cache)}))
-            if error:
-                out[phase] = {"error": error}
-                break
-            out[phase] = json.loads(stdout.strip().splitlines()[-1])
-    finally:
-        shutil.rmtree(cache.parent, ignore_errors=True)
+def fresh_process(key: str, repeat: int = 1) -> dict:
+    """First call of the compiled workload in new processes, `repeat` times: a cold one
+    (an empty kernel cache), then a warm one (that cache). ``cold``/``warm`` are the first
+    pair's reports, ``runs`` every pair's."""
+    out = {"cache_dir": "a new empty temporary directory", "bytecode": _write_bytecode(),
+           "runs": []}
+    for _ in range(repeat):
+        cache = Path(tempfile.mkdtemp(prefix="tracejit-bench-")) / "cache"
+        pair = {}
+        try:
+            for phase in ("cold", "warm"):
+                stdout, error = _run_child(["benchmarks.first_call", key],
+                                           _child_env({"TRACEJIT_CACHE_DIR": str(cache)}))
+                if error:
+                    pair[phase] = {"error": error}
+                    break
+                pair[phase] = json.loads(stdout.strip().splitlines()[-1])
+        finally:
+            shutil.rmtree(cache.parent, ignore_errors=True)
+        out["runs"].append(pair)
+        if any("error" in part for part in pair.values()):
+            break
+    failed = [pair for pair in out["runs"] if any("error" in part for part in pair.values())]
+    out.update(failed[0] if failed else out["runs"][0])
     return out
 
 
+def _first_call_s(report: dict, imports: bool) -> float:
+    extra = report["second_call_s"] if report.get("retraced") else 0.0
+    return (report["import_s"] if imports else 0.0) + report["first_call_s"] + extra
+
+
 def add_fresh(row: dict, fresh: dict) -> None:
+    """The fresh-process columns: medians over the runs (all of them or none: a run that
+    failed shows as the error)."""
     row["fresh"] = fresh
-    cold, warm = fresh.get("cold") or {}, fresh.get("warm") or {}
-    if "first_call_s" in cold:
-        extra = cold["second_call_s"] if cold.get("retraced") else 0.0
-        row["first_call_cold_s"] = cold["first_call_s"] + extra
-        if cold.get("stats", {}).get("numba_compiles", 0) == 0:
-            row["notes"].append("the cold run compiled no kernels (was the cache empty?)")
-    if "first_call_s" in warm:
-        extra = warm["second_call_s"] if warm.get("retraced") else 0.0
-        row["first_call_warm_s"] = warm["import_s"] + warm["first_call_s"] + extra
-        if warm.get("stats", {}).get("numba_compiles", 0):
-            row["notes"].append(f"the warm-cache process still compiled "
-                                f"{warm['stats']['numba_compiles']} kernels")
+    runs = fresh.get("runs") or [{"cold": fresh.get("cold"), "warm": fresh.get("warm")}]
+    colds = [r.get("cold") or {} for r in runs]
+    warms = [r.get("warm") or {} for r in runs]
+    if all("first_call_s" in c for c in colds):
+        row["first_call_cold_runs_s"] = [_first_call_s(c, False) for c in colds]
+        row["first_call_cold_s"] = statistics.median(row["first_call_cold_runs_s"])
+        if any(c.get("stats", {}).get("numba_compiles", 0) == 0 for c in colds):
+            row["notes"].append("a cold run compiled no kernels (was the cache empty?)")
+    if all("first_call_s" in w for w in warms):
+        row["first_call_warm_runs_s"] = [_first_call_s(w, True) for w in warms]
+        row["first_call_warm_s"] = statistics.median(row["first_call_warm_runs_s"])
+        compiled = max(w.get("stats", {}).get("numba_compiles", 0) for w in warms)
+        if compiled:
+            row["notes"].append(f"a warm-cache process still compiled {compiled} kernels")
+    cold = colds[0]
     if cold.get("retraced"):
         row["notes"].append(
             f"first-call columns include the second call (cold: {cold['first_call_s']:.2f} s "
@@ -343,7 +364,7 @@ def main(argv=None) -> int:
             continue
         t0 = time.perf_counter()
         row = rows[key]
-        add_fresh(row, fresh_process(key))
+        add_fresh(row, fresh_process(key, config["fresh_repeat"]))
         progress(f"[{key}] fresh processes: cold "
                  f"{row.get('first_call_cold_s', float('nan')):.2f} s, warm "
                  f"{row.get('first_call_warm_s', float('nan')):.2f} s; "

@@ -42,6 +42,7 @@ def test_json_schema(quick_run):
     assert w["first_call_cold_s"] > 0 and w["first_call_warm_s"] > 0
     assert w["fresh"]["cold"]["stats"]["numba_compiles"] >= 1
     assert w["fresh"]["warm"]["stats"]["numba_compiles"] == 0
+    assert len(w["fresh"]["runs"]) == 1 and w["first_call_cold_runs_s"] == [w["first_call_cold_s"]]
     assert "def kernel" in doc["example"]["kernel_source"]
 
 
@@ -68,3 +69,34 @@ def test_report_files_and_stdout(quick_run):
     assert "fused kernels:" in proc.stdout           # W1's IR printed after the table
     assert "def kernel(" in proc.stdout              # and its kernel source
     assert "FAILED" not in proc.stdout
+
+
+def _report(first, imports=0.1, second=0.001, retraced=False, compiles=1):
+    return {"import_s": imports, "first_call_s": first, "second_call_s": second,
+            "retraced": retraced, "stats": {"numba_compiles": compiles}}
+
+
+def test_fresh_columns_are_medians_of_the_runs():
+    from benchmarks.suite import add_fresh
+
+    row = {"notes": []}
+    runs = [{"cold": _report(0.5), "warm": _report(0.02, compiles=0)},
+            {"cold": _report(0.3), "warm": _report(0.04, compiles=0)},
+            {"cold": _report(0.4), "warm": _report(0.03, imports=0.2, compiles=0)}]
+    add_fresh(row, {"runs": runs, **runs[0]})
+    assert row["first_call_cold_runs_s"] == [0.5, 0.3, 0.4]
+    assert row["first_call_cold_s"] == 0.4
+    assert row["first_call_warm_s"] == pytest.approx(0.14)  # imports + first call: 0.12, 0.14, 0.23
+    assert row["notes"] == []
+    # a retraced first call counts the second call too; a warm run that compiled is noted
+    row = {"notes": []}
+    runs = [{"cold": _report(0.5, second=0.3, retraced=True), "warm": _report(0.02)}]
+    add_fresh(row, {"runs": runs, **runs[0]})
+    assert row["first_call_cold_s"] == pytest.approx(0.8)
+    assert any("still compiled 1 kernels" in n for n in row["notes"])
+    # a failed run leaves the column to the error
+    row = {"notes": []}
+    runs = [{"cold": _report(0.5), "warm": _report(0.02, compiles=0)}, {"cold": {"error": "x"}}]
+    add_fresh(row, {"runs": runs, **runs[1]})
+    assert "first_call_cold_s" not in row and "first_call_warm_s" not in row
+    assert row["fresh"]["cold"] == {"error": "x"}  # what the table shows
