@@ -771,6 +771,38 @@ def test_split_elementwise_kernels_cover_every_element_once(monkeypatch, n):
             assert "prange(" in kernel.source or "range(lo, hi)" in kernel.source
 
 
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("n, align", [(1, 64), (64, 64), (1000, 64), (4099, 64), (7, 1),
+                                      (64, 1)])
+def test_split_call_pieces_tile_the_range_and_errors_reach_the_caller(monkeypatch, threads,
+                                                                      n, align):
+    """The runtime's split: pieces taken by whichever thread is free tile [0, n) exactly,
+    start at multiples of `align`, and a piece that raises raises in the caller."""
+    from codegen import runtime
+
+    monkeypatch.setattr(runtime, "_SPLIT_THREADS", threads)
+    monkeypatch.setattr(runtime, "_SPLIT_POOL", None)
+    taken = []
+
+    def entry(a, lo, hi):
+        taken.append((lo, hi))
+        a[lo:hi] += 1
+
+    a = np.zeros(n)
+    runtime._split_call(entry, n, align)(a)
+    np.testing.assert_array_equal(a, 1.0)
+    assert all(lo % align == 0 and lo < hi for lo, hi in taken)
+    assert len(taken) <= max(1, threads * runtime.PIECES_PER_THREAD)
+
+    def failing(a, lo, hi):
+        if hi == n:
+            raise ValueError("last piece")
+    with pytest.raises(ValueError, match="last piece"):
+        runtime._split_call(failing, n, align)(a)
+    if runtime._SPLIT_POOL is not None:  # (this test's pool; monkeypatch restores the other)
+        runtime._SPLIT_POOL.shutdown()
+
+
 @pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs fork")
 def test_split_kernels_work_in_a_forked_child(monkeypatch):
     """A child forked after a split kernel ran inherits the thread pool object but not its
