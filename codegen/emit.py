@@ -52,9 +52,13 @@ PARALLEL_MIN_SIZE = _env_threshold("TRACEJIT_PARALLEL_MIN_SIZE", 1 << 22)
 # A row kernel's full-size output of at least this many bytes is written with streaming
 # (non-temporal) stores: each row is computed into a small buffer, then streamed out (see
 # codegen.vmath.stream_copy). Half the L3 cache: an output this large does not stay in the
-# cache for its reader, and writing it through the cache first reads every line. Measured
-# on (4096,1024) float32 (16 MiB out, reused heap memory), time with / without, median of
-# per-round ratios over 6-9 runs: softmax 0.94 (0.90-1.00), layer_norm 0.96 (0.77-1.09).
+# cache for its reader, and writing it through the cache first reads every line. Not an
+# output whose row keeps an intermediate for the last pass (softmax's exp): streaming it
+# costs one pass more, through a buffer of its own. Medians of 3 processes each, streamed
+# against plain stores, (rows, 1024) float32: layer_norm 4096 rows (16 MiB) 0.63 against
+# 0.65 ms, and 1.53-1.58 against 1.67-2.28 ms with another job copying 128 MiB arrays;
+# 16384 rows 3.34 against 3.85 ms. Softmax 4096 rows 1.01 against 0.91 ms (2.0-2.3
+# against 1.6-1.7 with that job), 16384 rows 3.90 against 3.67 ms.
 # Elementwise kernels do not stream: W1 (GELU, 64 MiB out) was 1.14-1.22x slower. Its
 # output is fresh memory that the kernel's page-fault handler has just zeroed through the
 # cache; plain stores hit those lines, streaming ones gain nothing, and the extra pass
@@ -528,7 +532,6 @@ def _row_code(ks: KernelSource, loop_vars, idx) -> tuple[list, list]:
                    and _is_row_value(g, e.out)]
     full_outputs = [v for v in ks.outputs if not _is_row_value(g, v)]
     row_outputs = [v for v in ks.outputs if _is_row_value(g, v)]
-    streamed = {id(v) for v in full_outputs if _streams(g, v)}
     n_passes = max((stage[id(e.out)] for e in reductions), default=0)
 
     # The passes: reductions of stage p, then (if any) the full-size outputs.
@@ -543,6 +546,21 @@ def _row_code(ks: KernelSource, loop_vars, idx) -> tuple[list, list]:
         for e in g.members:
             if id(e.out) in need and id(e.out) in later and e.op in _EXPENSIVE:
                 cache.add(id(e.out))
+    # A full-size output's row is a free buffer until the last pass, which reads a kept
+    # value at the position it then writes (the stores come after all loads): softmax keeps
+    # exp(x - max) in its output row (saves a buffer's traffic: 6% of softmax (4096,1024)).
+    host = {}  # kept value -> the output whose row keeps it
+    free_rows = list(full_outputs)
+    for key in [k for e in g.members for k in [id(e.out)] if k in cache]:
+        out = next((v for v in free_rows if v.type.dtype == ks.members[key].out.type.dtype),
+                   None)
+        if out is not None:
+            free_rows.remove(out)
+            host[key] = out
+    # Such an output is stored plainly: streaming it would cost a pass through a buffer of
+    # its own (see STREAM_MIN_BYTES).
+    hosts = {id(v) for v in host.values()}
+    streamed = {id(v) for v in full_outputs if id(v) not in hosts and _streams(g, v)}
     buffers = {}
     # Allocated once, not per row (a heap allocation per row cost softmax (4096,1024) 7%).
     buffer_lines: list = []
@@ -553,10 +571,7 @@ def _row_code(ks: KernelSource, loop_vars, idx) -> tuple[list, list]:
     stored: set = set()
     counter = [0]
 
-    # A full-size output's row is a free buffer until the last pass, which reads a kept
-    # value at the position it then writes (the stores come after all loads): softmax keeps
-    # exp(x - max) in its output row (saves a buffer's traffic: 6% of softmax (4096,1024)).
-    # A streamed output is written from a row buffer of its own, free in the same way.
+    # A streamed output is written from a row buffer of its own.
     stream_rows = {}
     for v in full_outputs:
         if id(v) in streamed:
@@ -564,17 +579,11 @@ def _row_code(ks: KernelSource, loop_vars, idx) -> tuple[list, list]:
             buffer_lines.append(f"    {stream_rows[id(v)]} = np.empty({math.prod(inner_shape)}, "
                                 f"{np_type(v.type.dtype)})  # a row of "
                                 f"{ks.out_names[id(v)]}, streamed to it")
-    free_rows = [v for v in full_outputs]
     for key in [k for e in g.members for k in [id(e.out)] if k in cache]:
         e = ks.members[key]
-        out = next((v for v in free_rows if v.type.dtype == e.out.type.dtype), None)
-        if out is not None:
-            free_rows.remove(out)
-            if id(out) in streamed:
-                buffers[key] = (stream_rows[id(out)], inner_flat)
-                continue
+        if key in host:
             # (only here: with a symbolic inner size this index needs it as a stride)
-            buffers[key] = (ks.out_names[id(out)], ks.index(_flat(g.shape, idx)))
+            buffers[key] = (ks.out_names[id(host[key])], ks.index(_flat(g.shape, idx)))
             continue
         name = f"row{len(buffer_lines)}"
         buffers[key] = (name, inner_flat)
