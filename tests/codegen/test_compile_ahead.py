@@ -67,6 +67,25 @@ def started(monkeypatch):
 
 
 @pytest.fixture
+def closed_pids(monkeypatch):
+    """The children's pids, as each Ahead closes (stops and reaps) its child."""
+    pids = []
+    original_close = ahead.Ahead.close
+
+    def close(self):
+        if self.pid is not None:
+            pids.append(self.pid)
+        original_close(self)
+    monkeypatch.setattr(ahead.Ahead, "close", close)
+    return pids
+
+
+def assert_reaped(pid):
+    with pytest.raises(ChildProcessError):  # killed and reaped: not even a zombie
+        os.waitpid(pid, os.WNOHANG)
+
+
+@pytest.fixture
 def reference(tmp_path_factory, monkeypatch):
     """The same program compiled without compiling ahead, in a cache of its own."""
     with monkeypatch.context() as m:
@@ -147,24 +166,16 @@ def test_a_child_that_dies_leaves_its_kernels_to_the_program(fresh_cache, refere
 
 
 def test_a_stalled_child_is_stopped_and_its_kernels_compiled_here(fresh_cache, reference,
-                                                                  started, monkeypatch):
+                                                                  started, closed_pids,
+                                                                  monkeypatch):
     monkeypatch.setattr(ahead, "_compile_in_child", lambda source, name: time.sleep(600))
     monkeypatch.setattr(ahead, "STALL_SECONDS", 0.5)
-    pids = []
-    original_close = ahead.Ahead.close
-
-    def close(self):
-        if self.pid is not None:
-            pids.append(self.pid)
-        original_close(self)
-    monkeypatch.setattr(ahead.Ahead, "close", close)
     t0 = time.perf_counter()
     got = run_compiled()
     assert time.perf_counter() - t0 < 60
     assert_like_reference(got, reference)
-    (pid,) = pids
-    with pytest.raises(ChildProcessError):  # killed and reaped: not even a zombie
-        os.waitpid(pid, os.WNOHANG)
+    (pid,) = closed_pids
+    assert_reaped(pid)
 
 
 def test_no_child_when_it_cannot_help_or_may_not_be_safe(fresh_cache, started, monkeypatch):
@@ -244,7 +255,8 @@ def test_the_program_reads_each_report_as_it_comes(monkeypatch):
         ("numba_compiles", 1), ("modules_written", 1), ("objects_written", 1)]
 
 
-def test_a_build_that_raises_stops_the_child_at_once(fresh_cache, started, monkeypatch):
+def test_a_build_that_raises_stops_the_child_at_once(fresh_cache, started, closed_pids,
+                                                      monkeypatch):
     """If building the program raises part-way, the child is stopped and reaped before the
     error reaches the caller, not whenever the failed program is collected."""
     from codegen import runtime
@@ -258,18 +270,9 @@ def test_a_build_that_raises_stops_the_child_at_once(fresh_cache, started, monke
             raise RuntimeError("build failed here")
         return original(self, group)
     monkeypatch.setattr(runtime.Program, "_kernel_op", kernel_op)
-    pids = []
-    original_close = ahead.Ahead.close
-
-    def close(self):
-        if self.pid is not None:
-            pids.append(self.pid)
-        original_close(self)
-    monkeypatch.setattr(ahead.Ahead, "close", close)
     with pytest.raises(RuntimeError, match="build failed here"):
         run_compiled()
     (a,) = started
     assert a.forked and a.pid is None and a.fd is None
-    (pid,) = pids
-    with pytest.raises(ChildProcessError):  # killed and reaped: not even a zombie
-        os.waitpid(pid, os.WNOHANG)
+    (pid,) = closed_pids
+    assert_reaped(pid)
