@@ -32,10 +32,10 @@ autograd.Tensor = Tensor
 from .functions import (  # noqa: E402
     abs, add, amax, amin, arange, argmax, argmin, as_tensor, broadcast_to, cat, clamp, clip,
     concatenate, div, dot, eq, erf, exp, expand, eye, flatten, from_numpy, full, full_like, ge,
-    gt, le, linspace, log, logical_not, logsumexp, lt, matmul, max, maximum, mean, min, minimum,
-    mul, ne, neg, ones, ones_like, permute, pow, rand, rand_like, randint, randn, randn_like,
-    relu, reshape, sigmoid, sign, sqrt, squeeze, stack, stop_gradient, sub, sum, tanh, tensor,
-    transpose,
+    gt, isfinite, isinf, isnan, le, linspace, log, logical_not, logsumexp, lt, matmul, max,
+    maximum, mean, min, minimum, mul, ne, neg, ones, ones_like, permute, pow, rand, rand_like,
+    randint, randn, randn_like, relu, reshape, rsqrt, sigmoid, sign, sqrt, square, squeeze,
+    stack, std, stop_gradient, sub, sum, tanh, tensor, transpose, var,
     unsqueeze, where, zeros, zeros_like,
 )
 from . import nn  # noqa: E402

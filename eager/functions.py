@@ -232,6 +232,40 @@ def sign(x):
     return apply(OPS["sign"], as_tensor(x, "sign"))
 
 
+def square(x):
+    """x * x (torch.square)."""
+    x = as_tensor(x, "square")
+    return mul(x, x)
+
+
+def rsqrt(x):
+    """1 / sqrt(x) (torch.rsqrt); integers give the default float, as sqrt does."""
+    s = sqrt(as_tensor(x, "rsqrt"))
+    return div(const(1, s.dtype), s)
+
+
+def isnan(x):
+    """Where x is NaN, as a bool tensor (all False for integers and bools)."""
+    x = as_tensor(x, "isnan")
+    return ne(x, x)
+
+
+def isinf(x):
+    """Where x is +inf or -inf, as a bool tensor."""
+    x = as_tensor(x, "isinf")
+    if x.dtype.kind != "f":
+        return ne(x, x)
+    return eq(abs(x), const(math.inf, x.dtype))
+
+
+def isfinite(x):
+    """Where x is neither NaN nor ±inf, as a bool tensor."""
+    x = as_tensor(x, "isfinite")
+    if x.dtype.kind != "f":
+        return eq(x, x)
+    return lt(abs(x), const(math.inf, x.dtype))
+
+
 def logical_not(x):
     x = as_tensor(x, "logical_not")
     return eq(cast(x, dtypes.bool_), False)
@@ -295,23 +329,52 @@ def sum(x, dim=None, keepdim=False, dtype=None):  # noqa: A001
     return apply(OPS["sum"], x, axes=_norm_axes(dim, x.ndim, "sum"), keepdim=bool(keepdim))
 
 
-def mean(x, dim=None, keepdim=False):
-    x = as_tensor(x, "mean")
+def _float_reduction(x, op):
+    x = as_tensor(x, op)
     if x.dtype.kind != "f":
-        raise op_error("mean", f"needs a floating-point tensor, got {x.dtype}", (x,),
+        raise op_error(op, f"needs a floating-point tensor, got {x.dtype}", (x,),
                        hint="cast with .float() first", exc=TypeError)
+    return x
+
+
+def _symbolic_count(x, axes):
+    """How many elements a reduction over `axes` of `x` combines, where one of those sizes
+    is symbolic (tracer): counted at run time, as the sum of ones broadcast to the reduced
+    sizes (in int64: exact), cast to x's dtype."""
+    ones = apply(OPS["broadcast_to"], const(1, dtypes.int64),
+                 shape=tuple(x.shape[a] for a in axes))
+    return cast(apply(OPS["sum"], ones, axes=tuple(range(len(axes))), keepdim=False), x.dtype)
+
+
+def mean(x, dim=None, keepdim=False):
+    x = _float_reduction(x, "mean")
     axes = _norm_axes(dim, x.ndim, "mean")
-    if any(isinstance(x.shape[a], Dim) for a in axes):
-        # Over a symbolic size (tracer): the divisor is counted at run time, as the sum of
-        # ones broadcast to the reduced sizes (in int64: exact).
-        total = apply(OPS["sum"], x, axes=axes, keepdim=bool(keepdim))
-        ones = apply(OPS["broadcast_to"], const(1, dtypes.int64),
-                     shape=tuple(x.shape[a] for a in axes))
-        count = apply(OPS["sum"], ones, axes=tuple(range(len(axes))), keepdim=False)
-        return div(total, cast(count, x.dtype))
-    count = math.prod(x.shape[a] for a in axes)
     total = apply(OPS["sum"], x, axes=axes, keepdim=bool(keepdim))
+    if any(isinstance(x.shape[a], Dim) for a in axes):
+        return div(total, _symbolic_count(x, axes))
+    count = math.prod(x.shape[a] for a in axes)
     return mul(total, const(1.0 / count if count else float("nan"), x.dtype))
+
+
+def var(x, dim=None, unbiased=True, keepdim=False, *, correction=None):
+    """Variance over `dim` (torch.var): sum((x - mean)^2) / max(N - correction, 0), with
+    Bessel's correction 1 unless ``unbiased=False`` or `correction` says otherwise. One
+    element with correction 1 gives NaN, as in PyTorch."""
+    x = _float_reduction(x, "var")
+    c = (1 if unbiased else 0) if correction is None else correction
+    axes = _norm_axes(dim, x.ndim, "var")
+    d = sub(x, mean(x, axes, keepdim=True))
+    total = apply(OPS["sum"], mul(d, d), axes=axes, keepdim=bool(keepdim))
+    if any(isinstance(x.shape[a], Dim) for a in axes):
+        return div(total, maximum(sub(_symbolic_count(x, axes), const(c, x.dtype)),
+                                  const(0, x.dtype)))
+    return div(total, const(builtins.max(math.prod(x.shape[a] for a in axes) - c, 0),
+                            x.dtype))
+
+
+def std(x, dim=None, unbiased=True, keepdim=False, *, correction=None):
+    """sqrt(var(x, ...)) (torch.std)."""
+    return sqrt(var(x, dim, unbiased, keepdim, correction=correction))
 
 
 def amax(x, dim=None, keepdim=False):

@@ -578,7 +578,8 @@ for _name in ("add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq", "ne
               "gt", "ge", "neg", "exp", "log", "sqrt", "tanh", "sigmoid", "erf", "relu", "abs",
               "sign", "clamp", "clip", "mean", "amax", "amin", "argmax", "argmin", "logsumexp",
               "matmul", "dot", "transpose", "t", "unsqueeze", "squeeze", "flatten",
-              "expand_as", "logical_not"):
+              "expand_as", "logical_not", "square", "rsqrt", "isnan", "isinf", "isfinite",
+              "var", "std"):
     setattr(Tensor, _name, _method(getattr(F, _name)))
 Tensor.__eq__ = Tensor.__eq__  # keep identity hashing with elementwise ==
 

@@ -276,6 +276,25 @@ def _sqrt(v):
     return NAN if v < 0 else math.sqrt(v)
 
 
+def _rsqrt(v):
+    r = _sqrt(v)
+    return math.copysign(INF, r) if r == 0 else 1.0 / r
+
+
+def _var_row(correction):
+    def row_fn(r):
+        n = len(r)
+        if n == 0:
+            return NAN
+        m = _fsum(r) / n
+        ss = _fsum([(v - m) * (v - m) for v in r])
+        d = max(n - correction, 0)
+        if d == 0:
+            return NAN if (ss == 0 or ss != ss) else INF
+        return ss / d
+    return row_fn
+
+
 def _sigmoid(v):
     # an identity independent of the registry's two-branch formula
     return 0.5 * (1.0 + math.tanh(float(v) / 2.0))
@@ -358,6 +377,27 @@ def sum_ref(a, dim=None, keepdim=False):
 
 def mean_ref(a, dim=None, keepdim=False):
     return reduce_rows(a, dim, keepdim, lambda r: _fsum(r) / len(r) if r else NAN, a.dtype)
+
+
+def var_ref(a, dim=None, keepdim=False, unbiased=True, correction=None):
+    c = (1 if unbiased else 0) if correction is None else correction
+    return reduce_rows(a, dim, keepdim, _var_row(c), a.dtype)
+
+
+def _sqrt_array(a):
+    return np.array([_sqrt(v) for v in a.ravel().tolist()], dtype=a.dtype).reshape(a.shape)
+
+
+def _var_correction_samples(rng, dtype):
+    return [Sample((values(rng, (3, 4), dtype), 1), {"correction": 0}),
+            Sample((values(rng, (3, 4), dtype), (0, 1)), {"unbiased": False, "keepdim": True}),
+            Sample((values(rng, (2, 5), dtype), None), {"correction": 2}),
+            Sample((values(rng, (4, 3), dtype), 0), {"correction": 3})]
+
+
+def _var_grad(rng):
+    """(a reduction over one element with the correction is NaN: no gradient to check)"""
+    return [s for s in reduce_grad()(rng) if _reduced_size(s.args[0].shape, s.args[1]) >= 2]
 
 
 def amax_ref(a, dim=None, keepdim=False):
@@ -1003,6 +1043,16 @@ OPINFOS: list[OpInfo] = [
     _e("abs", "abs", eager.abs, pointwise(abs), unary_samples(), NUMERIC, unary_grad("nonzero")),
     _e("abs_operator", "abs", lambda a: abs(a), pointwise(abs), unary_samples(), NUMERIC,
        unary_grad("nonzero")),
+    _e("square", None, eager.square, pointwise(lambda v: v * v), unary_samples(), NUMERIC,
+       unary_grad()),
+    _e("rsqrt", None, lambda x: x.rsqrt(), pointwise(_rsqrt, float_result), unary_samples(),
+       NUMERIC, unary_grad("pos")),
+    _e("isnan", None, lambda x: x.isnan(), pointwise(lambda v: v != v, bool_result),
+       unary_samples(), ALL),
+    _e("isinf", None, eager.isinf, pointwise(lambda v: v in (INF, -INF), bool_result),
+       unary_samples(), ALL),
+    _e("isfinite", None, eager.isfinite, pointwise(lambda v: math.isfinite(v), bool_result),
+       unary_samples(), ALL),
     _e("sign", "sign", eager.sign, pointwise(_sign), unary_samples(), NUMERIC),
     _e("stop_gradient", "stop_gradient", eager.stop_gradient, pointwise(lambda v: v),
        unary_samples(), ALL),
@@ -1105,6 +1155,13 @@ OPINFOS: list[OpInfo] = [
        NUMERIC),
     _e("mean", None, lambda a, dim, keepdim: a.mean(dim=dim, keepdim=keepdim), mean_ref,
        reduce_samples(), FLOATS, reduce_grad(), tol={F32: (1e-5, 1e-6)}),
+    _e("var", None, lambda a, dim, keepdim: a.var(dim=dim, keepdim=keepdim), var_ref,
+       reduce_samples(), FLOATS, _var_grad, tol={F32: (1e-4, 1e-5)}),
+    _e("var_correction", None, eager.var, var_ref, _var_correction_samples, FLOATS,
+       lambda rng: _var_correction_samples(rng, F64), tol={F32: (1e-4, 1e-5)}),
+    _e("std", None, lambda a, dim, keepdim: eager.std(a, dim, keepdim=keepdim),
+       lambda a, dim, keepdim: _sqrt_array(var_ref(a, dim, keepdim)), reduce_samples(), FLOATS,
+       _var_grad, tol={F32: (1e-4, 1e-5)}),
     _e("amin", None, lambda a, dim, keepdim: a.amin(dim=dim, keepdim=keepdim), amin_ref,
        reduce_samples("grid", nonempty=True), ALL, reduce_grad("grid", nonempty=True)),
     _e("min_all", None, lambda a: a.min(), amin_ref, _shape_samples([((5,),), ((3, 4),)]),
