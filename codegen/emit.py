@@ -235,10 +235,31 @@ class KernelSource:
                 exponent = int(v)
             elif float(v) == 0.5:
                 exponent = 0.5  # numpy's scalar-exponent fast path: sqrt (see lower.py)
-        expr = expression(e.op, args, [x.type for x in e.inputs], e.out.type, e.params,
-                          self.imports, self.const, pow_exponent=exponent)
+        if e.op == "div" and e.out.type.dtype.kind == "f" and self._over_sqrt(e.inputs[1]):
+            # (x / sqrt(y) would become an rsqrt estimate, NaN at y = 0 and inf: see
+            # vmath.div_exact)
+            self.imports.add(("codegen.vmath", "div_exact"))
+            expr = f"div_exact({args[0]}, {args[1]})"
+        else:
+            expr = expression(e.op, args, [x.type for x in e.inputs], e.out.type, e.params,
+                              self.imports, self.const, pow_exponent=exponent)
         body.append(f"{name} = {expr}  # {_eqn_comment(e)}")
         scope[id(e.out)] = name
+
+    def _over_sqrt(self, x) -> bool:
+        """Whether kernel value `x` is computed from a sqrt in this kernel."""
+        seen, todo = set(), [x]
+        while todo:
+            v = todo.pop()
+            e = self.members.get(id(v)) if isinstance(v, Var) else None
+            if e is None or id(v) in seen:
+                continue
+            seen.add(id(v))
+            if e.op == "sqrt" or (e.op == "pow" and isinstance(e.inputs[1], Literal)
+                                  and float(e.inputs[1].value.item()) == 0.5):
+                return True
+            todo.extend(e.inputs)
+        return False
 
     # -------------------------------------------------------------- the module
     def header(self, kind_doc: str) -> list:

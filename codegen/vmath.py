@@ -132,7 +132,7 @@ __all__ = [
     "exp_f32", "exp_f64", "expm1_f32", "expm1_f64",
     "log_f32", "log_f64", "log1p_f32", "log1p_f64",
     "tanh_f32", "tanh_f64", "sigmoid_f32", "sigmoid_f64",
-    "erf_f32", "erf_f64", "maximum", "trip_count", "stream_copy", "store_fence",
+    "erf_f32", "erf_f64", "maximum", "trip_count", "stream_copy", "store_fence", "div_exact",
     "VMATH", "VMATH_NAMES", "VMATH_MAX_ULP", "VMATH_METHOD", "vmath_name",
     "FASTMATH_FLAGS",
 ]
@@ -845,6 +845,23 @@ def erf_f64(x):
     """erf for float64: libm fallback (scalar call, does not vectorize)."""
     _always_inline()
     return math.erf(x)
+
+
+# ---------------------------------------------------------------------------
+# exact division
+# ---------------------------------------------------------------------------
+
+@_vjit
+def div_exact(a, b):
+    """a / b, correctly rounded, in a kernel compiled with 'arcp'.
+
+    Under 'arcp' LLVM turns ``x / sqrt(y)`` into an estimate of 1/sqrt(y) (``vrsqrt14ps``)
+    refined by a Newton step, which gives NaN for y = 0 and y = inf, where numpy (eager)
+    gives inf and 0. Inlined, this division keeps this function's own flags (no 'arcp'),
+    so it stays a division; the code generator uses it for divisors that involve a sqrt.
+    """
+    _always_inline()
+    return a / b
 
 
 # ---------------------------------------------------------------------------

@@ -245,6 +245,12 @@ def _means(x):
     return x.mean(), x.mean(-1), x.mean(0), x.mean((0, 2), keepdim=True)
 
 
+def _moments(x):
+    return (x.var(), x.var(-1), x.std(0, unbiased=False), x.var((0, 2), keepdim=True),
+            eager.var(x, 1, correction=2), x.square().sum(-1), (x * x + 1.0).rsqrt(),
+            (x / x).isnan(), (1.0 / x).isinf(), (x / x).isfinite())
+
+
 def _min_max(x):
     mx = x.max(dim=1)
     mn = x.min(dim=-1, keepdim=True)
@@ -283,6 +289,7 @@ COMPOSITE_CASES: list[Case] = [
     Case("dropout_eval", _dropout_eval, UNARY),
     Case("clamp", _clamps, shapes([(3, 5), (5,)], [(), ()], [(0, 5), (5,)])),
     Case("mean", _means, shapes([(2, 3, 4)], None, None), tol="reduce"),
+    Case("moments", _moments, shapes([(2, 3, 4)], None, None), tol="reduce"),
     Case("amin_amax", _min_max, shapes([(3, 5)], None, None)),
     Case("matmul_shapes", lambda v, a, b: (v @ v, a @ v, v @ a.T, a @ b, eager.matmul(
         a.reshape(1, 4, 4).expand(2, 4, 4), b)), shapes([(4,), (4, 4), (2, 4, 3)])),
@@ -769,6 +776,19 @@ def test_split_elementwise_kernels_cover_every_element_once(monkeypatch, n):
                                        atol=1e-6)  # (an FMA: contract)
             kernel = g.get_concrete_function(b, x).kernels[0]
             assert "prange(" in kernel.source or "range(lo, hi)" in kernel.source
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_division_by_a_sqrt_is_exact_at_zero_and_inf(dtype):
+    """Under 'arcp' LLVM would compute x / sqrt(y) with an rsqrt estimate and a Newton step:
+    NaN at y = 0, -0 and inf, where eager gives inf, -inf and 0 (vmath.div_exact)."""
+    y = np.array([0.0, -0.0, np.inf, 4.0, 1e-30, 2.0, np.nan, -1.0] * 5, dtype)
+    x = eager.from_numpy(y)
+    fns = [lambda x: 1.0 / x.sqrt(), lambda x: x.rsqrt() * 3.0,
+           lambda x: (x + 1.0) / (x.sqrt() * 2.0), lambda x: 2.0 / x ** 0.5]
+    for fn in fns:
+        with np.errstate(all="ignore"):
+            assert_same(tracer.function(fn)(x).numpy(), fn(x).numpy(), dtype)
 
 
 @pytest.mark.parametrize("threads", [1, 2, 3])
