@@ -237,9 +237,16 @@ class KernelSource:
                 exponent = 0.5  # numpy's scalar-exponent fast path: sqrt (see lower.py)
         if e.op == "div" and e.out.type.dtype.kind == "f" and self._over_sqrt(e.inputs[1]):
             # (x / sqrt(y) would become an rsqrt estimate, NaN at y = 0 and inf: see
-            # vmath.div_exact)
+            # vmath.div_exact.) By a divisor the loop does not change (a scalar, or a row
+            # kernel's per-row value): times its exact reciprocal, which LLVM computes once,
+            # as 'arcp' did; 0 and inf give what division gives.
             self.imports.add(("codegen.vmath", "div_exact"))
-            expr = f"div_exact({args[0]}, {args[1]})"
+            d = e.inputs[1]
+            if math.prod(d.type.shape) == 1 or (g.kind == "row" and _is_row_value(g, d)):
+                one = self.const(1, e.out.type.dtype)
+                expr = f"({args[0]} * div_exact({one}, {args[1]}))"
+            else:
+                expr = f"div_exact({args[0]}, {args[1]})"
         else:
             expr = expression(e.op, args, [x.type for x in e.inputs], e.out.type, e.params,
                               self.imports, self.const, pow_exponent=exponent)

@@ -789,6 +789,16 @@ def test_division_by_a_sqrt_is_exact_at_zero_and_inf(dtype):
     for fn in fns:
         with np.errstate(all="ignore"):
             assert_same(tracer.function(fn)(x).numpy(), fn(x).numpy(), dtype)
+    # by a divisor the loop does not change (a 0-d value, a row's value): its reciprocal
+    rows = eager.from_numpy(np.array([[0.0, 0.0], [np.inf, 1.0], [1.0, 3.0]], dtype))
+    invariant = [(lambda x, s: x / s.sqrt(), (x, eager.from_numpy(np.array(v, dtype))))
+                 for v in (0.0, -0.0, np.inf, 2.0)]
+    invariant.append((lambda r: (r + 1.0) / r.sum(-1, keepdim=True).sqrt(), (rows,)))
+    for fn, args in invariant:
+        with np.errstate(all="ignore"):
+            f = tracer.function(fn)
+            assert_same(f(*args).numpy(), fn(*args).numpy(), dtype)
+        assert "* div_exact(" in f.get_concrete_function(*args).kernels[0].source
 
 
 @pytest.mark.parametrize("threads", [1, 2, 3])
