@@ -242,7 +242,8 @@ class KernelSource:
             # as 'arcp' did; 0 and inf give what division gives.
             self.imports.add(("codegen.vmath", "div_exact"))
             d = e.inputs[1]
-            if math.prod(d.type.shape) == 1 or (g.kind == "row" and _is_row_value(g, d)):
+            if (all(type(n) is int and n == 1 for n in d.type.shape)
+                    or (g.kind == "row" and _is_row_value(g, d))):
                 one = self.const(1, e.out.type.dtype)
                 expr = f"({args[0]} * div_exact({one}, {args[1]}))"
             else:
