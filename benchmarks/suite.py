@@ -173,8 +173,9 @@ def _write_bytecode() -> str:
 
 def fresh_process(key: str, repeat: int = 1) -> dict:
     """First call of the compiled workload in new processes, `repeat` times: a cold one
-    (an empty kernel cache), then a warm one (that cache). ``cold``/``warm`` are the first
-    pair's reports, ``runs`` every pair's."""
+    (an empty kernel cache), then a warm one (that cache); it stops at a pair that fails.
+    ``cold``/``warm`` are the first pair's reports (the failed pair's, whose error the
+    table shows), ``runs`` every pair's."""
     out = {"cache_dir": "a new empty temporary directory", "bytecode": _write_bytecode(),
            "runs": []}
     for _ in range(repeat):
@@ -191,10 +192,10 @@ def fresh_process(key: str, repeat: int = 1) -> dict:
         finally:
             shutil.rmtree(cache.parent, ignore_errors=True)
         out["runs"].append(pair)
-        if any("error" in part for part in pair.values()):
+        failed = any("error" in part for part in pair.values())
+        if failed:
             break
-    failed = [pair for pair in out["runs"] if any("error" in part for part in pair.values())]
-    out.update(failed[0] if failed else out["runs"][0])
+    out.update(pair if failed else out["runs"][0])  # (a failure's error is what shows)
     return out
 
 
