@@ -27,6 +27,7 @@ class _State(threading.local):
     live_scalar = None  # while tracing: turns a Python-number getter into a traced input
     on_grad = None  # while tracing: told of each read or write of a tensor's .grad
     making_state = False  # inside state_init(): new tensors are state, not trace values
+    on_item = None  # while tracing: reads and writes of tracked Python state (param groups)
 
 
 _state = _State()
@@ -166,6 +167,43 @@ def live_scalar(getter, dtype=np.float64, name: str = "", key=None):
     if hook is None:
         return getter()
     return hook(getter, np.dtype(dtype), name, key)
+
+
+def set_on_item(fn):
+    prev = _state.on_item
+    _state.on_item = fn
+    return prev
+
+
+# How a traced read of a tracked item (`read_item`) may depend on its value at each call.
+LIVE = "live"        # a number fed to tensor math: a per-call input (no retrace when it changes)
+VALUE = "value"      # decides what the code does: the trace is valid while it is equal
+TRUTH = "truth"      # decides a branch by its truth only (`if weight_decay:`)
+
+
+def read_item(container, key, how=VALUE, dtype=np.float64, name: str = ""):
+    """``container[key]``, for Python state that may change between calls of a compiled
+    function (an optimizer's hyperparameters in its param groups).
+
+    Eagerly this is ``container[key]``. While tracing, a value that the traced function itself
+    wrote earlier in the trace is that constant; otherwise, `how` says what the trace depends
+    on: LIVE makes it a 0-d tensor input read at every call (an lr schedule changes it without
+    retracing); VALUE and TRUTH guard it, so a call that sees another value (or truth) traces
+    again.
+    """
+    value = dict.__getitem__(container, key)
+    hook = _state.on_item
+    if hook is None:
+        return value
+    return hook(container, key, value, how, np.dtype(dtype), name)
+
+
+def note_item_write(container, key, value):
+    """Tracked Python state written by the code being traced (``group["lr"] = lr`` inside a
+    compiled step): the trace writes it at every call, as the Python code would."""
+    hook = _state.on_item
+    if hook is not None:
+        hook(container, key, value, "write", None, "")
 
 
 def get_compute():

@@ -14,8 +14,38 @@ import numpy as np
 
 from . import functions as T
 from .autograd import no_grad
-from .dispatch import live_scalar, state_init, tracing
+from .dispatch import LIVE, TRUTH, VALUE, _state, note_item_write, read_item, state_init, tracing
 from .tensor import Tensor
+
+_params = dict.__getitem__  # a group's parameter list, read without a trace event
+
+
+class ParamGroup(dict):
+    """One of `optimizer.param_groups`: a dict whose reads and writes a trace sees.
+
+    Hyperparameters may change between calls of a compiled training step (an LR schedule,
+    ``group["lr"] = lr`` inside the step). The optimizer reads each through
+    eager.dispatch.read_item, saying how it uses it (a number for tensor math is read at
+    every call; a switch such as ``nesterov`` is guarded); user code that reads or writes a
+    group inside a traced function is seen here.
+    """
+
+    __slots__ = ("name",)
+
+    def __getitem__(self, key):
+        if _state.on_item is None:
+            return dict.__getitem__(self, key)
+        return read_item(self, key, VALUE)
+
+    def get(self, key, default=None):
+        if key not in self:
+            return default
+        return self[key]
+
+    def __setitem__(self, key, value):
+        if _state.on_item is not None:  # (before the write: a trace notes the old value)
+            note_item_write(self, key, value)
+        dict.__setitem__(self, key, value)
 
 
 class Optimizer:
@@ -33,10 +63,11 @@ class Optimizer:
         self.state = defaultdict(dict)
 
     def add_param_group(self, group: dict):
-        group = dict(group)
-        ps = group["params"]
-        group["params"] = [ps] if isinstance(ps, Tensor) else list(ps)
-        for p in group["params"]:
+        group = ParamGroup(group)
+        group.name = f"optimizer.param_groups[{len(self.param_groups)}]"
+        ps = _params(group, "params")
+        dict.__setitem__(group, "params", [ps] if isinstance(ps, Tensor) else list(ps))
+        for p in _params(group, "params"):
             if not isinstance(p, Tensor):
                 raise TypeError(f"optimizer can only optimize Tensors, got {type(p).__name__}")
             # As PyTorch: frozen parameters (requires_grad=False) are accepted and skipped
@@ -45,12 +76,13 @@ class Optimizer:
                 raise ValueError("can't optimize a non-leaf Tensor; optimize the leaf it was "
                                  "computed from, or .detach().requires_grad_() a copy")
         for k, v in self.defaults.items():
-            group.setdefault(k, v)
+            if k not in group:
+                dict.__setitem__(group, k, v)
         self.param_groups.append(group)
 
     def zero_grad(self, set_to_none: bool = True):
         for group in self.param_groups:
-            for p in group["params"]:
+            for p in _params(group, "params"):
                 if set_to_none:
                     p.grad = None
                 elif p.grad is not None:
@@ -61,7 +93,7 @@ class Optimizer:
         groups = []
         for group in self.param_groups:
             ids = []
-            for p in group["params"]:
+            for p in _params(group, "params"):
                 index.setdefault(id(p), len(index))
                 ids.append(index[id(p)])
             g = {k: v for k, v in group.items() if k != "params"}
@@ -99,10 +131,28 @@ def _zeroed(grad: Tensor) -> Tensor:
     return T.zeros_like(grad)
 
 
-def _live_lr(opt, group):
-    """The group's learning rate: a float eagerly, a per-call input inside a trace."""
-    index = next(i for i, g in enumerate(opt.param_groups) if g is group)
-    return live_scalar(lambda: group["lr"], name=f"param_groups[{index}]['lr']", key=id(group))
+def _number(group, key):
+    """A hyperparameter fed to tensor math: a float eagerly, a per-call input when traced."""
+    return read_item(group, key, LIVE)
+
+
+def _switch(group, key):
+    """A hyperparameter that decides what the step does: a trace is valid for its value."""
+    return read_item(group, key, VALUE)
+
+
+def _nonzero(group, key):
+    """A hyperparameter used only if it is nonzero (`if weight_decay:`): None when it is
+    zero, else its value (read at every call when traced). A trace is valid while it stays
+    zero, or nonzero."""
+    if read_item(group, key, TRUTH):
+        return read_item(group, key, LIVE)
+    return None
+
+
+def _f64(x):
+    """A float64 0-d tensor of a hyperparameter (a traced per-call input already is one)."""
+    return x if isinstance(x, Tensor) else T.const(x, np.float64)
 
 
 def _step_tensor():
@@ -126,20 +176,22 @@ class SGD(Optimizer):
     def step(self, closure=None):
         loss = closure() if closure is not None else None
         for group in self.param_groups:
-            mu, wd = group["momentum"], group["weight_decay"]
-            lr = _live_lr(self, group)
-            for p in group["params"]:
+            mu, wd = _nonzero(group, "momentum"), _nonzero(group, "weight_decay")
+            lr = _number(group, "lr")
+            maximize, nesterov = _switch(group, "maximize"), _switch(group, "nesterov")
+            for p in _params(group, "params"):
                 g = p.grad
                 if g is None:
                     continue
-                if group["maximize"]:
+                if maximize:
                     g = -g
-                if wd:
+                if wd is not None:
                     g = g + p * wd
-                if mu:
+                if mu is not None:
+                    dampening = _nonzero(group, "dampening")
                     state = self.state.setdefault(p, {})
                     buf = state.get("momentum_buffer")
-                    if buf is None and group["dampening"] == 0 and tracing():
+                    if buf is None and dampening is None and tracing():
                         # Traced: a zero buffer made as existing state, then the update of
                         # every later step, which on zeros gives mu * 0 + g = g (PyTorch's
                         # first buffer; only a -0.0 gradient comes out +0.0). So the trace
@@ -153,8 +205,9 @@ class SGD(Optimizer):
                         # (1 - dampening) g would not be g).
                         buf = state["momentum_buffer"] = T.zeros_like(p).copy_(g)
                     else:
-                        buf.mul_(mu).add_(g, alpha=1 - group["dampening"])
-                    g = g + buf * mu if group["nesterov"] else buf
+                        buf.mul_(mu)
+                        buf.add_(g if dampening is None else g * (1 - dampening))
+                    g = g + buf * mu if nesterov else buf
                 p.add_(g, alpha=-lr)
         return loss
 
@@ -177,14 +230,15 @@ class Adam(Optimizer):
     def step(self, closure=None):
         loss = closure() if closure is not None else None
         for group in self.param_groups:
-            eps, wd = group["eps"], group["weight_decay"]
-            lr = _live_lr(self, group)
-            b1, b2 = group["betas"]
-            for p in group["params"]:
+            eps, wd = _number(group, "eps"), _nonzero(group, "weight_decay")
+            lr = _number(group, "lr")
+            b1, b2 = _number(group, "betas")
+            maximize = _switch(group, "maximize")
+            for p in _params(group, "params"):
                 g = p.grad
                 if g is None:
                     continue
-                if group["maximize"]:
+                if maximize:
                     g = -g
                 state = self.state[p]
                 if not state:  # also when opt.state[p] was only looked at (the defaultdict)
@@ -196,7 +250,7 @@ class Adam(Optimizer):
                         state["exp_avg_sq"] = T.zeros_like(p)
                 step = state["step"]
                 step.add_(1)
-                if wd:
+                if wd is not None:
                     if self._decoupled:
                         p.mul_(1 - lr * wd)
                     else:
@@ -215,8 +269,8 @@ class Adam(Optimizer):
                     # does not bake in a step count. In float64, as the eager floats: in
                     # float32, 0.999 is off by 1.3e-8, moving 1 - 0.999 ** 1 by 1.3e-5.
                     step64 = T.cast(step, np.float64)
-                    bc1 = 1 - T.pow(T.const(b1, np.float64), step64)
-                    bc2 = 1 - T.pow(T.const(b2, np.float64), step64)
+                    bc1 = 1 - T.pow(_f64(b1), step64)
+                    bc2 = 1 - T.pow(_f64(b2), step64)
                     step_size = T.cast(lr / bc1, p.dtype)
                     bc2_sqrt = T.cast(T.sqrt(bc2), p.dtype)
                 denom = T.sqrt(v) / bc2_sqrt + eps
@@ -235,4 +289,4 @@ class AdamW(Adam):
         super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize)
 
 
-__all__ = ["Optimizer", "SGD", "Adam", "AdamW"]
+__all__ = ["Optimizer", "ParamGroup", "SGD", "Adam", "AdamW"]

@@ -37,7 +37,8 @@ from .backends import get_backend
 from .ir import Graph, Var, verify
 from .pytree import LEAF, Static, flatten, unflatten
 from .control import GradientThroughControlFlow
-from .trace import LiveScalar, Trace, TracingError, current_trace
+from .pystate import ItemState
+from .trace import LiveScalar, Trace, TracingError, current_trace, restore_items
 
 _RUN_EAGERLY = [False]
 WARN_AFTER_TRACES = 8
@@ -106,7 +107,7 @@ class ConcreteFunction:
     def __init__(self, name, graph, raw_graph, program, arg_tree, out_tree, arg_names,
                  signature, captures, capture_grad_owner, update_targets, grad_pattern,
                  sources, one_shot, differentiable, trace_seconds, compile_seconds,
-                 created_targets, root_guards=()):
+                 created_targets, root_guards=(), item_state=None):
         self.name = name
         self.graph = graph
         self.raw_graph = raw_graph
@@ -124,6 +125,8 @@ class ConcreteFunction:
         # through: rebinding one (w = eager.randn(3) at module level) must retrace, and
         # nothing like STRUCTURE_EPOCH announces it, so identities are checked every call.
         self._root_guards = root_guards
+        # Param-group entries the trace read (guarded) and wrote (replayed each call).
+        self._items = item_state if item_state is not None else ItemState()
         self._epoch = STRUCTURE_EPOCH[0]
         self._capture_types = tuple((v.type.shape, v.type.dtype) for v in graph.captures)
         self._guard_seen = [None] * len(captures)  # per capture: last array that passed
@@ -142,9 +145,10 @@ class ConcreteFunction:
         self._created_targets = created_targets
         self._out_copies = _outputs_needing_copy(graph)
         self._plain = (not captures and not graph.updates and out_tree == LEAF
-                       and not self._out_copies and len(graph.outputs) == 1)
+                       and not self._out_copies and len(graph.outputs) == 1
+                       and not self._items)
         # Nothing captured, nothing to guard: the signature alone selects this trace.
-        self.unguarded = not captures and not root_guards
+        self.unguarded = not captures and not root_guards and not self._items
         # One array in, one fresh array out, nothing else to do: the one-argument fast path
         # of Function.__call__ calls this with the argument's array.
         self.run1 = getattr(program, "call1", None) if self._plain else None
@@ -220,7 +224,7 @@ class ConcreteFunction:
                 if current is not caps[i]:
                     return f"capture {src.describe}: the tensor object was replaced"
             self._epoch = STRUCTURE_EPOCH[0]
-        return None
+        return self._items.failure()
 
     # -------------------------------------------------------------- calling
     def _checked_call(self, leaves):
@@ -276,6 +280,8 @@ class ConcreteFunction:
             lines += [f"    if (c{i}._grad is None) != {was_none}:", "        return MISS"]
         if self._sources:
             lines += ["    if EPOCH[0] != self._epoch:", "        return MISS"]
+        for k, guard in enumerate(self._items.guards):
+            lines += guard.check_source(k, ns)
         n_in = len(self.graph.inputs)
         lines.append("    values = [" + ", ".join(
             [f"leaves[{j}]._data" for j in range(n_in)] + [f"d{i}" for i in range(len(caps))])
@@ -330,6 +336,9 @@ class ConcreteFunction:
                 lines.append(f"    assign_data(leaves[{i}], {r})")
             else:  # created state, input grads: not on the fast path (see Function.__call__)
                 return self._checked_call
+        if self._items.writes:
+            ns["items_replay"] = self._items.replay
+            lines.append("    items_replay()")
         lines.append("    return unflatten(out_tree, iter(outs))")
         source = "\n".join(lines) + "\n"
         exec(compile(source, f"<tracejit call {self.name}>", "exec"), ns)
@@ -406,6 +415,7 @@ class ConcreteFunction:
             return list(grads)
 
         attach(plan, outs, wrt, results[n_out:], replay, list(leaves) + list(caps))
+        self._items.replay()
         return unflatten(self.out_tree, iter(outs))
 
     def run(self, leaves):
@@ -421,6 +431,7 @@ class ConcreteFunction:
             results = self.program(values)
         outs = self._output_tensors(results)
         self._write_back(results[len(outs):], leaves)
+        self._items.replay()
         return unflatten(self.out_tree, iter(outs))
 
     def _input_values(self, leaves) -> list:
@@ -1083,7 +1094,8 @@ def trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
         update_targets=tuple(targets),
         grad_pattern=grad_pattern, sources=sources, one_shot=bool(created_targets),
         differentiable=differentiable, trace_seconds=t1 - t0, compile_seconds=t2 - t1,
-        created_targets=created_targets, root_guards=root_guards)
+        created_targets=created_targets, root_guards=root_guards,
+        item_state=ItemState(tr.item_guards.values(), tr.item_writes.values()))
 
 
 def _refuse_symbolic_outputs(tree, name):
@@ -1214,6 +1226,7 @@ def _reachable_tensor_ids(fn, args, kwargs) -> set:
 
 
 def _restore_captures(tr: Trace):
+    restore_items(tr)
     # Also the .grad of reachable tensors the trace never captured (it failed half-way).
     for t, grad in tr.entry_grads.values():
         t.grad = grad

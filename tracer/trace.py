@@ -125,7 +125,8 @@ class LiveScalar:
     Quacks like a captured tensor for the capture machinery: `_data` is read per call.
     """
 
-    __slots__ = ("getter", "dtype", "name", "_version", "grad", "grad_fn", "requires_grad")
+    __slots__ = ("getter", "dtype", "name", "_version", "grad", "grad_fn", "requires_grad",
+                 "_last", "_array")
 
     def __init__(self, getter, dtype, name=""):
         self.getter = getter
@@ -135,10 +136,18 @@ class LiveScalar:
         self.grad = None
         self.grad_fn = None
         self.requires_grad = False
+        self._last = self._array = None
 
     @property
     def _data(self):
-        return np.array(self.getter(), self.dtype)
+        # The same array while the getter returns the same object: a compiled call checks
+        # a capture's array by identity, and a new array per call would cost its checks.
+        value = self.getter()
+        if value is not self._last or self._array is None:
+            array = np.array(value, self.dtype)
+            array.flags.writeable = False
+            self._last, self._array = value, array
+        return self._array
 
     @_data.setter
     def _data(self, value):  # restoring after a trace: nothing to restore
@@ -188,6 +197,11 @@ class Trace:
         self.created_mutated: dict = {}  # id(tensor) -> (tensor, its array before the update)
         self.grad_sources: dict = {}   # id(grad tensor) -> capture index of its owner
         self.entry_grads: dict = {}    # id(tensor) -> (tensor, its .grad when the call began)
+        # Tracked Python state (eager.dispatch.read_item): what the trace depends on, and
+        # what it wrote, keyed by (id(container), key). See tracer/pystate.py.
+        self.item_guards: dict = {}
+        self.item_writes: dict = {}
+        self.item_entry: dict = {}
         self._counter = 0
         self.lock = threading.Lock()
 
@@ -335,11 +349,46 @@ class Trace:
             self._live[key] = source
         return Tensor._wrap(TracedValue(self.capture(source), self))
 
+    def on_item(self, container, key, value, how, dtype, name):
+        """eager.dispatch.read_item / note_item_write while this trace runs."""
+        from .pystate import ItemGuard, describe_item, plain_value
+
+        root = self._root()
+        slot = (id(container), key)
+        label = describe_item(container, key)
+        if how == "write":
+            if not plain_value(value):
+                raise TracingError(
+                    f"{label} is set to {type(value).__name__} inside a traced function "
+                    f"(at {_where()}); the trace can only write Python numbers, strings, "
+                    f"None and tuples of them there at every call: set it to a Python value, "
+                    f"or set it outside the compiled function")
+            if slot not in root.item_writes:
+                # The value before the trace wrote it: put back when the trace ends, so the
+                # first call, like every later one, runs from the state the caller left.
+                root.item_entry[slot] = (container, key, dict.get(container, key, _UNSET))
+            root.item_writes[slot] = (container, key, value)
+            return None
+        if slot in root.item_writes:  # written earlier in this trace: a constant
+            return value
+        if how == dispatch.LIVE:
+            if isinstance(value, tuple):
+                return tuple(self.live_scalar(_item_getter(container, key, k), dtype,
+                                              f"{label}[{k}]", slot + (k,))
+                             for k in range(len(value)))
+            return self.live_scalar(_item_getter(container, key), dtype, label, slot)
+        guard = root.item_guards.get(slot + (how,))
+        if guard is None:
+            root.item_guards[slot + (how,)] = ItemGuard(container, key, how, value, label,
+                                                        _short_where())
+        return value
+
     def __enter__(self):
         self._prev_compute = dispatch.set_compute(self.compute)
         self._prev_create = dispatch.set_on_create(self.on_create)
         self._prev_live = dispatch.set_live_scalar(self.live_scalar)
         self._prev_grad = dispatch.set_on_grad(self.on_grad)
+        self._prev_item = dispatch.set_on_item(self.on_item)
         return self
 
     def __exit__(self, *exc):
@@ -347,11 +396,31 @@ class Trace:
         dispatch.set_on_create(self._prev_create)
         dispatch.set_live_scalar(self._prev_live)
         dispatch.set_on_grad(self._prev_grad)
+        dispatch.set_on_item(self._prev_item)
         return False
 
     def on_grad(self, t, write: bool):
         # The first access decides: a read means the trace depends on the incoming .grad.
         self.grad_first_access.setdefault(id(t), "write" if write else "read")
+
+
+_UNSET = object()
+
+
+def restore_items(tr: "Trace") -> None:
+    """Undo the tracked writes a trace made (they are replayed by every call)."""
+    for container, key, value in tr.item_entry.values():
+        if value is _UNSET:
+            dict.pop(container, key, None)
+        else:
+            dict.__setitem__(container, key, value)
+
+
+def _item_getter(container, key, k=None):
+    get = dict.__getitem__
+    if k is None:
+        return lambda: get(container, key)
+    return lambda: get(container, key)[k]
 
 
 def _symbolic(in_types, params) -> bool:

@@ -250,7 +250,8 @@ def test_printouts_of_every_update_kind():
     # Adam's first-step state is made as existing state: captures, updated like parameters.
     for piece in ["update %k0.data <-", "update %k0.grad <-", "update %k1.grad <-",
                   "update %w.grad <-", "capture %k0: f32[2,3] = net.weight",
-                  "capture %k3: f32[] = opt.state[0]['step']", "update %k3.data <-"]:
+                  "capture %k6: f32[] = opt.state[0]['step']", "update %k6.data <-",
+                  "capture %k4: f64[] = optimizer.param_groups[0]['betas'][0], read at each call"]:
         assert piece in text, piece
     # SGD with dampening fills its first momentum buffer on a path of its own: new state.
     sgd = eager.optim.SGD(net.parameters(), lr=0.01, momentum=0.9, dampening=0.5)
