@@ -135,10 +135,14 @@ class Tensor:
         return data
 
     def __array__(self, dtype=None, copy=None):
+        # numpy's protocol: copy=True must hand back memory of its own (np.array(t, copy=True)
+        # writes must not reach the tensor); copy=None shares where it can.
         data = self._data
         if type(data) is not np.ndarray:
             data = data.to_numpy()
-        return data if dtype is None else data.astype(dtype)
+        if dtype is not None and np.dtype(dtype) != data.dtype:
+            return data.astype(dtype)
+        return data.copy() if copy else data
 
     def item(self):
         data = self._data
