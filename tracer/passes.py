@@ -408,8 +408,8 @@ def transpose_products(graph: Graph) -> Graph:
             if swaps_last and m is not None and m.op == "matmul" and \
                     uses.get(id(m.out), 0) == 1:
                 a, b = m.inputs
-                ta = _transposed(a, n, e.loc)
-                tb = _transposed(b, n, e.loc)
+                ta = _transposed(a, e.loc)
+                tb = _transposed(b, e.loc)
                 eqns.extend([ta, tb])
                 eqns.append(Eqn("matmul", (tb.out, ta.out), {}, e.out, e.loc))
                 changed = True
@@ -420,12 +420,13 @@ def transpose_products(graph: Graph) -> Graph:
     return dce(_finish(graph, eqns, env))
 
 
-def _transposed(x, n, loc) -> Eqn:
+def _transposed(x, loc) -> Eqn:
+    """x with its last two dims swapped. Its own rank, not the product's: a batched
+    x @ w has a 2-d w, and w^T broadcasts against the batch as w did."""
     from eager.ops import TensorType
 
     shape = tuple(x.type.shape)
-    if len(shape) != n:
-        raise AssertionError("matmul operands have the output's rank")
+    n = len(shape)
     perm = tuple(range(n - 2)) + (n - 1, n - 2)
     out = Var(f"{x.name}T" if isinstance(x, Var) else "litT",
               TensorType(tuple(shape[p] for p in perm), x.type.dtype))
