@@ -567,7 +567,41 @@ def reshape(x, *shape):
     return apply(OPS["reshape"], x, shape=shape)
 
 
-view = reshape
+def view(x, *shape):
+    """x with a new shape, sharing its memory (torch.view). Where x's strides cannot take
+    the shape without a copy (a transpose, a strided slice) it raises, as PyTorch does:
+    writes through a silent copy would not reach x. reshape copies when it must."""
+    x = as_tensor(x, "view")
+    r = reshape(x, *shape)
+    if r is x:
+        return r
+    data = x._data
+    if type(data) is np.ndarray:
+        copied = bool(data.size) and not np.may_share_memory(r._data, data)
+    else:
+        needs_copy = getattr(data, "view_needs_copy", None)  # a traced value
+        copied = needs_copy is not None and needs_copy(r.shape)
+    if copied:
+        raise op_error("view", f"a tensor of shape {_shape_text(x.shape)} that is not "
+                       f"contiguous in memory (a transpose, permute or strided slice of "
+                       f"another) cannot be viewed as {_shape_text(r.shape)} without a copy, "
+                       f"and writes through a copy would not reach it", (x,),
+                       hint="use .reshape(...) instead (it copies when it must), or "
+                            ".contiguous().view(...)", exc=RuntimeError)
+    return r
+
+
+def contiguous(x):
+    """x itself if its memory is C-ordered, else a C-ordered copy (torch.contiguous)."""
+    x = as_tensor(x, "contiguous")
+    data = x._data
+    ordered = data.flags.c_contiguous if type(data) is np.ndarray else \
+        getattr(data, "c_contiguous", True)
+    if ordered or x.ndim < 2:
+        return x
+    # reshape to 1-d copies in C order (numpy cannot view it), and back is a view of that
+    flat = apply(OPS["reshape"], x, shape=(math.prod(x.shape),))
+    return apply(OPS["reshape"], flat, shape=tuple(x.shape))
 
 
 def permute(x, *dims):

@@ -259,11 +259,13 @@ class Tensor:
             else F.add(self, F.const(0, self.dtype))
 
     def contiguous(self) -> "Tensor":
-        return self
+        return F.contiguous(self)
 
     def is_contiguous(self) -> bool:
         data = self._data
-        return type(data) is not np.ndarray or data.flags.c_contiguous
+        if type(data) is np.ndarray:
+            return data.flags.c_contiguous
+        return getattr(data, "c_contiguous", True)
 
     # ---------------------------------------------------------------- in place
     def _check_inplace(self, op):
@@ -534,10 +536,10 @@ class Tensor:
         return F.reshape(self, *shape)
 
     def view(self, *shape):
-        return F.reshape(self, *shape)
+        return F.view(self, *shape)
 
     def view_as(self, other):
-        return F.reshape(self, other.shape)
+        return F.view(self, other.shape)
 
     def reshape_as(self, other):
         return F.reshape(self, other.shape)

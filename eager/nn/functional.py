@@ -94,9 +94,8 @@ def nll_loss(logp, target, reduction: str = "mean"):
         mask = T.eq(classes, T.reshape(target, (target.shape[0], 1)))
         zero, one = T.const(0, logp.dtype), T.const(1, logp.dtype)
         picked = T.sum(T.where(mask, logp, zero), 1)
-        # A label outside [0, C) matches no class. Gathering it raises (numpy's
-        # IndexError, checked when the program runs); a mask cannot raise inside a kernel,
-        # so that row's loss is NaN rather than a plausible 0.
+        # A label outside [0, C) raised above; were it to reach here, it matches no class
+        # and that row's loss is NaN rather than a plausible 0.
         hit = T.gt(T.sum(T.where(mask, one, zero), 1), zero)
         picked = T.where(hit, picked, T.const(float("nan"), logp.dtype))
         return _reduce(T.neg(picked), reduction, "nll_loss")
