@@ -254,9 +254,10 @@ class Tensor:
                  inputs=inputs)
 
     def clone(self) -> "Tensor":
-        return F.add(self, F.const(0, self.dtype)) if self.requires_grad else \
+        # x + (-0.0) is x for every x (x + 0.0 would turn -0.0 into 0.0)
+        return F.add(self, F.const(-0.0, self.dtype)) if self.requires_grad else \
             Tensor._wrap(np.array(self._data, copy=True)) if type(self._data) is np.ndarray \
-            else F.add(self, F.const(0, self.dtype))
+            else F.add(self, F.const(-0.0, self.dtype))
 
     def contiguous(self) -> "Tensor":
         return F.contiguous(self)
