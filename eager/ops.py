@@ -452,9 +452,13 @@ def _sign_impl(x):
     return (x > 0).astype(x.dtype) - (x < 0).astype(x.dtype)
 
 
+_UNSIGNED = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
 def _check_class_index_impl(idx, size, what):
-    bad = (idx < 0) | (idx >= size)
-    if bad.any():
+    # One reduction: seen as unsigned, a negative index is larger than any size.
+    if idx.size and idx.view(_UNSIGNED[idx.dtype.itemsize]).max() >= size:
+        bad = (idx < 0) | (idx >= size)
         raise IndexError(f"{what}: index {int(idx[bad].flat[0])} is out of bounds for size "
                          f"{size} (a negative index does not count from the end here)")
     return idx.view()
@@ -547,8 +551,11 @@ def _minimum_vjp(first):
 
 def _pow_vjp_a(g, out, a, b):
     # PyTorch's rule: b * a ** (b - 1), but 0 where b == 0 (at a = 0 that is 0 * inf).
-    zero = fn.const(0, g.dtype)
     d = fn.mul(b, fn.pow(a, fn.sub(b, fn.const(1, b.dtype))))
+    data = b._data
+    if data.__class__ is np.ndarray and data.size and (data != 0).all():
+        return fn.mul(g, d)  # a known exponent without zeros (x ** 2): no select needed
+    zero = fn.const(0, g.dtype)
     return fn.mul(g, fn.where(fn.eq(b, zero), zero, d))
 
 
