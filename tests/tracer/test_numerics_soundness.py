@@ -343,3 +343,56 @@ def test_an_output_without_gradient_puts_no_nan_into_the_gradients(backend):
         assert (a is None) == (e is None)
         if e is not None:
             same(a, e)
+
+
+_LAYOUT_STEPS = {
+    "T": lambda x: x.transpose(-1, -2) if x.ndim >= 2 else x,
+    "perm": lambda x: x.permute(2, 0, 1) if x.ndim == 3 else x,
+    "slice": lambda x: x[1:] if x.shape[0] > 1 else x,
+    "step": lambda x: x[..., ::2] if x.ndim >= 2 and x.shape[-1] > 1 else x,
+    "mul": lambda x: x * 2,
+    "exp": lambda x: x.exp(),
+    "add_row": lambda x: x + eager.ones(x.shape[-1]),
+    "cast": lambda x: x.double() if x.dtype == eager.float32 else x.float(),
+    "unsqueeze": lambda x: x.unsqueeze(0),
+    "where": lambda x: eager.where(x > 0, x, 0.0),
+    "sum0": lambda x: x.sum(0) if x.ndim >= 3 else x,
+    "sum1_keepdim": lambda x: x.sum(1, keepdim=True) if x.ndim >= 2 else x,
+    "reshape": lambda x: x.reshape(x.shape[::-1]),
+    "plus_T": lambda x: x + x.transpose(-1, -2) if x.ndim >= 2 and x.shape[-1] == x.shape[-2]
+    else x,
+    "expand": lambda x: x.expand(3, *x.shape[1:]) if x.ndim and x.shape[0] == 1 else x,
+    "matmul": lambda x: x @ eager.ones(x.shape[-1], 2, dtype=x.dtype) if x.ndim >= 2 else x,
+}
+
+
+def test_traced_view_raises_exactly_where_eager_view_raises():
+    # Random chains of views and arithmetic, then .view(-1): the trace rebuilds eager's
+    # strides (tracer/layout.py), so it raises for the same programs as eager, no others.
+    rng = np.random.default_rng(13)
+    names = sorted(_LAYOUT_STEPS)
+    raised = 0
+    for _ in range(120):
+        steps = [names[i] for i in rng.integers(len(names), size=rng.integers(1, 7))]
+        shape = [(3, 4), (2, 3, 4), (4, 1, 3), (1, 3, 3)][rng.integers(4)]
+
+        def program(x, steps=steps):
+            for name in steps:
+                x = _LAYOUT_STEPS[name](x)
+            return x.view(-1)
+
+        x = eager.tensor(rng.standard_normal(shape).astype(np.float32))
+        outcomes = []
+        for f in (program, tracer.function(program, backend="interpret")):
+            try:
+                outcomes.append(f(x).numpy())
+            except RuntimeError as exc:
+                assert "reshape" in str(exc)
+                outcomes.append(None)
+        eager_out, traced_out = outcomes
+        assert (eager_out is None) == (traced_out is None), steps
+        if eager_out is None:
+            raised += 1
+        else:
+            np.testing.assert_allclose(traced_out, eager_out, rtol=1e-6)
+    assert 10 < raised < 110  # both outcomes are exercised
