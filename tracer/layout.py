@@ -10,6 +10,8 @@ reductions follow numpy's order K (as numpy's iterator sorts the axes); other fr
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
@@ -20,6 +22,7 @@ from .ir import Var
 _BUFFER = np.zeros(1, np.int8)
 
 
+@lru_cache(maxsize=1024)
 def _c_witness(shape) -> np.ndarray:
     strides = []
     step = 1
@@ -102,38 +105,77 @@ def _reduction_witness(src, shape, axes, keepdim):
     return _ufunc_witness(shape, [src])
 
 
-def witness(trace, var) -> np.ndarray | None:
-    """`var`'s witness (None for symbolic shapes: layout unknown, taken as C-ordered)."""
+class _Layouts:
+    """Per trace: the producer of each value seen so far, and the witnesses made."""
+
+    def __init__(self):
+        self.producer: dict = {}
+        self.scanned = 0
+        self.memo: dict = {}  # id(Var) -> (Var, witness or None); the Var keeps the id unique
+
+    def index(self, eqns):
+        for e in eqns[self.scanned:]:
+            if isinstance(e.out, Var):
+                self.producer[id(e.out)] = e
+        self.scanned = len(eqns)
+
+
+def _reads(e) -> list:
+    """The operands whose layout decides `e`'s result's layout."""
+    if e is None:
+        return []
+    op = OPS.get(e.op)
+    if op is None:
+        return []
+    if op.category == "elementwise" or op.view or e.op in ("sum", "amax"):
+        vars_ = [x for x in e.inputs if isinstance(x, Var)]
+        return vars_ if op.category == "elementwise" and not op.view else vars_[:1]
+    return []
+
+
+def _make(e, var, got):
+    """The witness of `var` made by `e` from its operands' witnesses `got` (or None)."""
     if has_dims(var.type.shape):
         return None
-    memo = trace.__dict__.setdefault("_layout_memo", {})
-    found = memo.get(id(var))
-    if found is not None:
-        return found[1]
-    producer = None
-    for e in reversed(trace.eqns):
-        if e.out is var:
-            producer = e
-            break
     w = None
-    op = OPS.get(producer.op) if producer is not None else None
-    if op is not None and op.category == "elementwise" and not op.view:
-        operands = [witness(trace, x) for x in producer.inputs if isinstance(x, Var)]
-        if operands and all(o is not None for o in operands):
-            w = _astype_witness(operands[0]) if producer.op == "cast" else \
-                _ufunc_witness(var.type.shape, operands)
-    elif op is not None and producer.op in ("sum", "amax") and isinstance(producer.inputs[0],
-                                                                        Var):
-        w = _reduction_witness(witness(trace, producer.inputs[0]), var.type.shape,
-                               tuple(producer.params["axes"]), producer.params["keepdim"])
-    elif op is not None and producer.inputs and isinstance(producer.inputs[0], Var):
-        src = witness(trace, producer.inputs[0])
-        if src is not None:
-            w = _view_witness(producer.op, src, producer.params)
-    if w is None:
-        w = _c_witness(var.type.shape)
-    memo[id(var)] = (var, w)  # (var kept alive so its id stays unique)
-    return w
+    if e is not None and got and all(g is not None for g in got):
+        op = OPS[e.op]
+        if not op.view and all(g.flags.c_contiguous for g in got):
+            return _c_witness(tuple(var.type.shape))  # the common case: C in, C out
+        if op.category == "elementwise" and not op.view:
+            w = _astype_witness(got[0]) if e.op == "cast" else \
+                _ufunc_witness(var.type.shape, got)
+        elif e.op in ("sum", "amax"):
+            w = _reduction_witness(got[0], var.type.shape, tuple(e.params["axes"]),
+                                   e.params["keepdim"])
+        else:
+            w = _view_witness(e.op, got[0], e.params)
+    return _c_witness(tuple(var.type.shape)) if w is None else w
+
+
+def witness(trace, var) -> np.ndarray | None:
+    """`var`'s witness (None for symbolic shapes: layout unknown, taken as C-ordered).
+    Made for the values it depends on first, with a stack (chains can be long)."""
+    state = trace.__dict__.get("_layouts")
+    if state is None:
+        state = trace.__dict__["_layouts"] = _Layouts()
+    state.index(trace.eqns)
+    memo = state.memo
+    stack = [var]
+    while stack:
+        v = stack[-1]
+        if id(v) in memo:
+            stack.pop()
+            continue
+        e = state.producer.get(id(v))
+        reads = _reads(e)
+        missing = [x for x in reads if id(x) not in memo]
+        if missing:
+            stack.extend(missing)
+            continue
+        memo[id(v)] = (v, _make(e, v, [memo[id(x)][1] for x in reads]))
+        stack.pop()
+    return memo[id(var)][1]
 
 
 def view_needs_copy(trace, var, shape) -> bool:
