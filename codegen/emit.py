@@ -788,8 +788,11 @@ def _col_code(ks: KernelSource, loop_vars, idx) -> list:
         else:
             body.append(f"{o}[{kept_flat}] = {val} if ({val} > {o}[{kept_flat}] or "
                         f"{val} != {val}) else {o}[{kept_flat}]")
+    reduced = {id(e.out) for e in reductions}
     for v in ks.outputs:
-        if v.type.shape == g.shape:
+        # (a keepdim reduction over size-1 leading dims has the group's shape too: it is
+        # written above, per kept element)
+        if v.type.shape == g.shape and id(v) not in reduced:
             body.append(f"{ks.out_names[id(v)]}[{_flat(v.type.shape, idx).render()}] = "
                         f"{scope[id(v)]}")
     lines.extend(_nest(loop_vars, g.shape, body, False))

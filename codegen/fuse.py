@@ -308,6 +308,11 @@ def _place_reduction(p: Partition, e) -> bool:
     if not axes:
         return False
     shape = tuple(x.type.shape)
+    if e.params.get("keepdim") and all(shape[a] == 1 for a in axes):
+        # Reduces nothing: its result has the group's full shape, so the group's elementwise
+        # consumers would join it and read the sum before the loop completed it (and emit
+        # found no value for it). Rare: numpy does it.
+        return False
     if axes == tuple(range(ndim - len(axes), ndim)):
         kind, split = "row", ndim - len(axes)
     elif axes == tuple(range(len(axes))):

@@ -44,8 +44,8 @@ _UNARY = {
     "sqrt": "np.sqrt({0})",
     # max(x, 0) with NaN propagating, as np.maximum(x, 0)
     "relu": "({0} if ({0} > {zero} or {0} != {0}) else {zero})",
-    # np.sign: -1, 0 (keeping the zero), +1; NaN stays NaN
-    "sign": "({one} if {0} > {zero} else ({minus_one} if {0} < {zero} else {0}))",
+    # the registry's sign: -1, 0, +1, and 0 for NaN as in PyTorch
+    "sign": "({one} if {0} > {zero} else ({minus_one} if {0} < {zero} else {zero}))",
 }
 
 # ops whose float versions come from codegen.vmath (vectorizable)
@@ -55,8 +55,8 @@ ELEMENTWISE = set(_BINARY) | set(_UNARY) | set(_VMATH) | {"pow", "where", "cast"
 VIEWS = {"reshape", "permute", "broadcast_to", "getitem"}
 REDUCTIONS = {"sum", "amax"}
 BLAS = {"matmul"}
-NUMPY = {"argmax", "gather", "scatter_add", "scatter_slice", "cat", "uniform", "normal",
-         "randint"}
+NUMPY = {"argmax", "check_class_index", "gather", "scatter_add", "scatter_slice", "cat",
+         "uniform", "normal", "randint"}
 
 LOWERING = {}
 for _name in OPS:

@@ -56,6 +56,8 @@ def _explain_failure(op, datas, params, exc):
         op.infer(*types, **params)
     except Exception as inferred:  # noqa: BLE001
         return inferred
+    if isinstance(exc, IndexError):  # a value check (check_class_index): keep the type
+        return op_error(op.name, str(exc), datas, exc=IndexError)
     shown = ", ".join(f"{k}={v}" for k, v in params.items())
     return op_error(op.name, f"numpy failed: {exc}" + (f" (params {shown})" if shown else ""),
                     datas)
@@ -255,7 +257,9 @@ def apply(op, *inputs, **params):
     if op.vjp is not None:
         for t in inputs:
             if t.requires_grad:
-                if _state.grad_enabled:
+                # Only floating-point results carry gradients (PyTorch: x.long(), x.bool(),
+                # x > 0 do not require grad).
+                if _state.grad_enabled and data.dtype.kind == "f":
                     _attach_node(op, inputs, params, out)
                 break
     return out

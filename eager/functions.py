@@ -46,7 +46,10 @@ def _scalar_for(value, like_dtype):
     Scalars recur (x * 2, x + 1, 1 - beta), so their 0-d tensors are cached; the arrays
     are read-only, so an in-place write to one fails instead of changing a constant.
     """
-    key = (value.__class__, value, like_dtype)
+    # Floats are keyed by their bits (float.hex): 0.0 == -0.0 would share one constant (x / 0.0
+    # after x / -0.0 gave -inf), and NaN != NaN would never hit.
+    is_float = isinstance(value, (float, np.floating))
+    key = (value.__class__, float(value).hex() if is_float else value, like_dtype)
     try:
         t = _SCALAR_CACHE.get(key)
     except TypeError:  # unhashable numpy scalar subclass
@@ -56,7 +59,7 @@ def _scalar_for(value, like_dtype):
     arr = np.array(value, dtype=dtypes.promote_weak(like_dtype, dtypes.scalar_dtype(value)))
     arr.flags.writeable = False
     t = Tensor._wrap(arr)
-    if len(_SCALAR_CACHE) < 4096 and value == value:  # NaN keys never match: don't cache
+    if len(_SCALAR_CACHE) < 4096 and (is_float or value == value):
         _SCALAR_CACHE[key] = t
     return t
 
@@ -288,11 +291,24 @@ def clamp(x, min=None, max=None):  # noqa: A002
     # Select the bound only where the comparison is true, so NaN (never comparable) stays
     # NaN as in PyTorch, and at the bound itself x is kept, so its gradient is 1 there
     # (maximum/minimum would split it in half) for number and tensor bounds alike.
+    # A NaN bound gives NaN, as in PyTorch: no comparison with it is true, so it is selected
+    # explicitly (a number: everywhere; a tensor: where it is NaN).
     if min is not None:
-        x = where(lt(x, min), min, x)
+        x = _clamp_side(x, min, lt)
     if max is not None:
-        x = where(gt(x, max), max, x)
+        x = _clamp_side(x, max, gt)
     return x
+
+
+def _clamp_side(x, bound, beyond):
+    if isinstance(bound, Tensor):
+        x = where(beyond(x, bound), bound, x)
+        if bound.dtype.kind == "f":
+            x = where(ne(bound, bound), bound, x)
+        return x
+    if isinstance(bound, (float, np.floating)) and math.isnan(bound):
+        return where(eq(x, x), bound, x)
+    return where(beyond(x, bound), bound, x)
 
 
 clip = clamp
@@ -318,8 +334,9 @@ def _norm_axes(dim, ndim, op):
         axes = tuple(sorted({_norm_dim(d, ndim, op) for d in dim}))
         if len(axes) != len(dim):
             raise op_error(op, f"dim {tuple(dim)} names a dimension twice")
-        return axes
-    return (_norm_dim(dim, ndim, op),) if ndim else ()
+        return axes if ndim else ()
+    d = _norm_dim(dim, ndim, op)  # a 0-d tensor takes dim 0 or -1 only, as in PyTorch
+    return (d,) if ndim else ()
 
 
 def sum(x, dim=None, keepdim=False, dtype=None):  # noqa: A001
@@ -373,8 +390,11 @@ def var(x, dim=None, unbiased=True, keepdim=False, *, correction=None):
 
 
 def std(x, dim=None, unbiased=True, keepdim=False, *, correction=None):
-    """sqrt(var(x, ...)) (torch.std)."""
-    return sqrt(var(x, dim, unbiased, keepdim, correction=correction))
+    """sqrt(var(x, ...)) (torch.std). At zero spread the gradient is 0, as in PyTorch (the
+    plain sqrt's 0.5 / 0 times the zero deviations would give NaN)."""
+    v = var(x, dim, unbiased, keepdim, correction=correction)
+    zero = eq(v, const(0, v.dtype))
+    return where(zero, const(0, v.dtype), sqrt(where(zero, const(1, v.dtype), v)))
 
 
 def amax(x, dim=None, keepdim=False):
@@ -386,7 +406,16 @@ def amin(x, dim=None, keepdim=False):
     x = as_tensor(x, "amin")
     if x.dtype == dtypes.bool_:
         return logical_not(amax(logical_not(x), dim, keepdim))
+    if x.dtype.kind in "iu":
+        return _reverse_order(amax(_reverse_order(x), dim, keepdim))
     return neg(amax(neg(x), dim, keepdim))
+
+
+def _reverse_order(x):
+    """An order-reversing bijection of an integer tensor without overflow: -x - 1, which is
+    ~x in wrapping two's complement (-x alone maps INT_MIN to itself, so min and argmin
+    computed as -max(-x) missed INT_MIN)."""
+    return sub(neg(x), const(1, x.dtype))
 
 
 def argmax(x, dim=None, keepdim=False):
@@ -399,7 +428,9 @@ def argmax(x, dim=None, keepdim=False):
 
 def argmin(x, dim=None, keepdim=False):
     x = as_tensor(x, "argmin")
-    return argmax(neg(x) if x.dtype != dtypes.bool_ else logical_not(x), dim, keepdim)
+    if x.dtype == dtypes.bool_:
+        return argmax(logical_not(x), dim, keepdim)
+    return argmax(_reverse_order(x) if x.dtype.kind in "iu" else neg(x), dim, keepdim)
 
 
 MaxResult = namedtuple("MaxResult", ["values", "indices"])
@@ -536,7 +567,41 @@ def reshape(x, *shape):
     return apply(OPS["reshape"], x, shape=shape)
 
 
-view = reshape
+def view(x, *shape):
+    """x with a new shape, sharing its memory (torch.view). Where x's strides cannot take
+    the shape without a copy (a transpose, a strided slice) it raises, as PyTorch does:
+    writes through a silent copy would not reach x. reshape copies when it must."""
+    x = as_tensor(x, "view")
+    r = reshape(x, *shape)
+    if r is x:
+        return r
+    data = x._data
+    if type(data) is np.ndarray:
+        copied = bool(data.size) and not np.may_share_memory(r._data, data)
+    else:
+        needs_copy = getattr(data, "view_needs_copy", None)  # a traced value
+        copied = needs_copy is not None and needs_copy(r.shape)
+    if copied:
+        raise op_error("view", f"a tensor of shape {_shape_text(x.shape)} that is not "
+                       f"contiguous in memory (a transpose, permute or strided slice of "
+                       f"another) cannot be viewed as {_shape_text(r.shape)} without a copy, "
+                       f"and writes through a copy would not reach it", (x,),
+                       hint="use .reshape(...) instead (it copies when it must), or "
+                            ".contiguous().view(...)", exc=RuntimeError)
+    return r
+
+
+def contiguous(x):
+    """x itself if its memory is C-ordered, else a C-ordered copy (torch.contiguous)."""
+    x = as_tensor(x, "contiguous")
+    data = x._data
+    ordered = data.flags.c_contiguous if type(data) is np.ndarray else \
+        getattr(data, "c_contiguous", True)
+    if ordered or x.ndim < 2:
+        return x
+    # reshape to 1-d copies in C order (numpy cannot view it), and back is a view of that
+    flat = apply(OPS["reshape"], x, shape=(math.prod(x.shape),))
+    return apply(OPS["reshape"], flat, shape=tuple(x.shape))
 
 
 def permute(x, *dims):
@@ -659,6 +724,10 @@ def stack(tensors, dim=0):
         if x.shape != first:
             raise op_error("stack", "all tensors must have the same shape", tensors)
     d = _norm_dim(dim, len(first) + 1, "stack")
+    dtype = tensors[0].dtype
+    for x in tensors[1:]:
+        dtype = dtypes.promote(dtype, x.dtype)
+    tensors = [cast(x, dtype) for x in tensors]  # as cat does (PyTorch promotes)
     expanded = [reshape(x, first[:d] + (1,) + first[d:]) for x in tensors]
     if len(expanded) == 1:
         return expanded[0]
@@ -814,6 +883,15 @@ def scatter_slice(g, shape, index):
 
 def gather(x, idx):
     return apply(OPS["gather"], x, *idx)
+
+
+def check_class_index(idx, size, op):
+    """`idx` after checking (when the program runs) that every value is in [0, size): class
+    labels and embedding rows raise IndexError for a negative index, as in PyTorch, where
+    indexing would count it from the end."""
+    if isinstance(size, Dim):
+        return idx
+    return apply(OPS["check_class_index"], idx, size=int(size), what=op)
 
 
 def scatter_add(g, idx, shape):

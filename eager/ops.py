@@ -385,6 +385,11 @@ def _gather_infer(x, *idx):
     return TensorType(bshape + tuple(x.shape[len(idx):]), x.dtype)
 
 
+def _check_class_index_infer(idx, size, what):
+    _check_indices(what, (idx,))
+    return idx
+
+
 def _scatter_add_infer(g, *idx, shape):
     _check_indices("scatter_add", idx)
     return TensorType(tuple(shape), g.dtype)
@@ -438,6 +443,25 @@ def _erf_impl(x):
     from scipy.special import erf
 
     return erf(x).astype(x.dtype, copy=False)
+
+
+def _sign_impl(x):
+    if x.dtype.kind != "f":
+        return np.sign(x)
+    # (x > 0) - (x < 0): 0 for NaN (and +0 for both zeros) as in PyTorch; np.sign gives NaN.
+    return (x > 0).astype(x.dtype) - (x < 0).astype(x.dtype)
+
+
+_UNSIGNED = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+def _check_class_index_impl(idx, size, what):
+    # One reduction: seen as unsigned, a negative index is larger than any size.
+    if idx.size and idx.view(_UNSIGNED[idx.dtype.itemsize]).max() >= size:
+        bad = (idx < 0) | (idx >= size)
+        raise IndexError(f"{what}: index {int(idx[bad].flat[0])} is out of bounds for size "
+                         f"{size} (a negative index does not count from the end here)")
+    return idx.view()
 
 
 def _relu_impl(x):
@@ -525,11 +549,27 @@ def _minimum_vjp(first):
     return vjp
 
 
+def _pow_vjp_a(g, out, a, b):
+    # PyTorch's rule: b * a ** (b - 1), but 0 where b == 0 (at a = 0 that is 0 * inf).
+    d = fn.mul(b, fn.pow(a, fn.sub(b, fn.const(1, b.dtype))))
+    data = b._data
+    if data.__class__ is np.ndarray and data.size and (data != 0).all():
+        return fn.mul(g, d)  # a known exponent without zeros (x ** 2): no select needed
+    zero = fn.const(0, g.dtype)
+    return fn.mul(g, fn.where(fn.eq(b, zero), zero, d))
+
+
 def _pow_vjp_b(g, out, a, b):
+    # out * log(a), as PyTorch: 0 where a == 0 and b >= 0; at a == 0, b < 0 that is
+    # inf * log(0) = -inf; NaN for a < 0 (and b NaN). log is only taken of positive numbers (no warnings).
     zero = fn.const(0, out.dtype)
-    safe = fn.where(fn.gt(a, fn.const(0, a.dtype)), a, fn.const(1, a.dtype))
-    return fn.mul(g, fn.where(fn.gt(a, fn.const(0, a.dtype)), fn.mul(out, fn.log(safe)),
-                              fn.where(fn.eq(a, fn.const(0, a.dtype)), zero,
+    positive = fn.gt(a, zero)
+    safe = fn.where(positive, a, fn.const(1, a.dtype))
+    # constants (not out * -inf: where's other branch would get 0 * inf = NaN second derivatives)
+    below = fn.where(fn.lt(b, zero), fn.const(-math.inf, out.dtype), fn.const(math.nan, out.dtype))
+    at_zero = fn.where(fn.ge(b, zero), zero, below)
+    return fn.mul(g, fn.where(positive, fn.mul(out, fn.log(safe)),
+                              fn.where(fn.eq(a, zero), at_zero,
                                        fn.const(float("nan"), out.dtype))))
 
 
@@ -570,8 +610,7 @@ register("div", E, 2, np.true_divide, _binary_infer("div"),
               lambda g, out, a, b: fn.neg(fn.div(fn.mul(g, out), b))),
          saves=(1,), saves_out=True, doc="a / b (true division of floats), broadcasting.")
 register("pow", E, 2, np.power, _binary_infer("pow"),
-         vjp=(lambda g, out, a, b: fn.mul(g, fn.mul(b, fn.pow(a, fn.sub(b, fn.const(1, b.dtype))))),
-              _pow_vjp_b),
+         vjp=(_pow_vjp_a, _pow_vjp_b),
          saves=(0, 1), saves_out=True, doc="a ** b, broadcasting.")
 register("maximum", E, 2, np.maximum, _binary_infer("maximum"),
          vjp=(_maximum_vjp(True), _maximum_vjp(False)), saves=(0, 1),
@@ -609,7 +648,9 @@ register("relu", E, 1, _relu_impl, _unary_infer,
              "maximum(a, 0) it would split in half).")
 register("abs", E, 1, np.abs, _unary_infer,
          vjp=(lambda g, out, a: fn.mul(g, fn.sign(a)),), saves=(0,), doc="|a|.")
-register("sign", E, 1, np.sign, _unary_infer, doc="-1, 0 or 1 (NaN for NaN).")
+register("sign", E, 1, _sign_impl, _unary_infer,
+         vjp=(lambda g, out, a: fn.broadcast_to(fn.const(0, g.dtype), tuple(a.shape)),),
+         doc="-1, 0 or 1; 0 for NaN and a zero gradient, as in PyTorch.")
 register("stop_gradient", E, 1, lambda a: a, _unary_infer, view=True,
          doc="Identity that gradients do not flow through: `detach()` inside a trace.")
 register("where", E, 3, np.where, _where_infer,
@@ -658,6 +699,12 @@ register("gather", I, -1, lambda x, *idx: x[idx], _gather_infer,
          vjp=lambda g, out, x, *idx: (fn.scatter_add(g, idx, x.shape),) + (None,) * len(idx),
          saves=(1, 2, 3, 4, 5, 6, 7, 8),
          doc="Integer-array indexing of the leading len(idx) dims: x[i0, i1, ...].")
+register("check_class_index", I, 1, _check_class_index_impl,
+         _check_class_index_infer, params=("size", "what"),
+         view=True,
+         doc="The index tensor itself, after checking every value is in [0, size): an "
+             "IndexError otherwise (class labels, embedding rows; numpy's indexing would wrap "
+             "a negative index around). Runs when the program runs, traced or not.")
 register("scatter_add", I, -1, _scatter_add_impl, _scatter_add_infer,
          vjp=lambda g, out, v, *idx, shape: (fn.gather(g, idx),) + (None,) * len(idx),
          saves=(1, 2, 3, 4, 5, 6, 7, 8), params=("shape",),

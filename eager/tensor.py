@@ -135,10 +135,14 @@ class Tensor:
         return data
 
     def __array__(self, dtype=None, copy=None):
+        # numpy's protocol: copy=True must hand back memory of its own (np.array(t, copy=True)
+        # writes must not reach the tensor); copy=None shares where it can.
         data = self._data
         if type(data) is not np.ndarray:
             data = data.to_numpy()
-        return data if dtype is None else data.astype(dtype)
+        if dtype is not None and np.dtype(dtype) != data.dtype:
+            return data.astype(dtype)
+        return data.copy() if copy else data
 
     def item(self):
         data = self._data
@@ -250,16 +254,19 @@ class Tensor:
                  inputs=inputs)
 
     def clone(self) -> "Tensor":
-        return F.add(self, F.const(0, self.dtype)) if self.requires_grad else \
+        # x + (-0.0) is x for every x (x + 0.0 would turn -0.0 into 0.0)
+        return F.add(self, F.const(-0.0, self.dtype)) if self.requires_grad else \
             Tensor._wrap(np.array(self._data, copy=True)) if type(self._data) is np.ndarray \
-            else F.add(self, F.const(0, self.dtype))
+            else F.add(self, F.const(-0.0, self.dtype))
 
     def contiguous(self) -> "Tensor":
-        return self
+        return F.contiguous(self)
 
     def is_contiguous(self) -> bool:
         data = self._data
-        return type(data) is not np.ndarray or data.flags.c_contiguous
+        if type(data) is np.ndarray:
+            return data.flags.c_contiguous
+        return getattr(data, "c_contiguous", True)
 
     # ---------------------------------------------------------------- in place
     def _check_inplace(self, op):
@@ -530,10 +537,10 @@ class Tensor:
         return F.reshape(self, *shape)
 
     def view(self, *shape):
-        return F.reshape(self, *shape)
+        return F.view(self, *shape)
 
     def view_as(self, other):
-        return F.reshape(self, other.shape)
+        return F.view(self, other.shape)
 
     def reshape_as(self, other):
         return F.reshape(self, other.shape)

@@ -22,10 +22,10 @@ import numpy as np
 
 from eager import autograd
 from eager.autograd import Node
-from eager.ops import OPS, Dim, TensorType, has_dims
+from eager.ops import OPS, Dim, TensorType
 from eager.tensor import Tensor
 
-from .ir import Eqn, Graph, Var, verify
+from .ir import Eqn, Graph, Literal, Var, verify
 from .trace import Trace, TracingError
 
 _RECOMPUTABLE = {"add", "sub", "mul", "div", "neg", "relu", "cast", "where", "gt", "ge",
@@ -48,6 +48,23 @@ class BackwardPlan:
         self.saved_bytes = saved_bytes
         self.save_all_bytes = save_all_bytes
         self.n_outputs = n_outputs      # forward outputs before the saved values
+        self.compile_fn = None          # set by build_plan: compiles backward_for's graphs
+        self.optimize = None
+        self._per_output: dict = {}     # output index -> (program, kept gradient indices)
+
+    def backward_for(self, k: int):
+        """(program, kept): the backward of a call where only differentiable output `k`
+        has a gradient, as eager's autograd runs it: the other outputs' cotangents are
+        absent, not zero arrays (0 * inf from x.sqrt() at 0 would put NaN into the
+        gradients). The program takes the saved values and that one gradient; it returns
+        the gradients of `self.wrt` at the indices `kept` (the others get none)."""
+        done = self._per_output.get(k)
+        if done is None:
+            graph, kept = _one_cotangent(self.backward, len(self.backward.inputs)
+                                         - len(self.diff_outputs), k)
+            graph = self.optimize(graph)
+            done = self._per_output[k] = (self.compile_fn(graph), kept)
+        return done
 
     @property
     def kernels(self):
@@ -84,8 +101,10 @@ def build_plan(graph: Graph, input_requires_grad, capture_requires_grad, compile
     fwd, bwd, saved_bytes, all_bytes = _split(joint, n_out, len(diff_outputs))
     fwd = optimize(fwd)
     bwd = optimize(bwd)
-    return BackwardPlan(fwd, bwd, compile_fn(fwd), compile_fn(bwd), wrt, diff_outputs,
+    plan = BackwardPlan(fwd, bwd, compile_fn(fwd), compile_fn(bwd), wrt, diff_outputs,
                         saved_bytes, all_bytes, n_out)
+    plan.compile_fn, plan.optimize = compile_fn, optimize
+    return plan
 
 
 def _joint_graph(graph: Graph, input_rg, capture_rg):
@@ -230,6 +249,60 @@ def _split(joint: Graph, n_out: int, n_grads_in: int):
     return forward, backward, saved_bytes, all_bytes
 
 
+def _one_cotangent(bwd: Graph, n_saved: int, k: int):
+    """`bwd` with only its k-th output gradient as an input: the others are absent.
+
+    Backward is linear in the output gradients, so an equation whose gradient-carrying
+    inputs are all absent computes nothing (absent too); `add`/`sub` of one absent operand
+    are the other operand (negated); any other equation reads explicit zeros for its absent
+    operands. Returns (graph, indices of the outputs that are not absent)."""
+    grads = bwd.inputs[n_saved:]
+    absent = {id(v) for j, v in enumerate(grads) if j != k}
+    tainted = {id(v) for v in grads}
+    env: dict = {}
+    eqns = []
+
+    def read(x):
+        return env.get(id(x), x) if isinstance(x, Var) else x
+
+    for e in bwd.eqns:
+        ins = tuple(read(x) for x in e.inputs)
+        carried = [isinstance(x, Var) and id(x) in tainted for x in ins]
+        if any(carried):
+            tainted.add(id(e.out))
+        gone = [isinstance(x, Var) and id(x) in absent for x in ins]
+        if not any(gone):
+            eqns.append(Eqn(e.op, ins, e.params, e.out, e.loc))
+            continue
+        if all(g for g, c in zip(gone, carried) if c):
+            absent.add(id(e.out))
+        elif e.op == "add":
+            env[id(e.out)] = ins[1] if gone[0] else ins[0]
+        elif e.op == "sub" and gone[1]:
+            env[id(e.out)] = ins[0]
+        elif e.op == "sub":
+            eqns.append(Eqn("neg", (ins[1],), {}, e.out, e.loc))
+        else:
+            fixed = []
+            for x, g in zip(ins, gone):
+                if g:
+                    z = Var(f"{x.name}_zero", x.type)
+                    eqns.append(Eqn("broadcast_to", (Literal.of(0, x.type.dtype),),
+                                    {"shape": tuple(x.type.shape)}, z, e.loc))
+                    x = z
+                fixed.append(x)
+            eqns.append(Eqn(e.op, tuple(fixed), e.params, e.out, e.loc))
+    outputs = [read(x) for x in bwd.outputs]
+    kept = [i for i, x in enumerate(outputs) if not (isinstance(x, Var) and id(x) in absent)]
+    graph = Graph(name=f"{bwd.name}_{k}", inputs=tuple(bwd.inputs[:n_saved]) + (grads[k],),
+                  consts=bwd.consts, eqns=tuple(eqns),
+                  outputs=tuple(outputs[i] for i in kept),
+                  input_names=tuple(bwd.input_names[:n_saved]) + (bwd.input_names[n_saved + k],))
+    graph = _dce_unused(graph)
+    verify(graph)
+    return graph, kept
+
+
 def _recompute_chain(v, producer, available, bwd_set, limit=12):
     """Equations (ids) that recompute `v` from `available` values, all cheap; or None.
 
@@ -313,31 +386,15 @@ class CompiledNode(Node):
             # create_graph=True: the compiled backward is not differentiable; replay the
             # function eagerly so the gradient carries its own history.
             return self.replay(g, self.output_index)
-        gs = []
-        for k in range(self.n_diff):
-            if k == self.output_index:
-                gs.append(np.ascontiguousarray(g._data))
-            else:
-                ty = self.plan.backward.inputs[len(self.saved_arrays) + k].type
-                gs.append(np.zeros(self._concrete_shape(ty.shape, g), ty.dtype))
-        grads = self.plan.bwd_program(list(self.saved_arrays) + gs)
+        g = np.asarray(g._data, order="C")  # (np.ascontiguousarray would make a 0-d g 1-d)
+        if self.n_diff == 1:
+            grads = self.plan.bwd_program(list(self.saved_arrays) + [g])
+        else:
+            program, kept = self.plan.backward_for(self.output_index)
+            grads = [None] * len(self.plan.wrt)
+            for i, a in zip(kept, program(list(self.saved_arrays) + [g])):
+                grads[i] = a
         return [Tensor._wrap(a) if a is not None else None for a in grads]
-
-    def _concrete_shape(self, shape, g):
-        """`shape` with symbolic dims bound from the saved arrays and the incoming grad."""
-        from .symbolic import bind_shape
-
-        if not has_dims(shape):
-            return shape
-        bwd = self.plan.backward
-        n = len(self.saved_arrays)
-        typed = list(zip(bwd.inputs[:n], self.saved_arrays))
-        typed.append((bwd.inputs[n + self.output_index], g._data))
-        sizes = {}
-        for v, a in typed:
-            for d, size in zip(v.type.shape, np.shape(a)):
-                sizes.setdefault(d, size)
-        return bind_shape(shape, sizes)
 
     def release(self):
         self.saved_arrays = ()

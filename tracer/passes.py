@@ -262,11 +262,11 @@ def _fold(eqn: Eqn, known: dict, max_size: int):
 def simplify(graph: Graph) -> Graph:
     """Algebraic simplification (exact rewrites only).
 
-    * `x*1, 1*x, x+0, 0+x, x-0, x/1 -> x`, when the 1 or 0 (a Literal or a const
-      whose every element is exactly that value) does not change x's type
-      (no hidden broadcast).  `x*0` is left alone: it is NaN for x = inf/NaN.
-      NOTE: `x+0 -> x` keeps -0.0 where IEEE gives +0.0; -0.0 == 0.0, and only
-      signbit or 1/x can tell them apart.
+    * `x*1, 1*x, x+(-0.0), (-0.0)+x, x-0.0, x/1 -> x`, when the 1 or 0 (a Literal or a
+      const whose every element is exactly that value) does not change x's type
+      (no hidden broadcast).  `x*0` is left alone: it is NaN for x = inf/NaN. Float
+      zeros count with their sign: `x + 0.0` is +0.0 at x = -0.0 (1/x tells them apart),
+      so only `x + (-0.0)` and `x - 0.0` are x for every x. Integers: any 0.
     * `neg(neg x) -> x`, `cast(x, x.dtype) -> x`;
     * `reshape(reshape x) -> reshape x`, `permute(permute x) -> permute x`,
       `broadcast_to(broadcast_to x) -> broadcast_to x`, and each of them
@@ -294,7 +294,13 @@ def simplify(graph: Graph) -> Graph:
 
 def _is_exactly(x, value, consts: dict) -> bool:
     arr = _value_of(x, consts)
-    return arr is not None and arr.size > 0 and bool(np.all(arr == value))
+    if arr is None or arr.size == 0 or not bool(np.all(arr == value)):
+        return False
+    # a float zero must have the sign asked for (0.0 and -0.0 are different constants)
+    if value != 0 or arr.dtype.kind != "f":
+        return True
+    negative = math.copysign(1.0, value) < 0
+    return bool(np.all(np.signbit(arr) == negative))
 
 
 def _same_type(t, out: Var) -> bool:
@@ -305,8 +311,8 @@ def _same_type(t, out: Var) -> bool:
 # (op, operand position of the neutral constant, neutral value)
 _IDENTITIES = {
     "mul": ((1, 1), (0, 1)),
-    "add": ((1, 0), (0, 0)),
-    "sub": ((1, 0),),
+    "add": ((1, -0.0), (0, -0.0)),
+    "sub": ((1, 0.0),),
     "div": ((1, 1),),
 }
 
@@ -408,8 +414,8 @@ def transpose_products(graph: Graph) -> Graph:
             if swaps_last and m is not None and m.op == "matmul" and \
                     uses.get(id(m.out), 0) == 1:
                 a, b = m.inputs
-                ta = _transposed(a, n, e.loc)
-                tb = _transposed(b, n, e.loc)
+                ta = _transposed(a, e.loc)
+                tb = _transposed(b, e.loc)
                 eqns.extend([ta, tb])
                 eqns.append(Eqn("matmul", (tb.out, ta.out), {}, e.out, e.loc))
                 changed = True
@@ -420,12 +426,13 @@ def transpose_products(graph: Graph) -> Graph:
     return dce(_finish(graph, eqns, env))
 
 
-def _transposed(x, n, loc) -> Eqn:
+def _transposed(x, loc) -> Eqn:
+    """x with its last two dims swapped. Its own rank, not the product's: a batched
+    x @ w has a 2-d w, and w^T broadcasts against the batch as w did."""
     from eager.ops import TensorType
 
     shape = tuple(x.type.shape)
-    if len(shape) != n:
-        raise AssertionError("matmul operands have the output's rank")
+    n = len(shape)
     perm = tuple(range(n - 2)) + (n - 1, n - 2)
     out = Var(f"{x.name}T" if isinstance(x, Var) else "litT",
               TensorType(tuple(shape[p] for p in perm), x.type.dtype))

@@ -1,9 +1,26 @@
 """Flattening nested arguments and results (tuples, lists, dicts) into tensor leaves."""
 from __future__ import annotations
 
+import numpy as np
+
 from eager.tensor import Tensor
 
 LEAF = "T"
+
+
+def value_key(value):
+    """`value` made comparable as a cache key: floats by their bits (float.hex), so that
+    0.0 and -0.0 key apart (x / 0.0 vs x / -0.0) and a NaN equals itself (no retrace at
+    every call); tuples, lists and frozensets key element by element."""
+    if isinstance(value, (float, np.floating)):
+        return (type(value), float(value).hex())
+    if isinstance(value, (complex, np.complexfloating)):
+        return (type(value), value.real.hex(), value.imag.hex())
+    if isinstance(value, (tuple, list)):
+        return (type(value), tuple(value_key(v) for v in value))
+    if isinstance(value, frozenset):
+        return (type(value), frozenset(value_key(v) for v in value))
+    return value
 
 
 class Static:
@@ -13,7 +30,7 @@ class Static:
 
     def __init__(self, value, by_identity=False):
         self.value = value
-        self.key = ("id", id(value)) if by_identity else ("v", type(value), value)
+        self.key = ("id", id(value)) if by_identity else ("v", type(value), value_key(value))
 
     def __eq__(self, other):
         return isinstance(other, Static) and self.key == other.key

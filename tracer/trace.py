@@ -112,6 +112,18 @@ class TracedValue:
     def copy(self):
         return self
 
+    def view_needs_copy(self, shape) -> bool:
+        """Whether eager's array would have to be copied to take `shape` (Tensor.view)."""
+        from .layout import view_needs_copy
+
+        return view_needs_copy(self.trace, self.var, shape)
+
+    @property
+    def c_contiguous(self) -> bool:
+        from .layout import is_c_contiguous
+
+        return is_c_contiguous(self.trace, self.var)
+
     def astype(self, dtype):
         self._fail("astype")
 

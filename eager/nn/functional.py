@@ -85,6 +85,7 @@ def nll_loss(logp, target, reduction: str = "mean"):
     if logp.ndim != 2 or target.ndim != 1 or target.shape[0] != logp.shape[0]:
         raise op_error("nll_loss", "expected input (N, C) and target (N,)", (logp, target),
                        hint="flatten extra dimensions first")
+    target = T.check_class_index(target, logp.shape[1], "nll_loss")
     if isinstance(logp.shape[0], Dim):
         # A symbolic batch has no arange(N) to gather rows with: pick each row's target
         # class through a one-hot mask over the classes instead (where, not a product, so a
@@ -93,9 +94,8 @@ def nll_loss(logp, target, reduction: str = "mean"):
         mask = T.eq(classes, T.reshape(target, (target.shape[0], 1)))
         zero, one = T.const(0, logp.dtype), T.const(1, logp.dtype)
         picked = T.sum(T.where(mask, logp, zero), 1)
-        # A label outside [0, C) matches no class. Gathering it raises (numpy's
-        # IndexError, checked when the program runs); a mask cannot raise inside a kernel,
-        # so that row's loss is NaN rather than a plausible 0.
+        # A label outside [0, C) raised above; were it to reach here, it matches no class
+        # and that row's loss is NaN rather than a plausible 0.
         hit = T.gt(T.sum(T.where(mask, one, zero), 1), zero)
         picked = T.where(hit, picked, T.const(float("nan"), logp.dtype))
         return _reduce(T.neg(picked), reduction, "nll_loss")
@@ -115,6 +115,9 @@ def cross_entropy(input, target, reduction: str = "mean", label_smoothing: float
                            "class-index targets must be integers", (input, target),
                            hint="pass class indices as an int64 tensor (.long())",
                            exc=TypeError)
+        if label_smoothing:  # PyTorch mixes the target with the uniform distribution
+            classes = input.shape[1]
+            target = T.add(T.mul(target, 1.0 - label_smoothing), label_smoothing / classes)
         loss = T.neg(T.sum(T.mul(log_softmax(input, 1), target), 1))
         return _reduce(loss, reduction, "cross_entropy")
     logp = log_softmax(input, dim=-1)
@@ -188,7 +191,7 @@ def embedding(idx, weight):
     if idx.dtype.kind not in "iu":
         raise op_error("embedding", f"indices must be integers, got {idx.dtype}", (idx,),
                        hint="use .long()", exc=TypeError)
-    return T.getitem(weight, idx)
+    return T.getitem(weight, T.check_class_index(idx, weight.shape[0], "embedding"))
 
 
 def one_hot(idx, num_classes: int):

@@ -307,8 +307,9 @@ def _relu(v):
 
 
 def _sign(v):
+    # PyTorch: 0 for NaN (numpy's sign gives NaN)
     if _isnan(v):
-        return NAN
+        return 0.0
     return (v > 0) - (v < 0)
 
 
@@ -684,6 +685,13 @@ def scatter_slice_ref(g, shape, index):
     return out
 
 
+def embedding_samples(rng, dtype):
+    w = values(rng, (5, 3), dtype)
+    return [Sample((w, np.array([0, 4, 2, 2])), desc="rows"),
+            Sample((w, np.array([[1, 0], [4, 4]])), desc="2-d rows"),
+            Sample((w, np.zeros(0, np.int64)), desc="no rows")]
+
+
 def gather_samples(rng, dtype):
     x = values(rng, (5, 4, 3), dtype)
     idx = np.array([0, 4, 2, 2, 0])
@@ -1053,7 +1061,8 @@ OPINFOS: list[OpInfo] = [
        unary_samples(), ALL),
     _e("isfinite", None, eager.isfinite, pointwise(lambda v: math.isfinite(v), bool_result),
        unary_samples(), ALL),
-    _e("sign", "sign", eager.sign, pointwise(_sign), unary_samples(), NUMERIC),
+    _e("sign", "sign", eager.sign, pointwise(_sign), unary_samples(), NUMERIC,
+       unary_grad("nonzero")),
     _e("stop_gradient", "stop_gradient", eager.stop_gradient, pointwise(lambda v: v),
        unary_samples(), ALL),
     _e("where", "where", eager.where, pointwise(lambda c, a, b: a if c else b,
@@ -1107,6 +1116,8 @@ OPINFOS: list[OpInfo] = [
     _e("scatter_slice", "scatter_slice", EF.scatter_slice, scatter_slice_ref,
        scatter_slice_samples, ALL, _grad_of(scatter_slice_samples)),
     _e("gather", "gather", _index_call, lambda a, key: a[key], gather_samples, ALL, gather_grad),
+    _e("embedding", "check_class_index", lambda w, idx: NF.embedding(idx, w),
+       lambda w, idx: w[idx], embedding_samples, ALL),
     _e("scatter_add", "scatter_add", _scatter_add_call, _scatter_add_ref, scatter_add_samples,
        NUMERIC, _grad_of(scatter_add_samples)),
     # random

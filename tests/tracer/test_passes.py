@@ -356,8 +356,8 @@ def test_simplify_removes_neutral_elements():
     one = b.const(np.ones((2, 3)))
     y = b.mul(x, lit(1.0))
     y = b.mul(lit(1.0), y)
-    y = b.add(y, lit(0.0))
-    y = b.add(lit(0.0), y)
+    y = b.add(y, lit(-0.0))
+    y = b.add(lit(-0.0), y)
     y = b.sub(y, lit(0.0))
     y = b.div(y, lit(1.0))
     y = b.mul(one, y)  # a const of ones with x's shape: no broadcast hidden
@@ -382,9 +382,15 @@ def test_simplify_keeps_neutral_ops_that_broadcast_or_are_not_neutral():
         b.div(lit(1.0), x),
         b.mul(x, b.const([1.0, 1.0, 2.0])),  # not all ones
         b.pow(x, lit(1.0)),        # not a rule
+        b.add(x, lit(0.0)),        # -0.0 + 0.0 is +0.0: only -0.0 is neutral in a sum
+        b.add(lit(0.0), x),
+        b.sub(x, lit(-0.0)),       # x - (-0.0) is x + 0.0
     ]
     g = b.build(*outs)
     assert simplify(g) is g
+    got = evaluate(optimize(g), np.array([-0.0, 1.0, -2.0], F32))
+    for y in got[-3:]:
+        assert not np.signbit(y[0])
 
 
 def test_simplify_does_not_fold_x_times_zero():
@@ -598,9 +604,9 @@ def _mlp_like():
     b = Builder("mlp")
     x = b.input("x", (4, 3))
     w = b.capture("w", (3, 5))
-    bias = b.const(np.zeros(5))
+    bias = b.const(np.full(5, -0.0))  # (-0.0 is the neutral element of +; 0.0 is not)
     h = b.matmul(b.mul(x, lit(1.0)), w)
-    h = b.add(h, bias)                       # zeros broadcast to h's type: h + 0 -> h
+    h = b.add(h, bias)                       # zeros broadcast to h's type: h + -0 -> h
     scale = b.mul(lit(2.0), lit(0.5))
     h1 = b.mul(b.relu(h), scale)
     h2 = b.mul(b.relu(h), scale)
