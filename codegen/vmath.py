@@ -14,7 +14,7 @@ Usage (this is what the code generator emits)::
     from numba import njit
     from codegen.vmath import exp_f32
 
-    @njit(fastmath={'contract', 'arcp', 'nsz', 'afn', 'reassoc'})
+    @njit(fastmath=set(), error_model="numpy")   # (codegen.emit.FASTMATH: no flags)
     def kernel(x, out):
         for i in range(x.shape[0]):
             out[i] = exp_f32(x[i])          # x is a float32 array
@@ -32,7 +32,9 @@ Design notes
   round-to-integer trick ``(x*log2e + C) - C`` away.  With LLVM inlining the
   instructions keep their own flags, so callers may use ``reassoc``/``arcp``/
   ``afn``/``nsz``/``contract`` (``FASTMATH_FLAGS``); results are
-  bit-identical to a caller without fast-math (tested).  Callers must NOT use
+  bit-identical to a caller without fast-math (tested). (The generated kernels use
+  none: those flags change NaN/inf results of the kernel's own arithmetic; see
+  ``codegen.emit.FASTMATH``, ``add_reassoc`` and ``div_invariant_f32``.)  Callers must NOT use
   ``nnan``/``ninf``: NaN/inf propagation relies on selects that those flags
   allow LLVM to delete.  ``contract`` (FMA fusion) never hurts accuracy here.
   ``error_model='numpy'`` removes the ZeroDivisionError branches numba would
@@ -141,7 +143,8 @@ __all__ = [
 # Fast-math flags of the vmath functions themselves (FMA contraction only).
 _OWN_FLAGS = {"contract"}
 
-# Flags recommended for *callers* (kernels): everything except nnan/ninf.
+# The most a caller may use without changing these functions' results: everything except
+# nnan/ninf (the kernels use none, see codegen.emit.FASTMATH).
 FASTMATH_FLAGS = {"contract", "arcp", "nsz", "afn", "reassoc"}  # do not mutate
 
 
