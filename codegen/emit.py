@@ -26,9 +26,17 @@ from tracer.symbolic import graph_dims
 from .fuse import KernelGroup, Partition
 from .lower import INT_POWERS, expression, np_type
 
-# NaN and inf must propagate exactly as in eager: no 'nnan'/'ninf'; and no 'afn', which
-# lets LLVM swap in approximate reciprocal square roots.
-FASTMATH = {"nsz", "arcp", "contract", "reassoc"}
+# A kernel's float arithmetic gets no fast-math flags: each of them changed results of
+# finite inputs from NaN or inf to something else (tests/codegen/test_fastmath_semantics):
+# 'reassoc' folded (x + inf) - inf to x and regrouped x * (x * 0) into (x * x) * 0 (NaN
+# where x * x overflows); 'arcp' made x / c into x * (1 / c) (inf for a denormal c);
+# 'nsz' made 0 - x into -x (so 1 / (0 - 0) was -inf); 'contract' fused x * x - y * y into
+# fma(x, x, -(y * y)) (-inf where eager's inf - inf is NaN); 'nnan', 'ninf' and 'afn'
+# delete NaN checks and bring in estimates. What they bought is kept by hand: a running
+# sum's additions alone may be reordered (vmath.add_reassoc: the sum vectorizes), and a
+# division by a value the loop does not change is two multiplications by a reciprocal
+# computed once (vmath.div_invariant_*).
+FASTMATH = frozenset()
 
 
 def _env_threshold(name: str, default: int) -> int:
@@ -235,39 +243,21 @@ class KernelSource:
                 exponent = int(v)
             elif float(v) == 0.5:
                 exponent = 0.5  # numpy's scalar-exponent fast path: sqrt (see lower.py)
-        if e.op == "div" and e.out.type.dtype.kind == "f" and self._over_sqrt(e.inputs[1]):
-            # (x / sqrt(y) would become an rsqrt estimate, NaN at y = 0 and inf: see
-            # vmath.div_exact.) By a divisor the loop does not change (a scalar, or a row
-            # kernel's per-row value): times its exact reciprocal, which LLVM computes once,
-            # as 'arcp' did; 0 and inf give what division gives.
-            self.imports.add(("codegen.vmath", "div_exact"))
-            d = e.inputs[1]
-            if (all(type(n) is int and n == 1 for n in d.type.shape)
-                    or (g.kind == "row" and _is_row_value(g, d))):
-                one = self.const(1, e.out.type.dtype)
-                expr = f"({args[0]} * div_exact({one}, {args[1]}))"
-            else:
-                expr = f"div_exact({args[0]}, {args[1]})"
+        d = e.inputs[1] if e.op == "div" else None
+        if (d is not None and e.out.type.dtype.kind == "f"
+                and (all(type(n) is int and n == 1 for n in d.type.shape)
+                     or (g.kind == "row" and _is_row_value(g, d)))):
+            # By a divisor the loop does not change (a scalar, or a row kernel's per-row
+            # value): two multiplications by a reciprocal LLVM computes once (what 'arcp'
+            # did, without its overflow at a denormal divisor; see vmath.div_invariant_f32).
+            helper = "div_invariant_" + ("f32" if e.out.type.dtype.itemsize == 4 else "f64")
+            self.imports.add(("codegen.vmath", helper))
+            expr = f"{helper}({args[0]}, {args[1]})"
         else:
             expr = expression(e.op, args, [x.type for x in e.inputs], e.out.type, e.params,
                               self.imports, self.const, pow_exponent=exponent)
         body.append(f"{name} = {expr}  # {_eqn_comment(e)}")
         scope[id(e.out)] = name
-
-    def _over_sqrt(self, x) -> bool:
-        """Whether kernel value `x` is computed from a sqrt in this kernel."""
-        seen, todo = set(), [x]
-        while todo:
-            v = todo.pop()
-            e = self.members.get(id(v)) if isinstance(v, Var) else None
-            if e is None or id(v) in seen:
-                continue
-            seen.add(id(v))
-            if e.op == "sqrt" or (e.op == "pow" and isinstance(e.inputs[1], Literal)
-                                  and float(e.inputs[1].value.item()) == 0.5):
-                return True
-            todo.extend(e.inputs)
-        return False
 
     # -------------------------------------------------------------- the module
     def header(self, kind_doc: str) -> list:
@@ -656,7 +646,11 @@ def _row_code(ks: KernelSource, loop_vars, idx) -> tuple[list, list]:
         for e, acc in accs:
             x = e.inputs[0]
             val = inner_scope.get(id(x)) or ks.load(x, idx, inner_scope, inner)
-            if e.op == "sum":
+            if e.op == "sum" and e.out.type.dtype.kind == "f":
+                # only the accumulation may be reordered, so that it vectorizes (FASTMATH)
+                ks.imports.add(("codegen.vmath", "add_reassoc"))
+                inner.append(f"{acc} = add_reassoc({acc}, {val})  # {e.out!r}")
+            elif e.op == "sum":
                 inner.append(f"{acc} += {val}  # {e.out!r}")
             elif e.out.type.dtype.kind == "f":
                 # llvm.maximum: NaN propagates, and the running max vectorizes (a
@@ -833,7 +827,7 @@ def _types(ks: KernelSource) -> list:
 
 
 def _decorator(types: list, parallel: bool, nogil: bool = False) -> str:
-    flags = "{" + ", ".join(repr(f) for f in sorted(FASTMATH)) + "}"
+    flags = "{" + ", ".join(repr(f) for f in sorted(FASTMATH)) + "}" if FASTMATH else "set()"
     return (f'@njit("void({", ".join(types)})", cache=True, fastmath={flags}, '
             f'error_model="numpy"{", parallel=True" if parallel else ""}'
             f'{", nogil=True" if nogil else ""})')

@@ -14,7 +14,7 @@ Usage (this is what the code generator emits)::
     from numba import njit
     from codegen.vmath import exp_f32
 
-    @njit(fastmath={'contract', 'arcp', 'nsz', 'afn', 'reassoc'})
+    @njit(fastmath=set(), error_model="numpy")   # (codegen.emit.FASTMATH: no flags)
     def kernel(x, out):
         for i in range(x.shape[0]):
             out[i] = exp_f32(x[i])          # x is a float32 array
@@ -32,7 +32,9 @@ Design notes
   round-to-integer trick ``(x*log2e + C) - C`` away.  With LLVM inlining the
   instructions keep their own flags, so callers may use ``reassoc``/``arcp``/
   ``afn``/``nsz``/``contract`` (``FASTMATH_FLAGS``); results are
-  bit-identical to a caller without fast-math (tested).  Callers must NOT use
+  bit-identical to a caller without fast-math (tested). (The generated kernels use
+  none: those flags change NaN/inf results of the kernel's own arithmetic; see
+  ``codegen.emit.FASTMATH``, ``add_reassoc`` and ``div_invariant_f32``.)  Callers must NOT use
   ``nnan``/``ninf``: NaN/inf propagation relies on selects that those flags
   allow LLVM to delete.  ``contract`` (FMA fusion) never hurts accuracy here.
   ``error_model='numpy'`` removes the ZeroDivisionError branches numba would
@@ -133,6 +135,7 @@ __all__ = [
     "log_f32", "log_f64", "log1p_f32", "log1p_f64",
     "tanh_f32", "tanh_f64", "sigmoid_f32", "sigmoid_f64",
     "erf_f32", "erf_f64", "maximum", "trip_count", "stream_copy", "store_fence", "div_exact",
+    "div_invariant_f32", "div_invariant_f64", "add_reassoc",
     "VMATH", "VMATH_NAMES", "VMATH_MAX_ULP", "VMATH_METHOD", "vmath_name",
     "FASTMATH_FLAGS",
 ]
@@ -140,7 +143,8 @@ __all__ = [
 # Fast-math flags of the vmath functions themselves (FMA contraction only).
 _OWN_FLAGS = {"contract"}
 
-# Flags recommended for *callers* (kernels): everything except nnan/ninf.
+# The most a caller may use without changing these functions' results: everything except
+# nnan/ninf (the kernels use none, see codegen.emit.FASTMATH).
 FASTMATH_FLAGS = {"contract", "arcp", "nsz", "afn", "reassoc"}  # do not mutate
 
 
@@ -858,10 +862,66 @@ def div_exact(a, b):
     Under 'arcp' LLVM turns ``x / sqrt(y)`` into an estimate of 1/sqrt(y) (``vrsqrt14ps``)
     refined by a Newton step, which gives NaN for y = 0 and y = inf, where numpy (eager)
     gives inf and 0. Inlined, this division keeps this function's own flags (no 'arcp'),
-    so it stays a division; the code generator uses it for divisors that involve a sqrt.
+    so it stays a division. (Kernels no longer use 'arcp': see codegen.emit.FASTMATH.)
     """
     _always_inline()
     return a / b
+
+
+_F32_SMALL, _F32_LARGE = np.float32(2.0 ** -64), np.float32(2.0 ** 64)
+_F64_SMALL, _F64_LARGE = 2.0 ** -512, 2.0 ** 512
+
+
+@_vjit
+def div_invariant_f32(x, d):
+    """x / d as two multiplications, for a divisor `d` the caller's loop does not change.
+
+    Inlined into a loop, everything but the two multiplications depends on `d` only, and
+    LLVM computes it once, before the loop: a division per element costs softmax's last
+    pass (x / its row's sum) more than the rest of it. The result differs from x / d in
+    rounding only (two roundings), never in class: 1 / d alone overflows for a denormal
+    d (x * (1 / d) is inf where x / d is finite) and loses precision for |d| near the
+    largest float, so d is first scaled by a power of two s into a range whose reciprocal
+    is normal, and x / d = (x * (1 / (d * s))) * s. d = ±0, ±inf and NaN give what the
+    division gives (±inf, NaN at x = 0; ±0, NaN at x = ±inf; NaN), signs included.
+    """
+    _always_inline()
+    a = abs(d)
+    s = _F32_LARGE if a < _F32_SMALL else (_F32_SMALL if a > _F32_LARGE else np.float32(1))
+    return (x * (np.float32(1) / (d * s))) * s
+
+
+@_vjit
+def div_invariant_f64(x, d):
+    """div_invariant_f32 for float64."""
+    _always_inline()
+    a = abs(d)
+    s = _F64_LARGE if a < _F64_SMALL else (_F64_SMALL if a > _F64_LARGE else 1.0)
+    return (x * (1.0 / (d * s))) * s
+
+
+@intrinsic
+def add_reassoc(typingctx, a, b):
+    """a + b, an addition LLVM may reassociate with others like it, for running sums.
+
+    A kernel's own arithmetic has no 'reassoc' (it let LLVM fold (x + inf) - inf to x,
+    see codegen.emit.FASTMATH), but a loop-carried sum vectorizes only when its additions
+    may be reordered: ``acc = add_reassoc(acc, x[i])`` puts the flag on that one
+    instruction, so only the accumulation is reordered (into vector lanes), never the
+    computation of its terms. Reordering a sum cannot change whether it is NaN (a NaN
+    term, or +inf and -inf terms, make it NaN in any order) or which infinity it is;
+    only whether finite partial sums overflow depends on the order, and numpy's pairwise
+    order is not a loop's order either.
+    """
+    if not isinstance(a, types.Float) or a != b:
+        return None
+    sig = a(a, b)
+
+    def codegen(context, builder, signature, args):
+        # (Numba's fast-math pass leaves an instruction that has flags alone)
+        return builder.fadd(args[0], args[1], flags=("reassoc",))
+
+    return sig, codegen
 
 
 # ---------------------------------------------------------------------------

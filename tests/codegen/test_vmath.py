@@ -327,7 +327,7 @@ def test_asm_has_packed_ops():
 def _running_max(dtype):
     init = np.dtype(dtype).type(-np.inf)
 
-    @njit(fastmath={'arcp', 'contract', 'nsz', 'reassoc'})  # codegen.emit.FASTMATH
+    @njit(fastmath=set())  # as codegen.emit.FASTMATH: none
     def running_max(x):
         m = init
         for i in range(x.shape[0]):
@@ -387,11 +387,11 @@ def test_codegen_style_generated_source():
 
 
 def test_trip_count_is_its_argument_and_the_loop_stays_a_vectorized_loop():
-    @njit(fastmath={'arcp', 'contract', 'nsz', 'reassoc'})  # codegen.emit.FASTMATH
+    @njit(fastmath=set())  # as codegen.emit.FASTMATH: none
     def row_sum(x):
         acc = np.float32(0)
         for i in range(V.trip_count(1024)):
-            acc += x[i]
+            acc = V.add_reassoc(acc, x[i])  # (the sum kernels emit)
         return acc
 
     x = np.arange(1024, dtype=np.float32)
@@ -400,3 +400,41 @@ def test_trip_count_is_its_argument_and_the_loop_stays_a_vectorized_loop():
     assert _VEC_F32.search(ir_text), "loop not vectorized"
     # a loop remains (a back edge), instead of 64 unrolled vector adds in one chain
     assert len(re.findall(r"fadd[^\n]*<\d+ x float>", ir_text)) < 64
+
+
+@functools.cache
+def _divide_by_invariant(dtype):
+    div = V.div_invariant_f32 if dtype == np.float32 else V.div_invariant_f64
+
+    @njit(fastmath=set(), error_model="numpy")  # as codegen.emit.FASTMATH
+    def divide(x, d, out):
+        for i in range(x.shape[0]):
+            out[i] = div(x[i], d)
+
+    return divide
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_div_invariant_is_division_up_to_rounding_at_every_special_divisor(dtype):
+    """x / d by a reciprocal never changes the class of a result: denormal and huge
+    divisors (whose plain reciprocal overflows or is denormal), ±0, ±inf and NaN."""
+    fi = np.finfo(dtype)
+    specials = [0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -3.0, 7.0, 1e-3, fi.tiny,
+                fi.smallest_subnormal, -3 * fi.smallest_subnormal, fi.max, -fi.max, fi.max / 3]
+    x = np.array(specials * 3, dtype)
+    divide = _divide_by_invariant(dtype)
+    for d in specials:
+        out = np.empty_like(x)
+        divide(x, dtype(d), out)
+        with np.errstate(all="ignore"):
+            want = x / dtype(d)
+        for test in (np.isnan, np.isposinf, np.isneginf):
+            assert (test(out) == test(want)).all(), (d, out, want)
+        zero = want == 0
+        assert (out[zero] == 0).all() and (np.signbit(out[zero]) == np.signbit(want[zero])).all()
+        finite = np.isfinite(want) & ~zero
+        assert np.all(np.abs(out[finite] / want[finite] - 1) <= 2 * fi.eps), (d, out, want)
+    # the reciprocal is computed once, outside the loop: no division in the vector body
+    ir_text = divide.inspect_llvm(divide.signatures[0])
+    assert not re.search(r"fdiv[^\n]*<\d+ x (float|double)>", ir_text)
+    assert re.search(r"fmul[^\n]*<\d+ x (float|double)>", ir_text), "loop not vectorized"
