@@ -248,3 +248,81 @@ def test_a_fallback_is_an_error_in_the_test_suite_unless_expected(failing_builds
         # still an error at the next compile of the same kernel (not marked as warned)
         with pytest.raises(FallbackWarning):
             tracer.function(_softmax)(eager.randn(4, 8))
+
+
+# ------------------------------------------------------------------------------------
+# Ctrl-C during the first call, while Numba is being imported and set up
+
+INTERRUPTED_CHILD = r"""
+import json, os, signal, sys, warnings
+import numpy as np
+
+mode, where = sys.argv[1], sys.argv[2]
+if mode == "import":  # Ctrl-C exactly as the import of module `where` begins
+    class Interrupt:
+        fired = False
+
+        def find_spec(self, name, path=None, target=None):
+            if name == where and not Interrupt.fired:
+                Interrupt.fired = True
+                raise KeyboardInterrupt
+            return None
+    sys.meta_path.insert(0, Interrupt())
+
+import eager, tracer, codegen
+import eager.nn.functional as F
+
+warnings.simplefilter("error", codegen.FallbackWarning)  # a fallback fails the child
+
+def body(x):
+    return (F.softmax(x * 2.0, -1) @ x.T).exp()  # two kernels: the compile-ahead child too
+
+x = eager.from_numpy(np.linspace(-1, 1, 24, dtype=np.float32).reshape(4, 6))
+f = tracer.function(body)
+if mode == "signal":  # a real SIGINT, some time into the first call
+    signal.signal(signal.SIGALRM, lambda *_: os.kill(os.getpid(), signal.SIGINT))
+    signal.setitimer(signal.ITIMER_REAL, float(where))
+interrupted = False
+try:
+    with eager.no_grad():
+        f(x)
+except KeyboardInterrupt:
+    interrupted = True
+signal.setitimer(signal.ITIMER_REAL, 0)
+with eager.no_grad():
+    want = body(x).numpy()
+    again = f(x).numpy()  # the same function: traced and compiled again
+    other = tracer.function(lambda x: F.gelu(x) * 3.0)
+    gelu = other(x).numpy()
+    kernels = f.get_concrete_function(x).kernels + other.get_concrete_function(x).kernels
+print(json.dumps({
+    "interrupted": interrupted,
+    "again": bool(np.allclose(again, want, rtol=1e-5, atol=1e-6)),
+    "gelu": bool(np.allclose(gelu, (F.gelu(x) * 3.0).numpy(), rtol=1e-5, atol=1e-6)),
+    "compiled": [k.name for k in kernels if k.entry is not None],
+    "fallbacks": [k.error for k in kernels if k.entry is None],
+}))
+"""
+
+
+@pytest.mark.parametrize("mode, where", [
+    ("import", "numba.core.types"),       # deep in `import numba`
+    ("import", "numba.cpython.unicode"),  # the compiler's registries (first compile)
+    ("import", "numba.core.boxing"),      # later in the first compile
+    ("signal", "0.15"),                   # wherever a real SIGINT lands
+])
+def test_ctrl_c_during_the_first_call_leaves_later_calls_working(tmp_path, mode, where):
+    import json
+    import subprocess
+    import sys
+
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ, PYTHONPATH=repo, TRACEJIT_CACHE_DIR=str(tmp_path / "cache"))
+    run = subprocess.run([sys.executable, "-c", INTERRUPTED_CHILD, mode, where], env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    report = json.loads(run.stdout.strip().splitlines()[-1])
+    if mode == "import":
+        assert report["interrupted"], report  # the KeyboardInterrupt reached the caller
+    assert report["again"] and report["gelu"], report
+    assert not report["fallbacks"] and len(report["compiled"]) == 3, report
