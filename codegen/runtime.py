@@ -52,7 +52,7 @@ class FallbackWarning(RuntimeWarning):
     distinct kernel; the test suite turns it into an error (tests/conftest.py)."""
 
 
-def _warn_fallback(group: KernelGroup, error: str) -> None:
+def _warn_fallback(group: KernelGroup, error: str, stage: str = "build") -> None:
     """Say once that `group`'s kernel runs through numpy, at the user's line that made the
     program compile (its first call), naming the kernel, the lines it computes and why."""
     from eager.errors import user_location_full
@@ -65,7 +65,7 @@ def _warn_fallback(group: KernelGroup, error: str) -> None:
         else ""
     filename, lineno = user_location_full()
     warnings.warn_explicit(
-        f"codegen: could not build kernel {group.name}{where}: {error}; running its "
+        f"codegen: could not {stage} kernel {group.name}{where}: {error}; running its "
         f"{len(group.members)} equations through numpy instead (same results, slower)",
         FallbackWarning, filename, lineno, module="codegen.runtime")
 
@@ -378,9 +378,15 @@ class Program:
                 if ip.io and id(self.part.group_of.get(key)) in mine}
 
     def _kernel_op(self, group: KernelGroup):
-        mine = set(map(id, group.parts or [group]))
         io = self.updates_in(group)
-        source, ks = self._ahead.emit(self.part, group, io)  # (emitted there already)
+        try:
+            source, ks = self._ahead.emit(self.part, group, io)  # (emitted there already)
+        except SymbolicDimError:
+            raise  # (compile_numba checked: a kernel of a per-size program never raises it)
+        except Exception as exc:  # noqa: BLE001 - a code generator bug: fall back too
+            kernel = Kernel(group.name, group.kind, "", group)
+            self.kernels.append(kernel)
+            return self._fall_back(group, kernel, exc, "generate", group.outputs)
         kernel = Kernel(group.name, group.kind, source, group)
         self.kernels.append(kernel)
         logs.log("kernels", lambda: f"kernel {group.name}:\n{source}")
@@ -389,17 +395,7 @@ class Program:
                 kernel.entry, kernel.module, kernel.file = build.load_kernel(source,
                                                                              group.name)
         except Exception as exc:  # noqa: BLE001 - never a crash: fall back below
-            kernel.error = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
-            # Once per distinct kernel (its source), not per name: another function or
-            # shape that happens to share the name is a different kernel. (Marked as
-            # warned only once the warning returns: where it is an error, every build
-            # failure raises.)
-            if source not in _warned:
-                _warn_fallback(group, kernel.error)
-                _warned.add(source)
-            for key in [k for k in self.inplace if id(self.part.group_of.get(k)) in mine]:
-                del self.inplace[key]  # the fallback writes fresh arrays
-            return self._interpreted_group(group, ks.outputs)
+            return self._fall_back(group, kernel, exc, "build", ks.outputs)
         in_slots = [self.slots[id(v)] for v in ks.args]
         # Arrays this program allocated itself are C-contiguous and writable, and their
         # flat views are kept in `flat`; anything else (arguments, captures, consts, numpy
@@ -426,6 +422,23 @@ class Program:
         if self._bind is None:
             self._descs.append(("kernel", entry, ins, outs))
         return self._kernel_run(ins, outs, entry, ks.dims)
+
+    def _fall_back(self, group: KernelGroup, kernel: Kernel, exc: Exception, stage: str,
+                   outputs):
+        """`group` as numpy steps (`_interpreted_group`), the user told once per kernel."""
+        kernel.error = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+        # Once per distinct kernel (its source, else its name and error), not per name
+        # alone: another function or shape that happens to share the name is a different
+        # kernel. (Marked as told only once the warning returns: where it is an error,
+        # every failure raises.)
+        key = kernel.source or f"{group.name}\0{kernel.error}"
+        if key not in _warned:
+            _warn_fallback(group, kernel.error, stage)
+            _warned.add(key)
+        mine = set(map(id, group.parts or [group]))
+        for k in [k for k in self.inplace if id(self.part.group_of.get(k)) in mine]:
+            del self.inplace[k]  # the fallback writes fresh arrays
+        return self._interpreted_group(group, outputs)
 
     def _kernel_run(self, ins, outs, entry, dims):
         """A kernel step as a closure over the slot list (what runs when the program has

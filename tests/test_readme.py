@@ -46,7 +46,7 @@ import sys
 import warnings
 # a kernel falling back to numpy fails the tour too (tests/conftest.py), matched by its
 # message so that codegen is not imported before the tour imports it
-warnings.filterwarnings("error", message="codegen: could not build kernel")
+warnings.filterwarnings("error", message="codegen: could not (build|generate) kernel")
 blocks = eval(sys.stdin.read())
 namespace = {"__name__": "__readme__"}
 for line, source in blocks:

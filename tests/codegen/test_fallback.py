@@ -194,6 +194,33 @@ def test_adam_step_with_every_kernel_failing_matches_eager(failing_builds):
     assert len(_fallback_warnings(caught)) == len(step_c.get_concrete_function(x, t).kernels)
 
 
+def test_a_kernel_the_code_generator_fails_on_runs_through_numpy(monkeypatch):
+    """A code generator bug (emission raising) is a kernel that cannot be built too: not a
+    crash, the same fallback and warning."""
+    def broken(part, group, io):
+        raise KeyError("simulated emission bug")
+
+    monkeypatch.setattr(codegen.ahead, "emit_kernel", broken)
+    monkeypatch.setattr(codegen.runtime, "_warned", set())
+    rng = np.random.default_rng(6)
+    x = eager.from_numpy(rng.standard_normal((6, 8)).astype(np.float32))
+    t = eager.from_numpy(rng.standard_normal((6, 1)).astype(np.float32))
+    model_e, opt_e = _one_layer_adam()
+    model_c, opt_c = _one_layer_adam()
+    step_c = tracer.function(_adam_step(model_c, opt_c))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = [step_c(x, t).item() for _ in range(3)]
+    _close(got, [_adam_step(model_e, opt_e)(x, t).item() for _ in range(3)])
+    for pe, pc in zip(model_e.parameters(), model_c.parameters(), strict=True):
+        _close(pc.detach().numpy(), pe.detach().numpy())
+    kernels = step_c.get_concrete_function(x, t).kernels
+    messages = [str(w.message) for w in _fallback_warnings(caught)]
+    assert kernels and len(messages) == len(kernels), messages
+    assert all("could not generate kernel" in m and "simulated emission bug" in m
+               for m in messages)
+
+
 def test_captured_tensor_updated_in_place_through_the_fallback(failing_builds):
     """A kernel that would write a capture's update through the capture itself (io):
     falling back, the update still reaches the tensor, every call."""
