@@ -22,5 +22,5 @@ _warnings.filterwarnings(
     "ignore", message=r"(invalid value|divide by zero|overflow|underflow) encountered",
     category=RuntimeWarning, module=r"codegen(\.|$)")
 
-__all__ = ["compile_numba", "Program", "Kernel", "FallbackWarning", "LOWERING", "cache_dir", "clear_cache",
-           "compile_stats", "reset_stats"]
+__all__ = ["compile_numba", "Program", "Kernel", "FallbackWarning", "LOWERING", "cache_dir",
+           "clear_cache", "compile_stats", "reset_stats"]
