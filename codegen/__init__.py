@@ -12,7 +12,7 @@ from tracer.backends import register_backend
 
 from .build import cache_dir, clear_cache, compile_stats, reset_stats
 from .lower import LOWERING
-from .runtime import Kernel, Program, compile_numba
+from .runtime import FallbackWarning, Kernel, Program, compile_numba
 
 register_backend("numba", compile_numba)
 
@@ -22,5 +22,5 @@ _warnings.filterwarnings(
     "ignore", message=r"(invalid value|divide by zero|overflow|underflow) encountered",
     category=RuntimeWarning, module=r"codegen(\.|$)")
 
-__all__ = ["compile_numba", "Program", "Kernel", "LOWERING", "cache_dir", "clear_cache",
-           "compile_stats", "reset_stats"]
+__all__ = ["compile_numba", "Program", "Kernel", "FallbackWarning", "LOWERING", "cache_dir",
+           "clear_cache", "compile_stats", "reset_stats"]

@@ -190,10 +190,11 @@ def _set_up_numba() -> None:
     process), done before forking: the program needs it anyway, and the child then
     inherits it instead of doing it again on a CPU the program may need."""
     try:
-        from numba.core.registry import cpu_target
+        with build.setting_up_numba():  # (Ctrl-C here: undone, see there)
+            from numba.core.registry import cpu_target
 
-        cpu_target.typing_context.refresh()
-        cpu_target.target_context.refresh()
+            cpu_target.typing_context.refresh()
+            cpu_target.target_context.refresh()
     except Exception:  # noqa: BLE001 - the child sets up as the program would
         pass
 

@@ -42,6 +42,7 @@ is called.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import importlib.machinery
@@ -429,9 +430,10 @@ def load_kernel(source: str, name_hint: str) -> Tuple[Any, str, str]:
         if FAST_CACHE_LOAD and not _disable_jit() and (directory / f"{stem}.tjo").exists():
             entry = _load_object(directory, stem, modname, source)
         if entry is None:
-            disp = load_module(source, name_hint).kernel
-            entry = (disp.get_overload(disp.signatures[0])
-                     if hasattr(disp, "get_overload") else disp)
+            with setting_up_numba():
+                disp = load_module(source, name_hint).kernel
+                entry = (disp.get_overload(disp.signatures[0])
+                         if hasattr(disp, "get_overload") else disp)
         _ENTRIES[key] = entry
         return entry, modname, path
 
@@ -501,15 +503,81 @@ def _numba():
     the workqueue layer sleeps. A user's NUMBA_THREADING_LAYER still wins.
     """
     global _NUMBA_READY
-    if not _NUMBA_READY:
-        _preload_blas()
-    import numba
+    if _NUMBA_READY:
+        import numba
 
-    if not _NUMBA_READY:
+        return numba
+    with setting_up_numba():
+        _preload_blas()
+        import numba
+
         if "NUMBA_THREADING_LAYER" not in os.environ:
             numba.config.THREADING_LAYER = "workqueue"
         _NUMBA_READY = True
     return numba
+
+
+# Numba's set-up in this process - its import (~280 modules), its compiler's registries
+# (another ~90, imported at the first compile) and the rest of that first compile - is one
+# transaction. Ctrl-C in the middle of an import leaves modules that imported the
+# interrupted one holding a half-initialized module object (the import system drops only
+# the interrupted module itself from sys.modules), and every later compile in the process
+# failed on it ("partially initialized module 'numba.core.types' has no attribute
+# 'boolean'"), each kernel falling back to numpy. So until the first kernel has compiled,
+# an interrupt (KeyboardInterrupt, SystemExit: not an ordinary exception, which a kernel's
+# fallback handles) forgets every module of Numba and its dependencies imported since the
+# set-up began, and the next call imports them afresh. Kernels loaded meanwhile keep
+# working (their code holds what it needs). Interrupts after the first compile are not
+# covered: Numba is set up by then, and what a later compile imports is a small part.
+_SETUP_SNAPSHOT = None   # sys.modules' names when the set-up began; None: not begun, or done
+_SETUP_DONE = False
+# What the set-up imports that holds Numba's objects: Numba, its dependencies, and
+# tracejit's vector math (intrinsics made by the Numba of its import)
+_SETUP_PACKAGES = ("numba", "llvmlite", "scipy", "codegen.vmath")
+
+
+@contextlib.contextmanager
+def setting_up_numba():
+    """Around anything that may import Numba or compile with it before the set-up is done
+    (see above): an interrupt inside undoes the set-up, then propagates. Nests."""
+    global _SETUP_SNAPSHOT
+    if _SETUP_DONE:
+        yield
+        return
+    if _SETUP_SNAPSHOT is None:
+        _SETUP_SNAPSHOT = frozenset(sys.modules)
+    try:
+        yield
+    except Exception:
+        raise
+    except BaseException:
+        _undo_numba_setup()
+        raise
+
+
+def _undo_numba_setup() -> None:
+    global _SETUP_SNAPSHOT, _NUMBA_READY, _LISTENER
+    before, _SETUP_SNAPSHOT = _SETUP_SNAPSHOT, None
+    if before is None:  # (an enclosing setting_up_numba undid it already)
+        return
+    for name in [n for n in list(sys.modules) if n not in before]:
+        if not any(name == p or name.startswith(p + ".") for p in _SETUP_PACKAGES):
+            continue
+        module = sys.modules.pop(name, None)
+        # ... and from the package kept that holds it as an attribute: a new import of
+        # the package's submodule would find the old one there while the new one runs
+        parent, _, child = name.rpartition(".")
+        if parent in sys.modules and getattr(sys.modules[parent], child, None) is module:
+            delattr(sys.modules[parent], child)
+    _NUMBA_READY = False
+    _LISTENER = None  # (it listened to the forgotten numba.core.event)
+    _FAST_FAILED.clear()
+
+
+def _set_up_done() -> None:
+    """The first kernel compiled: Numba is set up for good (see `setting_up_numba`)."""
+    global _SETUP_DONE, _SETUP_SNAPSHOT
+    _SETUP_DONE, _SETUP_SNAPSHOT = True, None
 
 
 def _preload_blas() -> None:
@@ -565,6 +633,8 @@ def njit(signature: str, **options):
         if obj is None:
             disp.compile(signature)
             obj = _compiled_object(disp.overloads[disp.signatures[0]])
+            if not _SETUP_DONE:
+                _set_up_done()
         if FAST_CACHE_LOAD and options.get("cache") and obj and fn.__name__ == "kernel":
             # (the module's entry: the functions it calls are linked into its object)
             _write_object(fn, signature, obj, disp.overloads[disp.signatures[0]], options)
@@ -659,6 +729,7 @@ def _install_compile_listener() -> None:
     with _LOCK:
         if _LISTENER is not None:
             return
+        _numba()  # (its set-up first: the event module imports Numba)
         from numba.core import event
 
         class _CompileCounter(event.Listener):

@@ -43,7 +43,31 @@ from .emit import PARALLEL_MIN_SIZE, _env_threshold, emit_kernel
 from .fuse import CallStep, KernelGroup, ViewStep, describe, merge_adjacent, partition
 
 log = logging.getLogger("tracer.kernels")
-_warned: set = set()
+_warned: set = set()  # sources of the kernels whose numpy fallback was announced
+
+
+class FallbackWarning(RuntimeWarning):
+    """A kernel could not be built: its equations run through numpy (the registry's
+    reference implementations) instead, with eager's results, slower. Issued once per
+    distinct kernel; the test suite turns it into an error (tests/conftest.py)."""
+
+
+def _warn_fallback(group: KernelGroup, error: str, stage: str = "build") -> None:
+    """Say once that `group`'s kernel runs through numpy, at the user's line that made the
+    program compile (its first call), naming the kernel, the lines it computes and why."""
+    from eager.errors import user_location_full
+
+    lines = []
+    for e in group.members:
+        if e.loc and e.loc not in lines:
+            lines.append(e.loc)
+    where = f" (from {', '.join(lines[:3])}{', ...' if len(lines) > 3 else ''})" if lines \
+        else ""
+    filename, lineno = user_location_full()
+    warnings.warn_explicit(
+        f"codegen: could not {stage} kernel {group.name}{where}: {error}; running its "
+        f"{len(group.members)} equations through numpy instead (same results, slower)",
+        FallbackWarning, filename, lineno, module="codegen.runtime")
 
 # Outputs of at least this many bytes are recycled once the caller has dropped them
 # (`_recycled`). glibc maps every allocation past 32 MiB fresh from the OS and unmaps it
@@ -354,9 +378,15 @@ class Program:
                 if ip.io and id(self.part.group_of.get(key)) in mine}
 
     def _kernel_op(self, group: KernelGroup):
-        mine = set(map(id, group.parts or [group]))
         io = self.updates_in(group)
-        source, ks = self._ahead.emit(self.part, group, io)  # (emitted there already)
+        try:
+            source, ks = self._ahead.emit(self.part, group, io)  # (emitted there already)
+        except SymbolicDimError:
+            raise  # (compile_numba checked: a kernel of a per-size program never raises it)
+        except Exception as exc:  # noqa: BLE001 - a code generator bug: fall back too
+            kernel = Kernel(group.name, group.kind, "", group)
+            self.kernels.append(kernel)
+            return self._fall_back(group, kernel, exc, "generate", group.outputs)
         kernel = Kernel(group.name, group.kind, source, group)
         self.kernels.append(kernel)
         logs.log("kernels", lambda: f"kernel {group.name}:\n{source}")
@@ -365,17 +395,7 @@ class Program:
                 kernel.entry, kernel.module, kernel.file = build.load_kernel(source,
                                                                              group.name)
         except Exception as exc:  # noqa: BLE001 - never a crash: fall back below
-            kernel.error = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
-            # Once per distinct kernel (its source), not per name: another function or
-            # shape that happens to share the name is a different kernel.
-            if source not in _warned:
-                _warned.add(source)
-                warnings.warn(f"codegen: could not build kernel {group.name} ({kernel.error}); "
-                              f"running its {len(group.members)} equations through numpy "
-                              f"instead", RuntimeWarning, stacklevel=2)
-            for key in [k for k in self.inplace if id(self.part.group_of.get(k)) in mine]:
-                del self.inplace[key]  # the fallback writes fresh arrays
-            return self._interpreted_group(group, ks.outputs)
+            return self._fall_back(group, kernel, exc, "build", ks.outputs)
         in_slots = [self.slots[id(v)] for v in ks.args]
         # Arrays this program allocated itself are C-contiguous and writable, and their
         # flat views are kept in `flat`; anything else (arguments, captures, consts, numpy
@@ -402,6 +422,23 @@ class Program:
         if self._bind is None:
             self._descs.append(("kernel", entry, ins, outs))
         return self._kernel_run(ins, outs, entry, ks.dims)
+
+    def _fall_back(self, group: KernelGroup, kernel: Kernel, exc: Exception, stage: str,
+                   outputs):
+        """`group` as numpy steps (`_interpreted_group`), the user told once per kernel."""
+        kernel.error = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+        # Once per distinct kernel (its source, else its name and error), not per name
+        # alone: another function or shape that happens to share the name is a different
+        # kernel. (Marked as told only once the warning returns: where it is an error,
+        # every failure raises.)
+        key = kernel.source or f"{group.name}\0{kernel.error}"
+        if key not in _warned:
+            _warn_fallback(group, kernel.error, stage)
+            _warned.add(key)
+        mine = set(map(id, group.parts or [group]))
+        for k in [k for k in self.inplace if id(self.part.group_of.get(k)) in mine]:
+            del self.inplace[k]  # the fallback writes fresh arrays
+        return self._interpreted_group(group, outputs)
 
     def _kernel_run(self, ins, outs, entry, dims):
         """A kernel step as a closure over the slot list (what runs when the program has
@@ -472,24 +509,22 @@ class Program:
         return f
 
     def _interpreted_group(self, group: KernelGroup, outputs):
+        """A kernel that could not be built, as its equations run one by one through the
+        registry's numpy implementations (the reference semantics). Values come from this
+        run (the group's own members, and views of them: a multi kernel's later loop nest
+        reads an earlier one's values through views that no slot holds), else from slots
+        (and views of slot values)."""
         members = list(group.members)
-        reads = []
-        for e in members:
-            for x in e.inputs:
-                if isinstance(x, Var) and id(x) not in {id(m.out) for m in members}:
-                    reads.append(x)
         out_slots = [(id(v), self._slot(v)) for v in outputs]
         slots = self.slots
+        views = self.part.views
         sizes_slot = self._sizes_slot
 
         def run(env, flat, dests):
-            local = {}
             sizes = env[sizes_slot] if sizes_slot is not None else None
-            for x in reads:
-                if id(x) not in local:
-                    local[id(x)] = _value_of(x, env, slots, self.part, sizes)
+            local = {}
             for e in members:
-                vals = [x.value if isinstance(x, Literal) else local[id(x)] for x in e.inputs]
+                vals = [_value_of(x, env, slots, views, local, sizes) for x in e.inputs]
                 params = e.params if sizes is None else bind_params(e.params, sizes)
                 local[id(e.out)] = np.asarray(OPS[e.op].impl(*vals, **params))
             for key, s in out_slots:
@@ -967,17 +1002,27 @@ def _is_view_of(f, a) -> bool:
     return b is not None and (b is a or b is a.base)
 
 
-def _value_of(x, env, slots, part, sizes=None):
-    """A value for the interpreted fallback: from its slot, or by evaluating its views."""
+def _value_of(x, env, slots, views, local, sizes=None):
+    """A value for the interpreted fallback: a literal, a value this run computed
+    (`local`), one in its slot, or a view of any of these (evaluated, then kept in
+    `local`)."""
+    if x is None:
+        return None
+    if isinstance(x, Literal):
+        return x.value
+    v = local.get(id(x))
+    if v is not None:
+        return v
     s = slots.get(id(x))
     if s is not None and env[s] is not None:
         return env[s]
-    e = part.views.get(id(x))
+    e = views.get(id(x))
     if e is None:
-        raise KeyError(f"fallback cannot find {x!r}")
-    src = _value_of(e.inputs[0], env, slots, part, sizes)
+        raise KeyError(f"the numpy fallback cannot find {x!r}")  # a partition bug
+    src = _value_of(e.inputs[0], env, slots, views, local, sizes)
     params = e.params if sizes is None else bind_params(e.params, sizes)
-    return np.asarray(OPS[e.op].impl(src, **params))
+    v = local[id(x)] = np.asarray(OPS[e.op].impl(src, **params))
+    return v
 
 
 class PerSizeProgram:

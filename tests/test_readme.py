@@ -43,6 +43,10 @@ def python_blocks(text: str) -> list:
 
 RUNNER = r"""
 import sys
+import warnings
+# a kernel falling back to numpy fails the tour too (tests/conftest.py), matched by its
+# message so that codegen is not imported before the tour imports it
+warnings.filterwarnings("error", message="codegen: could not (build|generate) kernel")
 blocks = eval(sys.stdin.read())
 namespace = {"__name__": "__readme__"}
 for line, source in blocks:
