@@ -1,0 +1,657 @@
+"""Check mode: run the first calls of each trace eagerly as well, and compare.
+
+    f = tracer.function(step, check=True)      # or check=N; TRACER_CHECK=1 for every function
+    f(x)   # traces; runs eagerly on the state as it was, then compiled; compares
+
+For each of the first N calls (default 2) of every trace, a checked call
+
+1. snapshots every tensor the call can reach (arguments, the trace's captures, modules'
+   parameters and buffers, optimizer state, `.grad`s) and the containers holding them
+   (optimizer state dicts, modules' dicts, plain objects' attributes, lists, dicts);
+2. runs the Python function eagerly (`run_eagerly` semantics: nested @functions inline),
+   recording every op's value, and observes the outputs and that state by where it lives
+   (`opt.state[0]['exp_avg']`, `model.0.weight.grad`, `self.total`);
+3. puts the snapshot back into the same objects (a trace's guards check identities), the
+   random generator included, and makes the ordinary compiled call;
+4. compares outputs and state with dtype-aware tolerances: bit-exact for integers and
+   bools, NaN where eager has NaN, infinities with their sign, floats within
+   `TOLERANCES`. On a difference it raises `CheckError`, naming the first IR equation
+   (and its kernel) whose value diverges, with the user's file and line.
+
+The compiled call's results are what the caller gets: with nothing to report, a checked
+call returns what an unchecked one would. Python side effects of the function (print,
+appending to a list) happen twice on a checked call. Off (the default), nothing of this
+runs: the hook sits on Function.__call__'s slow path, behind one attribute test.
+"""
+from __future__ import annotations
+
+import os
+import threading
+import types
+
+import numpy as np
+
+from eager import dispatch
+from eager import random as _random
+from eager.nn.module import Module
+from eager.optim import Optimizer
+from eager.tensor import Tensor
+
+ENV_VAR = "TRACER_CHECK"
+DEFAULT_CALLS = 2
+# dtype kind/size -> (rtol, atol relative to the largest magnitude of the eager value)
+TOLERANCES = {np.dtype(np.float32): (1e-4, 1e-5), np.dtype(np.float64): (1e-10, 1e-12),
+              np.dtype(np.float16): (1e-2, 1e-3)}
+CAPTURED = "<captured "  # path prefix of a capture found only by its identity
+RECORD_LIMIT_BYTES = 1 << 28  # eager op values kept for localizing a difference
+
+
+class CheckError(AssertionError):
+    """A compiled call in check mode gave something other than the eager call."""
+
+
+# --------------------------------------------------------------------------------------
+# settings
+
+_ENV: list = []
+
+
+def env_calls(refresh: bool = False) -> int:
+    """Calls per trace that `TRACER_CHECK` asks to check: unset or 0 off, 1 (or true, on,
+    yes) the default of 2, a larger number that many. Read once (refresh=True: again)."""
+    if refresh or not _ENV:
+        raw = os.environ.get(ENV_VAR, "").strip().lower()
+        if raw in ("", "0", "false", "off", "no"):
+            n = 0
+        elif raw in ("1", "true", "on", "yes"):
+            n = DEFAULT_CALLS
+        else:
+            try:
+                n = int(raw)
+            except ValueError:
+                raise ValueError(f"{ENV_VAR}={raw!r}: expected 0, 1 or a number of calls to "
+                                 f"check per trace") from None
+        _ENV[:] = [max(n, 0)]
+    return _ENV[0]
+
+
+def calls_to_check(check) -> int:
+    """`check=` of tracer.function as a number of calls per trace (0: off)."""
+    if check is None:
+        return env_calls()
+    if check is True:
+        return DEFAULT_CALLS
+    if check is False:
+        return 0
+    if isinstance(check, int) and check >= 0:
+        return check
+    raise TypeError(f"tracer.function: check={check!r}; pass True, False or a number of "
+                    f"calls to check per trace")
+
+
+class _Local(threading.local):
+    def __init__(self):
+        self.inside = set()  # ids of Functions making their compiled call of a checked call
+
+
+_local = _Local()
+
+
+def inside(func) -> bool:
+    """Whether `func` is making the compiled half of a checked call (which runs the
+    ordinary call path)."""
+    return id(func) in _local.inside
+
+
+# --------------------------------------------------------------------------------------
+# the state a call can reach
+
+def _plain_object(obj) -> bool:
+    return hasattr(obj, "__dict__") and not isinstance(obj, (type, types.ModuleType)) \
+        and not callable(obj) and not isinstance(obj, Tensor)
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, (bool, int, float, np.number)) and not isinstance(v, Tensor)
+
+
+class _World:
+    """Where each reachable tensor (and Python number) lives, and the containers that hold
+    them: what a snapshot saves and what a comparison looks at."""
+
+    def __init__(self, roots, captures=(), capture_names=()):
+        self.paths: dict = {}       # path -> Tensor, None (an unset .grad) or a number
+        self.tensors: dict = {}     # id -> Tensor
+        self.containers: dict = {}  # id -> dict, list or object whose __dict__ is saved
+        for path, obj in roots:
+            self._visit(path, obj, 0)
+        for t, name in zip(captures, capture_names):
+            if isinstance(t, Tensor) and id(t) not in self.tensors:
+                self._tensor(f"{CAPTURED}{name}>", t)
+
+    def _tensor(self, path, t):
+        self.paths.setdefault(path, t)
+        self.tensors.setdefault(id(t), t)
+        g = t._grad
+        self.paths.setdefault(path + ".grad", g)
+        if g is not None:
+            self.tensors.setdefault(id(g), g)
+
+    def _container(self, obj) -> bool:
+        """Remember `obj`; False if it was seen already."""
+        if id(obj) in self.containers:
+            return False
+        self.containers[id(obj)] = obj
+        return True
+
+    def _visit(self, path, obj, depth):
+        if isinstance(obj, Tensor):
+            self._tensor(path, obj)
+        elif _is_number(obj):
+            self.paths.setdefault(path, obj)
+        elif isinstance(obj, Module):
+            if not self._container(obj):
+                return
+            for _name, m in obj.named_modules():
+                self._container(m)
+                for store in ("_parameters", "_buffers", "_modules"):
+                    self._container(m.__dict__[store])
+            for name, p in list(obj.named_parameters()) + list(obj.named_buffers()):
+                self._tensor(f"{path}.{name}", p)
+        elif isinstance(obj, Optimizer):
+            if not self._container(obj):
+                return
+            self._container(obj.state)
+            self._container(obj.param_groups)
+            params = []
+            for gi, group in enumerate(obj.param_groups):
+                self._container(group)
+                for key, value in group.items():
+                    if _is_number(value):
+                        self.paths.setdefault(f"{path}.param_groups[{gi}][{key!r}]", value)
+                    elif isinstance(value, tuple):
+                        for j, v in enumerate(value):
+                            if _is_number(v):
+                                self.paths.setdefault(
+                                    f"{path}.param_groups[{gi}][{key!r}][{j}]", v)
+                params.extend(group["params"])
+            for k, p in enumerate(params):
+                self._tensor(f"{path}.params[{k}]", p)
+                st = obj.state.get(p) if hasattr(obj.state, "get") else None
+                if isinstance(st, dict):
+                    self._container(st)
+                    for sname, v in st.items():
+                        self._visit(f"{path}.state[{k}][{sname!r}]", v, 3)
+        elif isinstance(obj, (list, tuple)) and depth < 3:
+            if isinstance(obj, list) and not self._container(obj):
+                return
+            for i, x in enumerate(obj):
+                self._visit(f"{path}[{i}]", x, depth + 1)
+        elif isinstance(obj, dict) and depth < 3:
+            if not self._container(obj):
+                return
+            for k, x in list(obj.items()):
+                self._visit(f"{path}[{k!r}]", x, depth + 1)
+        elif depth < 2 and _plain_object(obj):
+            if not self._container(obj):
+                return
+            for attr, x in list(vars(obj).items()):
+                self._visit(f"{path}.{attr}", x, depth + 1)
+
+    def observe(self) -> dict:
+        """path -> a copy of its value now (arrays copied: later runs overwrite them)."""
+        seen = {}
+        for path, v in self.paths.items():
+            if isinstance(v, Tensor):
+                seen[path] = _ObservedTensor(v)
+            else:
+                seen[path] = v
+        return seen
+
+
+class _ObservedTensor:
+    __slots__ = ("data", "requires_grad", "differentiable")
+
+    def __init__(self, t: Tensor):
+        self.data = np.array(t._data, copy=True)
+        self.requires_grad = t.requires_grad
+        # A backward from it would reach the graph (not a graph already freed by a backward
+        # inside the function: the trace's test of a differentiable output).
+        fn = t.grad_fn
+        self.differentiable = fn is not None and getattr(fn, "_state", None) is None
+
+
+class _Snapshot:
+    """Values and containers of a _World, put back into the same objects by restore()."""
+
+    def __init__(self, world: _World):
+        self.tensors = []
+        for t in world.tensors.values():
+            data = t._data
+            self.tensors.append((t, data, np.array(data, copy=True), t.grad_fn, t._version,
+                                 t._version[0], dict(t.__dict__)))
+        self.containers = []
+        for obj in world.containers.values():
+            if isinstance(obj, dict):
+                self.containers.append((obj, "dict", list(obj.items())))
+            elif isinstance(obj, list):
+                self.containers.append((obj, "list", list(obj)))
+            else:
+                self.containers.append((obj, "attrs", dict(vars(obj))))
+        self.rng = _random.get_rng_state()
+
+    def restore(self):
+        for obj, kind, saved in self.containers:
+            if kind == "dict":
+                obj.clear()
+                obj.update(saved)
+            elif kind == "list":
+                obj[:] = saved
+            else:
+                d = vars(obj)
+                d.clear()
+                d.update(saved)
+        for t, data, copy, grad_fn, version, v, attrs in self.tensors:
+            if isinstance(data, np.ndarray) and data.flags.writeable and \
+                    data.shape == copy.shape:
+                np.copyto(data, copy)
+            t._data = data
+            t.grad_fn = grad_fn
+            t._version = version
+            version[0] = v
+            t.__dict__.clear()
+            t.__dict__.update(attrs)
+        _random.set_rng_state(self.rng)
+
+
+# --------------------------------------------------------------------------------------
+# the checked call
+
+def checked_call(func, args, kwargs):
+    """Function.__call__ in check mode (see the module docstring)."""
+    from .function import _roots
+
+    leaves, names, tree = func._flatten_args(args, kwargs)
+    if func.input_signature is not None:
+        func._check_signature(leaves, names)
+    key = func._key(leaves, tree)
+    if key in func._eager_keys:
+        return _compiled_call(func, args, kwargs)
+    roots = [(desc, obj) for desc, _get, obj, _free in _roots(func._fn, args, kwargs)]
+    before_trace = None
+    concrete = func._lookup(key)
+    if concrete is None:
+        # Tracing may make state (an optimizer's first-step moments): the eager run must
+        # see the state as it was before, the compiled one as tracing left it.
+        before_trace = _Snapshot(_World(roots))
+        concrete = func._trace_new(args, kwargs, leaves, names, tree, key)
+        if concrete is None:  # this signature runs eagerly: nothing to compare
+            return _compiled_call(func, args, kwargs)
+    done = getattr(concrete, "checks_done", 0)
+    if done >= func._check:
+        return _compiled_call(func, args, kwargs)
+    concrete.checks_done = done + 1
+
+    def world():
+        return _World(roots, concrete._captures, concrete.graph.capture_names)
+
+    start = _Snapshot(world())
+    if before_trace is not None:
+        before_trace.restore()
+    records = _Recorder()
+    try:
+        eager_out = _run_eagerly(func, args, kwargs, records)
+        eager_leaves, eager_tree = _flat_outputs(eager_out)
+        eager_seen = world().observe()
+    finally:
+        start.restore()
+    try:
+        inputs = [np.array(a, copy=True) for a in concrete._input_values(leaves)]
+    except AttributeError:  # a captured .grad is unset: the compiled call retraces
+        inputs = None
+    out = _compiled_call(func, args, kwargs, concrete)
+    if concrete.checks_done < func._check:
+        _keep_off_fast_paths(func, concrete)
+    out_leaves, out_tree = _flat_outputs(out)
+    diffs = _differences(eager_tree, eager_leaves, out_tree, out_leaves, eager_seen,
+                         world().observe())
+    if diffs:
+        raise CheckError(_report(func, concrete, diffs, inputs, records))
+    return out
+
+
+def _compiled_call(func, args, kwargs, concrete=None):
+    """The ordinary call (every path it has), or for a one-shot trace (state it makes runs
+    once, so it is never cached: calling again would trace again) that trace itself."""
+    if concrete is not None and concrete.one_shot:
+        if concrete.differentiable and dispatch.is_grad_enabled():
+            leaves = _leaves(args, kwargs, func)
+            plan = concrete.backward_plan([t.requires_grad for t in leaves])
+            if plan is None:
+                return func._eager_for_grad(args, kwargs, concrete.plan_error)
+            return concrete.run_with_grad(leaves, plan, lambda: func._fn(*args, **kwargs))
+        return concrete.run(_leaves(args, kwargs, func))
+    _local.inside.add(id(func))
+    try:
+        return func(*args, **kwargs)
+    finally:
+        _local.inside.discard(id(func))
+
+
+def _leaves(args, kwargs, func):
+    return func._flatten_args(args, kwargs)[0]
+
+
+def _keep_off_fast_paths(func, concrete):
+    """A trace with checks to go must come back to the slow path, where the hook is."""
+    for table in (func._fast, func._fast_spec):
+        for k in [k for k, c in table.items() if c is concrete]:
+            del table[k]
+    if func._last1 is not None and func._last1[4] is concrete:
+        func._last1 = None
+
+
+class _Recorder:
+    """Each op's value as the eager run computes it, in dispatch order."""
+
+    def __init__(self):
+        self.values = []  # (op name, array)
+        self.bytes = 0
+        self.complete = True
+
+    def __call__(self, op, inputs, params):
+        out = dispatch.eager_compute(op, inputs, params)
+        if self.bytes < RECORD_LIMIT_BYTES:
+            self.values.append((op.name, np.array(out, copy=True)))
+            self.bytes += out.nbytes
+        else:
+            self.complete = False
+        return out
+
+
+def _run_eagerly(func, args, kwargs, records):
+    from .function import _RUN_EAGERLY as flag
+
+    was = flag[0]
+    flag[0] = True  # nested @functions run their Python too
+    prev = dispatch.set_compute(records)
+    try:
+        return func._fn(*args, **kwargs)
+    finally:
+        dispatch.set_compute(prev)
+        flag[0] = was
+
+
+def _flat_outputs(out):
+    from .pytree import flatten
+
+    leaves, names = [], []
+    tree = flatten(out, leaves, "out", names)
+    return [(n, _ObservedTensor(t)) for n, t in zip(names, leaves)], tree
+
+
+# --------------------------------------------------------------------------------------
+# comparing
+
+class _Diff:
+    def __init__(self, where, text, error=None):
+        self.where = where      # "output out[0]", "state model.0.weight.grad"
+        self.text = text        # what differs
+        self.error = error      # (largest abs error, its rel error) or None
+
+
+def compare_arrays(expected: np.ndarray, got: np.ndarray, names=("eager", "compiled")):
+    """None if `got` matches `expected` (the eager value) within check mode's tolerances,
+    else (what differs, (largest absolute error, relative error) or None)."""
+    ref, new = names
+    if expected.shape != got.shape or expected.dtype != got.dtype:
+        return (f"{ref} gives {_type_text(expected)}, {new} {_type_text(got)}", None)
+    if expected.dtype.kind not in "fc":
+        bad = expected != got
+        if not bad.any():
+            return None
+        idx = _first(bad)
+        return (f"{int(bad.sum())} of {bad.size} elements differ (compared exactly); at "
+                f"{idx}: {ref} {_item(expected[idx])}, {new} {_item(got[idx])}", None)
+    e_nan, g_nan = np.isnan(expected), np.isnan(got)
+    if (e_nan != g_nan).any():
+        idx = _first(e_nan != g_nan)
+        return (f"NaN in one but not the other at {idx}: {ref} {_item(expected[idx])}, "
+                f"{new} {_item(got[idx])}", None)
+    finite = np.isfinite(expected) & np.isfinite(got)
+    inf_bad = ~finite & ~e_nan & (expected != got)
+    if inf_bad.any():
+        idx = _first(inf_bad)
+        return (f"infinities differ at {idx}: {ref} {_item(expected[idx])}, {new} "
+                f"{_item(got[idx])}", None)
+    if not finite.any():
+        return None
+    e = expected.astype(np.float64)
+    g = got.astype(np.float64)
+    err = np.where(finite, np.abs(g - e), 0.0)
+    rtol, atol = TOLERANCES.get(expected.dtype, (1e-4, 1e-5))
+    scale = float(np.max(np.abs(np.where(finite, e, 0.0))))
+    allowed = atol * scale + rtol * np.abs(e) + np.finfo(expected.dtype).tiny
+    bad = finite & (err > allowed)
+    if not bad.any():
+        return None
+    idx = _first(err == err.max())
+    rel = float(err[idx] / max(abs(e[idx]), np.finfo(expected.dtype).tiny))
+    return (f"{int(bad.sum())} of {bad.size} elements beyond tolerance (rtol {rtol:g}, atol "
+            f"{atol:g} x {scale:.3g}); largest error {err[idx]:.3g} (relative {rel:.3g}) at "
+            f"{idx}: {ref} {_item(expected[idx])}, {new} {_item(got[idx])}",
+            (float(err[idx]), rel))
+
+
+def _item(v) -> str:
+    return repr(v.item()) if hasattr(v, "item") else repr(v)
+
+
+def _first(mask):
+    return tuple(int(i) for i in np.argwhere(mask)[0]) if mask.ndim else ()
+
+
+def _type_text(a) -> str:
+    return f"{a.dtype}{list(a.shape)}"
+
+
+def _differences(eager_tree, eager_leaves, tree, leaves, eager_seen, seen) -> list:
+    diffs = []
+    if eager_tree != tree or len(eager_leaves) != len(leaves):
+        diffs.append(_Diff("output", f"eager returns {eager_tree!r} with {len(eager_leaves)} "
+                           f"tensors, compiled {tree!r} with {len(leaves)}"))
+        return diffs
+    for (name, e), (_n, c) in zip(eager_leaves, leaves):
+        d = compare_arrays(e.data, c.data)
+        if d is not None:
+            diffs.append(_Diff(f"output {name}", *d))
+        elif e.differentiable and not c.requires_grad:
+            diffs.append(_Diff(f"output {name}", "eagerly it has a grad_fn (gradients flow "
+                               "back through it), compiled it does not require grad"))
+    for path in list(eager_seen) + [p for p in seen if p not in eager_seen]:
+        e = eager_seen.get(path, _MISSING)
+        c = seen.get(path, _MISSING)
+        if (e is _MISSING or c is _MISSING) and path.startswith(CAPTURED):
+            continue  # found by identity; where the other run reaches it, it is compared
+        if e is _MISSING or c is _MISSING:
+            which = "eager" if c is _MISSING else "compiled"
+            diffs.append(_Diff(f"state {path}", f"only the {which} call leaves a value here"))
+        elif isinstance(e, _ObservedTensor) and isinstance(c, _ObservedTensor):
+            d = compare_arrays(e.data, c.data)
+            if d is not None:
+                diffs.append(_Diff(f"state {path}", *d))
+        elif e is None or c is None or isinstance(e, _ObservedTensor) \
+                or isinstance(c, _ObservedTensor):
+            if (e is None) != (c is None) or type(e) is not type(c):
+                diffs.append(_Diff(f"state {path}", f"eager leaves {_short(e)}, compiled "
+                                   f"{_short(c)}"))
+        elif e != c and not (e != e and c != c):  # numbers; NaN equals NaN here
+            diffs.append(_Diff(f"state {path}", f"eager leaves {e!r}, compiled {c!r}"))
+    return diffs
+
+
+_MISSING = object()
+
+
+def _short(v) -> str:
+    if v is None:
+        return "None"
+    if isinstance(v, _ObservedTensor):
+        return f"a tensor {_type_text(v.data)}"
+    return repr(v)
+
+
+# --------------------------------------------------------------------------------------
+# naming the first diverging equation
+
+def _report(func, concrete, diffs, inputs, records) -> str:
+    n = getattr(concrete, "checks_done", 1)
+    lines = [f"tracer check: {func._name} (call {n} of the trace for "
+             f"({concrete.signature})): the compiled result differs from the eager one"]
+    for d in diffs[:8]:
+        lines.append(f"  {d.where}: {d.text}")
+    if len(diffs) > 8:
+        lines.append(f"  ... and {len(diffs) - 8} more differences")
+    try:
+        lines.extend(_locate(concrete, inputs, records))
+    except Exception as exc:  # noqa: BLE001 - the differences above still stand
+        lines.append(f"  (could not localize further: {type(exc).__name__}: {exc})")
+    lines.append("  The eager result is the reference: until this is fixed, run it with "
+                 "tracer.run_eagerly(True) or without @tracer.function, and please report "
+                 "it with this message.")
+    return "\n".join(lines)
+
+
+def _locate(concrete, inputs, records) -> list:
+    from .printing import format_eqn
+
+    if inputs is None:
+        return ["  (could not localize: the captured state did not match the trace)"]
+    program, graph = _program_that_ran(concrete)
+    values = _interpret(graph, inputs)
+    found = _first_compiled_divergence(program, graph, inputs, values)
+    if found is not None:
+        eqn, where, text, owner = found
+        return [f"  first diverging equation ({where} disagrees with the reference "
+                f"interpreter on it), in {owner}:",
+                *format_eqn(eqn, "    "),
+                f"    {text}"]
+    raw = concrete.raw_graph
+    found = _first_eager_divergence(raw, _interpret(raw, inputs, keep_order=True), records)
+    if found is not None:
+        eqn, text = found
+        owner = _owner_of(program, graph, eqn)
+        return ["  the trace itself differs from the eager run: the first traced equation "
+                f"whose value differs from the eager op's{owner}:",
+                *format_eqn(eqn, "    "),
+                f"    {text}",
+                "  (a value the trace baked in, or state it read, was not what the eager run "
+                "used)"]
+    return ["  every traced equation agrees with the eager run and the compiled program with "
+            "the interpreter: the difference is in what the call returns or writes back "
+            "(the outputs and state named above), not in an equation"]
+
+
+def _program_that_ran(concrete):
+    plan = concrete._plan
+    if concrete.differentiable and dispatch.is_grad_enabled() and plan is not None:
+        program = plan.fwd_program
+    else:
+        program = concrete.program
+    graph = getattr(program, "graph", None) or concrete.graph
+    return program, graph
+
+
+def _interpret(graph, inputs, keep_order=False):
+    from .interpret import run_graph
+
+    seen = [] if keep_order else {}
+
+    def note(e, outs):
+        if keep_order:
+            seen.append((e, [np.array(o, copy=True) for o in outs]))
+        else:
+            for v, o in zip(e.outs, outs):
+                seen[id(v)] = np.array(o, copy=True)
+
+    run_graph(graph, [np.array(a, copy=True) for a in inputs], on_eqn=note)
+    return seen
+
+
+def _first_compiled_divergence(program, graph, inputs, reference):
+    """Run the numba program step by step (kernel, BLAS call, numpy step) on copies of
+    the inputs, and find the first equation whose materialized value differs from the
+    reference interpreter's."""
+    ops = getattr(program, "ops", None)
+    slots = getattr(program, "slots", None)
+    if ops is None or slots is None:
+        return None
+    env = [np.array(a, copy=True) for a in inputs] + [None] * (program.n_slots - len(inputs))
+    if program._sizes_slot is not None:
+        env[program._sizes_slot] = program._bind(env[:program.n_args])
+    for s, value in program.const_slots:
+        env[s] = value
+    flat = [None] * program.n_slots
+    got = {}
+    for op in ops:
+        before = list(map(id, env))
+        op(env, flat, None)
+        for s, (a, b) in enumerate(zip(before, map(id, env))):
+            if a != b and env[s] is not None and s not in got:
+                got[s] = np.array(env[s], copy=True)
+    for e in graph.eqns:
+        for v in e.outs:
+            s = slots.get(id(v))
+            if s is None or s not in got or id(v) not in reference:
+                continue
+            d = compare_arrays(reference[id(v)], got[s], ("interpreted", "compiled"))
+            if d is not None:
+                return e, f"%{v.name}", d[0], \
+                    _owner_text(program, e)
+    return None
+
+
+def _owner_text(program, eqn) -> str:
+    for k in getattr(program, "kernels", ()):
+        group = k.group
+        members = list(group.members)
+        for part in getattr(group, "parts", None) or ():
+            members.extend(part.members)
+        if any(m is eqn for m in members):
+            state = "" if k.entry is not None else " (its numpy fallback)"
+            return f"kernel {k.name}{state}"
+    for step in getattr(getattr(program, "part", None), "steps", ()):
+        if getattr(step, "eqn", None) is eqn:
+            return f"a {getattr(step, 'how', 'view')} step (not a kernel)"
+    return "the program"
+
+
+def _owner_of(program, graph, eqn) -> str:
+    """Where the compiled program computes the raw-graph equation `eqn`, if the optimized
+    graph kept it."""
+    if not any(e is eqn for e in graph.eqns):
+        return ""
+    return f" (computed in {_owner_text(program, eqn)})"
+
+
+def _first_eager_divergence(raw, traced, records):
+    """Align the raw trace's equations with the eager run's ops (both in dispatch order,
+    matched by op name and shape) and find the first whose values differ."""
+    values = records.values
+    j = 0
+    for e, outs in traced:
+        if e.op in ("cond", "while_loop") or len(outs) != 1:
+            continue
+        out = outs[0]
+        for k in range(j, min(j + 64, len(values))):
+            name, value = values[k]
+            if name == e.op and value.shape == out.shape and value.dtype == out.dtype:
+                j = k + 1
+                d = compare_arrays(value, out, ("eager", "traced"))
+                if d is not None:
+                    return e, d[0]
+                break
+    return None
+
+
+__all__ = ["CheckError", "calls_to_check", "checked_call", "compare_arrays", "env_calls"]
