@@ -186,7 +186,10 @@ class _World:
             if isinstance(obj, list) and not self._container(obj):
                 return
             for i, x in enumerate(obj):
-                self._visit(f"{path}[{i}]", x, depth + 1)
+                # Numbers in a list are more often a log (losses.append) than state: only
+                # the list's tensors are compared (its contents are still put back).
+                if not _is_number(x):
+                    self._visit(f"{path}[{i}]", x, depth + 1)
         elif isinstance(obj, dict) and depth < 3:
             if not self._container(obj):
                 return
@@ -426,19 +429,21 @@ def compare_arrays(expected: np.ndarray, got: np.ndarray, names=("eager", "compi
                 f"{_item(got[idx])}", None)
     if not finite.any():
         return None
-    e = expected.astype(np.float64)
-    g = got.astype(np.float64)
-    err = np.where(finite, np.abs(g - e), 0.0)
+    e = np.where(finite, expected, 0).astype(np.float64)
+    g = np.where(finite, got, 0).astype(np.float64)
+    err = np.abs(g - e)
     rtol, atol = TOLERANCES.get(expected.dtype, (1e-4, 1e-5))
-    scale = float(np.max(np.abs(np.where(finite, e, 0.0))))
-    allowed = atol * scale + rtol * np.abs(e) + np.finfo(expected.dtype).tiny
+    # atol as torch.testing.assert_close uses it, scaled up for arrays of large values: a
+    # sum that cancels to about 0 differs by rounding at the scale of its terms.
+    scale = max(float(np.max(np.abs(e))), 1.0)
+    allowed = atol * scale + rtol * np.abs(e)
     bad = finite & (err > allowed)
     if not bad.any():
         return None
-    idx = _first(err == err.max())
+    idx = _first(err == err[bad].max())
     rel = float(err[idx] / max(abs(e[idx]), np.finfo(expected.dtype).tiny))
     return (f"{int(bad.sum())} of {bad.size} elements beyond tolerance (rtol {rtol:g}, atol "
-            f"{atol:g} x {scale:.3g}); largest error {err[idx]:.3g} (relative {rel:.3g}) at "
+            f"{atol * scale:.3g}); largest error {err[idx]:.3g} (relative {rel:.3g}) at "
             f"{idx}: {ref} {_item(expected[idx])}, {new} {_item(got[idx])}",
             (float(err[idx]), rel))
 
@@ -547,6 +552,16 @@ def _locate(concrete, inputs, records) -> list:
                 f"    {text}",
                 "  (a value the trace baked in, or state it read, was not what the eager run "
                 "used)"]
+    if graph is not raw:
+        found = _first_eager_divergence(graph, _interpret(graph, inputs, keep_order=True),
+                                        records)
+        if found is not None:
+            eqn, text = found
+            return ["  the trace agrees with the eager run but the optimized graph does not "
+                    f"(a pass changed a value); its first equation that differs from the "
+                    f"eager op's{_owner_of(program, graph, eqn)}:",
+                    *format_eqn(eqn, "    "),
+                    f"    {text}"]
     return ["  every traced equation agrees with the eager run and the compiled program with "
             "the interpreter: the difference is in what the call returns or writes back "
             "(the outputs and state named above), not in an equation"]
