@@ -521,9 +521,9 @@ def _report(func, concrete, diffs, inputs, records) -> str:
         lines.extend(_locate(concrete, inputs, records))
     except Exception as exc:  # noqa: BLE001 - the differences above still stand
         lines.append(f"  (could not localize further: {type(exc).__name__}: {exc})")
-    lines.append("  The eager result is the reference: until this is fixed, run it with "
-                 "tracer.run_eagerly(True) or without @tracer.function, and please report "
-                 "it with this message.")
+    lines.append("  The eager result is the reference: meanwhile run the function eagerly "
+                 "(tracer.run_eagerly(True)); a difference that no Python value of yours "
+                 "explains is a tracejit bug, please report it with this message.")
     return "\n".join(lines)
 
 
@@ -644,9 +644,13 @@ def _owner_text(program, eqn) -> str:
 def _owner_of(program, graph, eqn) -> str:
     """Where the compiled program computes the raw-graph equation `eqn`, if the optimized
     graph kept it."""
-    if not any(e is eqn for e in graph.eqns):
+    same = next((e for e in graph.eqns if e is eqn), None)
+    if same is None:  # the passes rebuild equations: the same op, line and type
+        same = next((e for e in graph.eqns if e.op == eqn.op and e.loc == eqn.loc
+                     and [o.type for o in e.outs] == [o.type for o in eqn.outs]), None)
+    if same is None:
         return ""
-    return f" (computed in {_owner_text(program, eqn)})"
+    return f" (computed in {_owner_text(program, same)})"
 
 
 def _first_eager_divergence(raw, traced, records):
