@@ -306,6 +306,11 @@ def checked_call(func, args, kwargs):
         eager_out = _run_eagerly(func, args, kwargs, records)
         eager_leaves, eager_tree = _flat_outputs(eager_out)
         eager_seen = world().observe()
+    except Exception as exc:
+        exc.add_note(f"tracer check mode: raised by the eager run of {func._name}, made to "
+                     f"compare with its compiled call (which may not raise: a difference "
+                     f"too). The state is as it was before the call.")
+        raise
     finally:
         start.restore()
     try:

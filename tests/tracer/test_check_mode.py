@@ -79,6 +79,53 @@ def test_mlp_adam_step_passes_and_leaves_the_unchecked_state(backend):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
 
 
+def test_a_first_call_that_runs_once_sgd_dampening_passes():
+    # SGD's first step with dampening has a path of its own: a one-shot trace that runs
+    # once through the interpreter, then the steady-state trace.
+    def train(check):
+        eager.manual_seed(0)
+        lin = nn.Linear(4, 4)
+        opt = eager.optim.SGD(lin.parameters(), lr=0.1, momentum=0.9, dampening=0.1)
+
+        def step(x):
+            opt.zero_grad()
+            loss = lin(x).pow(2).mean()
+            loss.backward()
+            opt.step()
+            return loss
+
+        if check:
+            step = tracer.function(step, backend="interpret", check=check)
+        x = eager.tensor(np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4))
+        return [step(x).item() for _ in range(4)], lin.weight.detach().numpy().copy(), step
+
+    losses, weight, step = train(2)
+    eager_losses, eager_weight, _ = train(None)
+    assert step.trace_count == 2
+    np.testing.assert_allclose(losses, eager_losses, rtol=1e-6)
+    np.testing.assert_allclose(weight, eager_weight, rtol=1e-5, atol=1e-7)
+
+
+def test_a_method_with_dropout_in_training_passes():
+    eager.manual_seed(0)
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 4)
+            self.drop = nn.Dropout(0.5)
+
+        @tracer.function(backend="interpret", check=3)
+        def forward(self, x):
+            return self.drop(self.lin(x)).sum()
+
+    net = Net()
+    x = eager.ones(3, 4)
+    for _ in range(3):  # the same random draws for the eager and the compiled run
+        net(x)
+    assert net.forward.get_concrete_function(x).checks_done == 3
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_inplace_update_of_a_capture_passes(backend):
     w = eager.zeros(6)
@@ -118,6 +165,57 @@ def test_wrong_kernel_names_the_equation_its_kernel_and_line(monkeypatch):
     assert f"first diverging equation" in msg and f"in kernel {kernel}" in msg
     diverging = msg.split("first diverging equation")[1].splitlines()[1]
     assert " = sub " in diverging and diverging.endswith(_line_of(shifted, "y - 1.5"))
+
+
+def test_one_wrong_element_of_one_kernel_names_that_kernel(monkeypatch):
+    import codegen.build as build
+
+    original = build.load_kernel
+
+    def load_off_by_a_bit(source, name):
+        entry, module, file = original(source, name)
+        if "_k1_" not in name:
+            return entry, module, file
+
+        def wrong(*arrays):  # the second kernel: its output's element 3 is off by 1e-2
+            entry(*arrays)
+            arrays[-1][3] += 0.01
+        return wrong, module, file
+
+    monkeypatch.setattr(build, "load_kernel", load_off_by_a_bit)
+
+    def two_kernels(x, w):
+        h = eager.exp(x) @ w             # k0 (exp), then a BLAS call
+        return eager.tanh(h) * 0.5       # k1
+
+    f = tracer.function(two_kernels, check=True)
+    x = eager.tensor(np.linspace(-1, 1, 15, dtype=np.float32).reshape(5, 3))
+    w = eager.tensor(np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4))
+    with pytest.raises(tracer.CheckError) as info:
+        f(x, w)
+    msg = str(info.value)
+    kernel = next(k.name for k in f.get_concrete_function(x, w).kernels if "_k1_" in k.name)
+    assert "output out: 1 of 20 elements beyond tolerance" in msg
+    assert "largest error 0.01" in msg and "at (0, 3)" in msg
+    assert f"in kernel {kernel}:" in msg
+    diverging = msg.split("first diverging equation")[1].splitlines()[1]
+    assert " = mul " in diverging and diverging.endswith(_line_of(two_kernels, "* 0.5"))
+
+
+def test_the_eager_runs_error_says_where_it_came_from():
+    base = np.arange(4, dtype=np.float32)
+    base.setflags(write=False)
+    w = eager.from_numpy(base)  # eager refuses to write it in place
+
+    def scale_w(x):
+        w.mul_(2.0)
+        return x + 1
+
+    f = tracer.function(scale_w, backend="interpret", check=True)
+    with pytest.raises(RuntimeError, match="read-only") as info:
+        f(eager.ones(4))
+    assert any("check mode" in note for note in getattr(info.value, "__notes__", ()))
+    np.testing.assert_array_equal(w.numpy(), base)
 
 
 def test_value_frozen_by_the_trace_names_the_traced_equation():
