@@ -15,8 +15,10 @@ For each of the first N calls (default 2) of every trace, a checked call
    random generator included, and makes the ordinary compiled call;
 4. compares outputs and state with dtype-aware tolerances: bit-exact for integers and
    bools, NaN where eager has NaN, infinities with their sign, floats within
-   `TOLERANCES`. On a difference it raises `CheckError`, naming the first IR equation
-   (and its kernel) whose value diverges, with the user's file and line.
+   `TOLERANCES`; and, where outputs carry gradients out of the call, the gradients a
+   backward from them gives (one random cotangent, every leaf that requires grad). On a
+   difference it raises `CheckError`, naming the first IR equation (and its kernel) whose
+   value diverges, with the user's file and line.
 
 The compiled call's results are what the caller gets: with nothing to report, a checked
 call returns what an unchecked one would. Python side effects of the function (print,
@@ -220,8 +222,7 @@ class _ObservedTensor:
         self.requires_grad = t.requires_grad
         # A backward from it would reach the graph (not a graph already freed by a backward
         # inside the function: the trace's test of a differentiable output).
-        fn = t.grad_fn
-        self.differentiable = fn is not None and getattr(fn, "_state", None) is None
+        self.differentiable = _live(t)
 
 
 class _Snapshot:
@@ -305,7 +306,9 @@ def checked_call(func, args, kwargs):
     try:
         eager_out = _run_eagerly(func, args, kwargs, records)
         eager_leaves, eager_tree = _flat_outputs(eager_out)
-        eager_seen = world().observe()
+        eager_world = world()
+        eager_seen = eager_world.observe()
+        grads = _GradientCheck(eager_out, leaves, names, eager_world)
     except Exception as exc:
         exc.add_note(f"tracer check mode: raised by the eager run of {func._name}, made to "
                      f"compare with its compiled call (which may not raise: a difference "
@@ -323,6 +326,7 @@ def checked_call(func, args, kwargs):
     out_leaves, out_tree = _flat_outputs(out)
     diffs = _differences(eager_tree, eager_leaves, out_tree, out_leaves, eager_seen,
                          world().observe())
+    diffs += grads.compare(out)
     if diffs:
         raise CheckError(_report(func, concrete, diffs, inputs, records))
     return out
@@ -396,6 +400,90 @@ def _flat_outputs(out):
     leaves, names = [], []
     tree = flatten(out, leaves, "out", names)
     return [(n, _ObservedTensor(t)) for n, t in zip(names, leaves)], tree
+
+
+class _GradientCheck:
+    """Gradients that flow back through the outputs after the call: eager's, taken right
+    after the eager run (its graph saved the arrays the restore then overwrites), against
+    the compiled backward's, both for one random cotangent per differentiable output, with
+    respect to every leaf tensor that requires grad (arguments, parameters)."""
+
+    def __init__(self, eager_out, leaves, names, world):
+        from eager import autograd
+
+        self.expected = None
+        if not dispatch.is_grad_enabled():
+            return
+        outs, _ = _tensor_leaves(eager_out)
+        self.which = [k for k, t in enumerate(outs) if _live(t) and t.dtype.kind == "f"]
+        if not self.which:
+            return
+        wrt, where = {}, {}
+        for t, name in zip(leaves, names):
+            if t.requires_grad and t.grad_fn is None:
+                wrt.setdefault(id(t), t)
+                where.setdefault(id(t), name)
+        for path, t in world.paths.items():
+            if isinstance(t, Tensor) and t.requires_grad and t.grad_fn is None:
+                wrt.setdefault(id(t), t)
+                where.setdefault(id(t), path)
+        if not wrt:
+            return
+        self.wrt = list(wrt.values())
+        self.where = [where[id(t)] for t in self.wrt]
+        rng = np.random.default_rng(0)
+        self.cotangents = [Tensor._wrap(rng.standard_normal(outs[k].shape)
+                                        .astype(outs[k].dtype)) for k in self.which]
+        try:
+            got = autograd.grad([outs[k] for k in self.which], self.wrt,
+                                grad_outputs=self.cotangents, allow_unused=True)
+        except Exception:  # noqa: BLE001 - no eager gradient to compare with
+            return
+        self.expected = [_grad_array(g, t) for g, t in zip(got, self.wrt)]
+
+    def compare(self, out) -> list:
+        from eager import autograd
+
+        if self.expected is None:
+            return []
+        outs, _ = _tensor_leaves(out)
+        if len(outs) != len(self.which) and max(self.which) >= len(outs):
+            return []  # (the outputs' structure differs: reported already)
+        picked = [outs[k] for k in self.which]
+        if not all(t.requires_grad for t in picked):
+            return []  # (reported as an output without grad_fn)
+        try:
+            got = autograd.grad(picked, self.wrt, grad_outputs=self.cotangents,
+                                retain_graph=True, allow_unused=True)
+        except Exception as exc:  # noqa: BLE001 - eager's backward worked
+            return [_Diff("gradient", f"backward through the compiled outputs raises "
+                          f"{type(exc).__name__}: {exc}; eagerly it works")]
+        diffs = []
+        for e, g, t, path in zip(self.expected, got, self.wrt, self.where):
+            d = compare_arrays(e, _grad_array(g, t))
+            if d is not None:
+                diffs.append(_Diff(f"gradient w.r.t. {path} (backward from the outputs with "
+                                   f"a random cotangent)", *d))
+        return diffs
+
+
+def _live(t) -> bool:
+    fn = t.grad_fn
+    return fn is not None and getattr(fn, "_state", None) is None
+
+
+def _grad_array(g, t) -> np.ndarray:
+    if g is None:  # unused: a zero gradient
+        return np.zeros(t.shape, t.dtype)
+    return np.array(g._data, copy=True)
+
+
+def _tensor_leaves(out):
+    from .pytree import flatten
+
+    leaves, names = [], []
+    tree = flatten(out, leaves, "out", names)
+    return leaves, tree
 
 
 # --------------------------------------------------------------------------------------
@@ -523,7 +611,11 @@ def _report(func, concrete, diffs, inputs, records) -> str:
     if len(diffs) > 8:
         lines.append(f"  ... and {len(diffs) - 8} more differences")
     try:
-        lines.extend(_locate(concrete, inputs, records))
+        if all(d.where.startswith("gradient") for d in diffs):
+            lines.append("  the outputs and state agree: the difference is in the compiled "
+                         "backward (its graphs and kernels: concrete.backward)")
+        else:
+            lines.extend(_locate(concrete, inputs, records))
     except Exception as exc:  # noqa: BLE001 - the differences above still stand
         lines.append(f"  (could not localize further: {type(exc).__name__}: {exc})")
     lines.append("  The eager result is the reference: meanwhile run the function eagerly "

@@ -202,6 +202,26 @@ def test_one_wrong_element_of_one_kernel_names_that_kernel(monkeypatch):
     assert " = mul " in diverging and diverging.endswith(_line_of(two_kernels, "* 0.5"))
 
 
+def test_a_wrong_compiled_backward_is_caught_by_the_gradient_check(monkeypatch):
+    import codegen.lower as lower
+
+    # sign() appears only in abs's backward (g * sign(x)): the forward stays right.
+    monkeypatch.setitem(lower._UNARY, "sign", "({one} if {0} == {0} else {zero})")
+    w = eager.tensor(np.linspace(-1, 1, 9, dtype=np.float32), requires_grad=True)
+
+    def weighted_abs(x):
+        return (x.abs() * w).sum()
+
+    f = tracer.function(weighted_abs, check=True)
+    x = eager.tensor(np.linspace(-2, 2, 9, dtype=np.float32), requires_grad=True)
+    with pytest.raises(tracer.CheckError) as info:
+        f(x)
+    msg = str(info.value)
+    assert "gradient w.r.t. x (backward from the outputs" in msg
+    assert "gradient w.r.t. w " not in msg and "\n  output" not in msg
+    assert "difference is in the compiled backward" in msg
+
+
 def test_the_eager_runs_error_says_where_it_came_from():
     base = np.arange(4, dtype=np.float32)
     base.setflags(write=False)
