@@ -271,8 +271,18 @@ class _Snapshot:
 # --------------------------------------------------------------------------------------
 # the checked call
 
+# Checked calls run one at a time: each puts state back that another thread's call might
+# be using, and switches every @function to eager for its eager run.
+_LOCK = threading.RLock()
+
+
 def checked_call(func, args, kwargs):
     """Function.__call__ in check mode (see the module docstring)."""
+    with _LOCK:
+        return _checked_call(func, args, kwargs)
+
+
+def _checked_call(func, args, kwargs):
     from .function import _roots
 
     leaves, names, tree = func._flatten_args(args, kwargs)
