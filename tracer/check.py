@@ -153,12 +153,17 @@ class _World:
         elif isinstance(obj, Module):
             if not self._container(obj):
                 return
-            for _name, m in obj.named_modules():
+            for name, p in list(obj.named_parameters()) + list(obj.named_buffers()):
+                self._tensor(f"{path}.{name}", p)
+            for mname, m in obj.named_modules():
                 self._container(m)
                 for store in ("_parameters", "_buffers", "_modules"):
                     self._container(m.__dict__[store])
-            for name, p in list(obj.named_parameters()) + list(obj.named_buffers()):
-                self._tensor(f"{path}.{name}", p)
+                # Plain attributes: `training`, a step counter, a tensor kept unregistered.
+                prefix = f"{path}.{mname}" if mname else path
+                for attr, v in list(vars(m).items()):
+                    if not attr.startswith("_") and (_is_number(v) or isinstance(v, Tensor)):
+                        self._visit(f"{prefix}.{attr}", v, 3)
         elif isinstance(obj, Optimizer):
             if not self._container(obj):
                 return

@@ -285,6 +285,26 @@ def test_a_state_only_difference_is_reported_by_where_the_state_lives():
     assert "state state['w']:" in msg and "output" not in msg.split("\n")[1]
 
 
+def test_module_attributes_changed_only_while_tracing_are_reported():
+    class Counter(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(3, 3)
+            self.calls = 0
+
+        def forward(self, x):
+            self.calls += 1  # a Python side effect: eagerly at every call
+            return self.lin(x)
+
+    net = Counter()
+    f = tracer.function(lambda x: net(x).sum(), backend="interpret", check=True)
+    with pytest.raises(tracer.CheckError) as info:
+        with eager.no_grad():
+            f(eager.ones(2, 3))
+            f(eager.ones(2, 3))  # the trace does not count: eager leaves 2, compiled 1
+    assert "state net.calls: eager leaves 2, compiled 1" in str(info.value)
+
+
 def test_pass_that_changes_a_value_is_named(monkeypatch):
     import tracer.passes as passes
     from tracer.ir import Literal
