@@ -15,6 +15,7 @@ __version__ = "0.1.0"
 from . import logs
 from .backends import available as available_backends
 from .backends import register_backend
+from .check import CheckError
 from .control import cond, while_loop
 from .function import (ConcreteFunction, Function, TensorSpec, function,
                        functions_run_eagerly, run_eagerly)
@@ -28,6 +29,6 @@ _warnings.filterwarnings(
     "ignore", message=r"(invalid value|divide by zero|overflow|underflow) encountered",
     category=RuntimeWarning, module=r"tracer(\.|$)")
 
-__all__ = ["function", "Function", "ConcreteFunction", "TensorSpec", "TracingError", "cond",
+__all__ = ["function", "Function", "ConcreteFunction", "TensorSpec", "TracingError", "CheckError", "cond",
            "while_loop", "run_eagerly", "functions_run_eagerly", "register_backend",
            "available_backends", "Graph", "Eqn", "Var", "Literal", "verify", "logs"]

@@ -32,6 +32,7 @@ from eager.nn.module import STRUCTURE_EPOCH, Module
 from eager.optim import Optimizer
 from eager.tensor import Tensor
 
+from . import check as _check
 from . import logs
 from .backends import get_backend
 from .ir import Graph, Var, verify
@@ -577,8 +578,10 @@ class Function:
 
     def __init__(self, fn, input_signature=None, static_argnums=(), static_argnames=(),
                  backend="numba", fullgraph=False, dynamic=None, max_traces=64,
-                 optimize=True, name=None):
+                 optimize=True, name=None, check=None):
         functools.update_wrapper(self, fn)
+        # Check mode (tracer.check): how many calls of each trace also run eagerly, 0 = off.
+        self._check = _check.calls_to_check(check)
         self._fn = fn
         self._name = name or getattr(fn, "__name__", "fn")
         self.input_signature = list(input_signature) if input_signature is not None else None
@@ -708,6 +711,8 @@ class Function:
         if _RUN_EAGERLY[0] or current_trace() is not None:
             # Eager mode, or called from inside another trace: run (and so inline) the body.
             return self._fn(*args, **kwargs)
+        if self._check and not _check.inside(self):
+            return _check.checked_call(self, args, kwargs)
         leaves, names, tree = self._flatten_args(args, kwargs)
         if self.input_signature is not None:
             self._check_signature(leaves, names)
@@ -986,10 +991,13 @@ class _BoundFunction:
 
 
 def function(fn=None, *, input_signature=None, static_argnums=(), static_argnames=(),
-             backend="numba", fullgraph=False, dynamic=None, max_traces=64):
+             backend="numba", fullgraph=False, dynamic=None, max_traces=64, check=None):
     """Trace `fn` into a graph per input signature and run it compiled.
 
     Usable as ``@function`` and ``@function(...)``, on free functions and methods.
+    ``check=True`` (or a number of calls N; ``TRACER_CHECK=1`` for every function) runs
+    the first N calls of each trace eagerly as well and raises `tracer.CheckError` where
+    the compiled result differs (see tracer.check).
 
     >>> @function
     ... def f(x):
@@ -1000,7 +1008,7 @@ def function(fn=None, *, input_signature=None, static_argnums=(), static_argname
     def wrap(f):
         return Function(f, input_signature=input_signature, static_argnums=static_argnums,
                         static_argnames=static_argnames, backend=backend, fullgraph=fullgraph,
-                        dynamic=dynamic, max_traces=max_traces)
+                        dynamic=dynamic, max_traces=max_traces, check=check)
     if fn is None:
         return wrap
     return wrap(fn)

@@ -31,11 +31,12 @@ def symbolic_plan(graph: Graph):
     return plan
 
 
-def run_graph(graph: Graph, args, sizes: dict | None = None) -> list:
+def run_graph(graph: Graph, args, sizes: dict | None = None, on_eqn=None) -> list:
     """Evaluate `graph` on arrays for its inputs then its captures; returns its results.
 
     Symbolic dimensions are bound from the arguments (or given as `sizes` by an enclosing
-    graph) and substituted into the parameters that hold them."""
+    graph) and substituted into the parameters that hold them. `on_eqn(eqn, outs)`, when
+    given, sees each equation's values as they are computed (check mode records them)."""
     plan = symbolic_plan(graph)
     bound_eqns = ()
     if plan is not None:
@@ -68,6 +69,8 @@ def run_graph(graph: Graph, args, sizes: dict | None = None) -> list:
             outs = (out,)
         for v, o in zip(e.outs, outs):
             env[id(v)] = o
+        if on_eqn is not None:
+            on_eqn(e, outs)
     return [None if x is None else read(x) for x in graph.results]
 
 

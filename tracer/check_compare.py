@@ -1,0 +1,337 @@
+"""Check mode's comparisons and its report: dtype-aware tolerances, what differs between
+the eager and the compiled call, and which IR equation (and kernel) diverges first."""
+from __future__ import annotations
+
+import numpy as np
+
+from eager import dispatch
+from eager.tensor import Tensor
+
+# dtype -> (rtol, atol); atol is scaled up by the largest magnitude of the eager value
+TOLERANCES = {np.dtype(np.float32): (1e-4, 1e-5), np.dtype(np.float64): (1e-10, 1e-12),
+              np.dtype(np.float16): (1e-2, 1e-3)}
+CAPTURED = "<captured "  # path prefix of a capture found only by its identity
+
+
+class _ObservedTensor:
+    __slots__ = ("data", "requires_grad", "differentiable")
+
+    def __init__(self, t: Tensor):
+        self.data = np.array(t._data, copy=True)
+        self.requires_grad = t.requires_grad
+        # A backward from it would reach the graph (not a graph already freed by a backward
+        # inside the function: the trace's test of a differentiable output).
+        self.differentiable = _live(t)
+
+
+def _live(t) -> bool:
+    fn = t.grad_fn
+    return fn is not None and getattr(fn, "_state", None) is None
+
+# --------------------------------------------------------------------------------------
+# comparing
+
+class _Diff:
+    def __init__(self, where, text, error=None):
+        self.where = where      # "output out[0]", "state model.0.weight.grad"
+        self.text = text        # what differs
+        self.error = error      # (largest abs error, its rel error) or None
+
+
+def compare_arrays(expected: np.ndarray, got: np.ndarray, names=("eager", "compiled")):
+    """None if `got` matches `expected` (the eager value) within check mode's tolerances,
+    else (what differs, (largest absolute error, relative error) or None)."""
+    ref, new = names
+    if expected.shape != got.shape or expected.dtype != got.dtype:
+        return (f"{ref} gives {_type_text(expected)}, {new} {_type_text(got)}", None)
+    if expected.dtype.kind not in "fc":
+        bad = expected != got
+        if not bad.any():
+            return None
+        idx = _first(bad)
+        return (f"{int(bad.sum())} of {bad.size} elements differ (compared exactly); at "
+                f"{idx}: {ref} {_item(expected[idx])}, {new} {_item(got[idx])}", None)
+    e_nan, g_nan = np.isnan(expected), np.isnan(got)
+    if (e_nan != g_nan).any():
+        idx = _first(e_nan != g_nan)
+        return (f"NaN in one but not the other at {idx}: {ref} {_item(expected[idx])}, "
+                f"{new} {_item(got[idx])}", None)
+    finite = np.isfinite(expected) & np.isfinite(got)
+    inf_bad = ~finite & ~e_nan & (expected != got)
+    if inf_bad.any():
+        idx = _first(inf_bad)
+        return (f"infinities differ at {idx}: {ref} {_item(expected[idx])}, {new} "
+                f"{_item(got[idx])}", None)
+    if not finite.any():
+        return None
+    e = np.where(finite, expected, 0).astype(np.float64)
+    g = np.where(finite, got, 0).astype(np.float64)
+    err = np.abs(g - e)
+    rtol, atol = TOLERANCES.get(expected.dtype, (1e-4, 1e-5))
+    # atol as torch.testing.assert_close uses it, scaled up for arrays of large values: a
+    # sum that cancels to about 0 differs by rounding at the scale of its terms.
+    scale = max(float(np.max(np.abs(e))), 1.0)
+    allowed = atol * scale + rtol * np.abs(e)
+    bad = finite & (err > allowed)
+    if not bad.any():
+        return None
+    idx = _first(err == err[bad].max())
+    rel = float(err[idx] / max(abs(e[idx]), np.finfo(expected.dtype).tiny))
+    return (f"{int(bad.sum())} of {bad.size} elements beyond tolerance (rtol {rtol:g}, atol "
+            f"{atol * scale:.3g}); largest error {err[idx]:.3g} (relative {rel:.3g}) at "
+            f"{idx}: {ref} {_item(expected[idx])}, {new} {_item(got[idx])}",
+            (float(err[idx]), rel))
+
+
+def _item(v) -> str:
+    return repr(v.item()) if hasattr(v, "item") else repr(v)
+
+
+def _first(mask):
+    return tuple(int(i) for i in np.argwhere(mask)[0]) if mask.ndim else ()
+
+
+def _type_text(a) -> str:
+    return f"{a.dtype}{list(a.shape)}"
+
+
+def differences(eager_tree, eager_leaves, tree, leaves, eager_seen, seen) -> list:
+    diffs = []
+    if eager_tree != tree or len(eager_leaves) != len(leaves):
+        diffs.append(_Diff("output", f"eager returns {eager_tree!r} with {len(eager_leaves)} "
+                           f"tensors, compiled {tree!r} with {len(leaves)}"))
+        return diffs
+    for (name, e), (_n, c) in zip(eager_leaves, leaves):
+        d = compare_arrays(e.data, c.data)
+        if d is not None:
+            diffs.append(_Diff(f"output {name}", *d))
+        elif e.differentiable and not c.requires_grad:
+            diffs.append(_Diff(f"output {name}", "eagerly it has a grad_fn (gradients flow "
+                               "back through it), compiled it does not require grad"))
+    for path in list(eager_seen) + [p for p in seen if p not in eager_seen]:
+        e = eager_seen.get(path, _MISSING)
+        c = seen.get(path, _MISSING)
+        if (e is _MISSING or c is _MISSING) and path.startswith(CAPTURED):
+            continue  # found by identity; where the other run reaches it, it is compared
+        if e is _MISSING or c is _MISSING:
+            which = "eager" if c is _MISSING else "compiled"
+            diffs.append(_Diff(f"state {path}", f"only the {which} call leaves a value here"))
+        elif isinstance(e, _ObservedTensor) and isinstance(c, _ObservedTensor):
+            d = compare_arrays(e.data, c.data)
+            if d is not None:
+                diffs.append(_Diff(f"state {path}", *d))
+        elif e is None or c is None or isinstance(e, _ObservedTensor) \
+                or isinstance(c, _ObservedTensor):
+            if (e is None) != (c is None) or type(e) is not type(c):
+                diffs.append(_Diff(f"state {path}", f"eager leaves {_short(e)}, compiled "
+                                   f"{_short(c)}"))
+        elif e != c and not (e != e and c != c):  # numbers; NaN equals NaN here
+            diffs.append(_Diff(f"state {path}", f"eager leaves {e!r}, compiled {c!r}"))
+    return diffs
+
+
+_MISSING = object()
+
+
+def _short(v) -> str:
+    if v is None:
+        return "None"
+    if isinstance(v, _ObservedTensor):
+        return f"a tensor {_type_text(v.data)}"
+    return repr(v)
+
+
+# --------------------------------------------------------------------------------------
+# naming the first diverging equation
+
+def report(func, concrete, diffs, inputs, records) -> str:
+    n = getattr(concrete, "checks_done", 1)
+    lines = [f"tracer check: {func._name} (call {n} of the trace for "
+             f"({concrete.signature})): the compiled result differs from the eager one"]
+    for d in diffs[:8]:
+        lines.append(f"  {d.where}: {d.text}")
+    if len(diffs) > 8:
+        lines.append(f"  ... and {len(diffs) - 8} more differences")
+    try:
+        if all(d.where.startswith("gradient") for d in diffs):
+            lines.append("  the outputs and state agree: the difference is in the compiled "
+                         "backward (its graphs and kernels: concrete.backward)")
+        else:
+            lines.extend(_locate(concrete, inputs, records))
+    except Exception as exc:  # noqa: BLE001 - the differences above still stand
+        lines.append(f"  (could not localize further: {type(exc).__name__}: {exc})")
+    lines.append("  The eager result is the reference: meanwhile run the function eagerly "
+                 "(tracer.run_eagerly(True)); a difference that no Python value of yours "
+                 "explains is a tracejit bug, please report it with this message.")
+    return "\n".join(lines)
+
+
+def _locate(concrete, inputs, records) -> list:
+    from .printing import format_eqn
+
+    if inputs is None:
+        return ["  (could not localize: the captured state did not match the trace)"]
+    program, graph = _program_that_ran(concrete)
+    values = _interpret(graph, inputs)
+    found = _first_compiled_divergence(program, graph, inputs, values)
+    if found is not None:
+        eqn, where, text, owner = found
+        return [f"  first diverging equation ({where} disagrees with the reference "
+                f"interpreter on it), in {owner}:",
+                *format_eqn(eqn, "    "),
+                f"    {text}",
+                *_fused_note(program, eqn)]
+    raw = concrete.raw_graph
+    found = _first_eager_divergence(raw, _interpret(raw, inputs, keep_order=True), records)
+    if found is not None:
+        eqn, text = found
+        owner = _owner_of(program, graph, eqn)
+        return ["  the trace itself differs from the eager run: the first traced equation "
+                f"whose value differs from the eager op's{owner}:",
+                *format_eqn(eqn, "    "),
+                f"    {text}",
+                "  (a value the trace baked in, or state it read, was not what the eager run "
+                "used)"]
+    if graph is not raw:
+        found = _first_eager_divergence(graph, _interpret(graph, inputs, keep_order=True),
+                                        records)
+        if found is not None:
+            eqn, text = found
+            return ["  the trace agrees with the eager run but the optimized graph does not "
+                    f"(a pass changed a value); its first equation that differs from the "
+                    f"eager op's{_owner_of(program, graph, eqn)}:",
+                    *format_eqn(eqn, "    "),
+                    f"    {text}"]
+    return ["  every traced equation agrees with the eager run and the compiled program with "
+            "the interpreter: the difference is in what the call returns or writes back "
+            "(the outputs and state named above), not in an equation"]
+
+
+def _program_that_ran(concrete):
+    plan = concrete._plan
+    if concrete.differentiable and dispatch.is_grad_enabled() and plan is not None:
+        program = plan.fwd_program
+    else:
+        program = concrete.program
+    graph = getattr(program, "graph", None) or concrete.graph
+    return program, graph
+
+
+def _interpret(graph, inputs, keep_order=False):
+    from .interpret import run_graph
+
+    seen = [] if keep_order else {}
+
+    def note(e, outs):
+        if keep_order:
+            seen.append((e, [np.array(o, copy=True) for o in outs]))
+        else:
+            for v, o in zip(e.outs, outs):
+                seen[id(v)] = np.array(o, copy=True)
+
+    run_graph(graph, [np.array(a, copy=True) for a in inputs], on_eqn=note)
+    return seen
+
+
+def _first_compiled_divergence(program, graph, inputs, reference):
+    """Run the numba program step by step (kernel, BLAS call, numpy step) on copies of
+    the inputs, and find the first equation whose materialized value differs from the
+    reference interpreter's."""
+    ops = getattr(program, "ops", None)
+    slots = getattr(program, "slots", None)
+    if ops is None or slots is None:
+        return None
+    env = [np.array(a, copy=True) for a in inputs] + [None] * (program.n_slots - len(inputs))
+    if program._sizes_slot is not None:
+        env[program._sizes_slot] = program._bind(env[:program.n_args])
+    for s, value in program.const_slots:
+        env[s] = value
+    flat = [None] * program.n_slots
+    got = {}
+    for op in ops:
+        before = list(map(id, env))
+        op(env, flat, None)
+        for s, (a, b) in enumerate(zip(before, map(id, env))):
+            if a != b and env[s] is not None and s not in got:
+                got[s] = np.array(env[s], copy=True)
+    for e in graph.eqns:
+        for v in e.outs:
+            s = slots.get(id(v))
+            if s is None or s not in got or id(v) not in reference:
+                continue
+            d = compare_arrays(reference[id(v)], got[s], ("interpreted", "compiled"))
+            if d is not None:
+                return e, f"%{v.name}", d[0], _owner_text(program, e)
+    return None
+
+
+def _kernel_members(program, eqn):
+    """(kernel, its equations) of the kernel computing `eqn`, or (None, [])."""
+    for k in getattr(program, "kernels", ()):
+        group = k.group
+        members = list(group.members)
+        for part in getattr(group, "parts", None) or ():
+            members.extend(m for m in part.members if not any(m is x for x in members))
+        if any(m is eqn for m in members):
+            return k, members
+    return None, []
+
+
+def _fused_note(program, eqn) -> list:
+    """Inside a fused kernel only its outputs are stored: say which equations the wrong
+    value may come from, rather than guess one."""
+    k, members = _kernel_members(program, eqn)
+    if k is None or len(members) < 2:
+        return []
+    upto = members[:next(i for i, m in enumerate(members) if m is eqn) + 1]
+    first, last = upto[0].outs[0].name, upto[-1].outs[0].name
+    return [f"    ({k.name} fuses {len(members)} equations; their values are not stored, "
+            f"so the first wrong one is among %{first}..%{last}, whose inputs from outside "
+            f"the kernel agree)"]
+
+
+def _owner_text(program, eqn) -> str:
+    k, _members = _kernel_members(program, eqn)
+    if k is not None:
+        state = "" if k.entry is not None else " (its numpy fallback)"
+        return f"kernel {k.name}{state}"
+    for step in getattr(getattr(program, "part", None), "steps", ()):
+        if getattr(step, "eqn", None) is eqn:
+            return f"a {getattr(step, 'how', 'view')} step (not a kernel)"
+    return "the program"
+
+
+def _owner_of(program, graph, eqn) -> str:
+    """Where the compiled program computes the raw-graph equation `eqn`, if the optimized
+    graph kept it."""
+    same = next((e for e in graph.eqns if e is eqn), None)
+    if same is None:  # the passes rebuild equations: the same op, line and type
+        same = next((e for e in graph.eqns if e.op == eqn.op and e.loc == eqn.loc
+                     and [o.type for o in e.outs] == [o.type for o in eqn.outs]), None)
+    if same is None:
+        return ""
+    return f" (computed in {_owner_text(program, same)})"
+
+
+def _first_eager_divergence(raw, traced, records):
+    """Align the raw trace's equations with the eager run's ops (both in dispatch order,
+    matched by op name and shape) and find the first whose values differ."""
+    values = records.values
+    j = 0
+    for e, outs in traced:
+        if e.op in ("cond", "while_loop") or len(outs) != 1:
+            continue
+        out = outs[0]
+        for k in range(j, min(j + 64, len(values))):
+            name, value = values[k]
+            if name == e.op and value.shape == out.shape and value.dtype == out.dtype:
+                j = k + 1
+                d = compare_arrays(value, out, ("eager", "traced"))
+                if d is not None:
+                    return e, d[0]
+                break
+    return None
+
+
+
+__all__ = ["TOLERANCES", "compare_arrays", "differences", "report"]
