@@ -55,7 +55,7 @@ ELEMENTWISE = set(_BINARY) | set(_UNARY) | set(_VMATH) | {"pow", "where", "cast"
 VIEWS = {"reshape", "permute", "broadcast_to", "getitem"}
 REDUCTIONS = {"sum", "amax"}
 BLAS = {"matmul"}
-NUMPY = {"argmax", "gather", "scatter_add", "scatter_slice", "cat", "uniform", "normal",
+NUMPY = {"argmax", "gather", "scatter_add", "scatter_slice", "slice_update", "cat", "uniform", "normal",
          "randint"}
 
 LOWERING = {}

@@ -810,7 +810,18 @@ class Program:
                 out = empty(shape0, dtype0)
                 entry(arg(a), out if flat_out else out.reshape(-1))
                 return out
-            self.call1 = call1 if s0 == 0 and self.n_args == 1 else None
+            self.call1 = call1 if s0 == 0 and self.n_args == 1 and len(order) == 1 else None
+
+            if len(order) > 1:
+                # The result is also an update (x.mul_(2); return x): every result slot
+                # gets it, or the write-back of the argument is lost.
+                n_results = len(order)
+
+                def direct1_shared(args):
+                    out = empty(shape0, dtype0)
+                    entry(arg(args[s0]), out if flat_out else out.reshape(-1))
+                    return [out] * n_results
+                return direct1_shared
 
             def direct1(args):  # unrolled: comprehensions cost more than the kernel here
                 out = empty(shape0, dtype0)

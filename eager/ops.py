@@ -369,6 +369,14 @@ def _scatter_slice_infer(g, shape, index):
     return TensorType(tuple(shape), g.dtype)
 
 
+def _slice_update_infer(base, value, index):
+    expect = index_shape(base.shape, index)
+    if tuple(value.shape) != tuple(expect):
+        raise op_error("slice_update", f"value shape {tuple(value.shape)} != the indexed "
+                       f"region's shape {tuple(expect)}", (base, value))
+    return TensorType(tuple(base.shape), _same_dtype("slice_update", base, value))
+
+
 def _check_indices(op, idx):
     for t in idx:
         if t.dtype.kind not in "iu":
@@ -447,6 +455,12 @@ def _relu_impl(x):
 def _scatter_slice_impl(g, shape, index):
     out = np.zeros(shape, g.dtype)
     out[numpy_index(index)] = g
+    return out
+
+
+def _slice_update_impl(base, value, index):
+    out = base.copy()
+    out[numpy_index(index)] = value
     return out
 
 
@@ -647,13 +661,20 @@ register("broadcast_to", S, 1, lambda a, shape: np.broadcast_to(a, shape), _broa
 register("cat", S, -1, lambda *xs, axis: np.concatenate(xs, axis=axis), _cat_infer,
          vjp=_cat_vjp, params=("axis",), doc="Concatenate along `axis`.")
 
-register("getitem", I, 1, lambda a, index: a[numpy_index(index)], _getitem_infer,
+register("getitem", I, 1, lambda a, index: a[numpy_index(index) + (Ellipsis,)], _getitem_infer,
          vjp=(lambda g, out, a, index: fn.scatter_slice(g, a.shape, index),), params=("index",),
          view=True, doc="Basic indexing: ints, slices and new axes (a view).")
 register("scatter_slice", I, 1, _scatter_slice_impl, _scatter_slice_infer,
          vjp=(lambda g, out, a, shape, index: fn.getitem_basic(g, index),),
          params=("shape", "index"),
          doc="Zeros of `shape` with `g` written at a basic `index` (getitem's vjp).")
+register("slice_update", I, 2, _slice_update_impl, _slice_update_infer,
+         vjp=(lambda g, out, base, value, index: fn.slice_update(
+                  g, fn.expand(fn.const(0, g.dtype), value.shape), index),
+              lambda g, out, base, value, index: fn.getitem_basic(g, index)),
+         params=("index",),
+         doc="`base` with the region at a basic `index` replaced by `value` (a new array): "
+             "an in-place write through a view, functionalized (x[1:3] = v, x[0].mul_(2)).")
 register("gather", I, -1, lambda x, *idx: x[idx], _gather_infer,
          vjp=lambda g, out, x, *idx: (fn.scatter_add(g, idx, x.shape),) + (None,) * len(idx),
          saves=(1, 2, 3, 4, 5, 6, 7, 8),
