@@ -37,6 +37,7 @@ from .backends import get_backend
 from .ir import Graph, Var, verify
 from .pytree import LEAF, Static, flatten, unflatten
 from .control import GradientThroughControlFlow
+from .aliasing import AliasCheck
 from .trace import LiveScalar, Trace, TracingError, current_trace
 
 _RUN_EAGERLY = [False]
@@ -155,6 +156,12 @@ class ConcreteFunction:
             (update_targets[u][1], tuple(graph.updates[u].type.shape), graph.updates[u].type.dtype)
             for u in getattr(program, "dest_updates", ()))
         self._dest_seen = [None] * len(self._dest_targets)
+        # Arguments or captures that share memory where the trace writes in place: such a
+        # call runs eagerly (tracer.aliasing).
+        self._alias = AliasCheck.of(
+            update_targets, capture_grad_owner, len(graph.inputs),
+            tuple(f"argument {n}" for n in arg_names)
+            + tuple(f"captured tensor {n}" for n in graph.capture_names))
         self.call_source = None  # the generated call_fast, when there is one
         self.call_fast = self._checked_call
         if not self._plain and not one_shot and captures:
@@ -227,7 +234,15 @@ class ConcreteFunction:
         """Run on `leaves` if the captured state still matches, else MISS."""
         if not self.unguarded and self.guard_failure() is not None:
             return MISS
+        if self._alias is not None and self.alias_hazard(leaves) is not None:
+            return MISS
         return self.run(leaves)
+
+    def alias_hazard(self, leaves):
+        """None, or why this call's arrays alias where the trace writes in place."""
+        if self._alias is None:
+            return None
+        return self._alias(self._input_values(leaves))
 
     def _generate_call(self):
         """`_checked_call` as one generated function: the guards, reading the captures,
@@ -241,7 +256,7 @@ class ConcreteFunction:
               "co": self._capture_owners, "_owner": _memory_owner,
               "program": self.program, "assign_data": _assign_data, "assign_grad": _assign_grad,
               "wrap": Tensor._wrap, "copy": np.array, "unflatten": unflatten,
-              "out_tree": self.out_tree, "__name__": "tracer.generated"}
+              "out_tree": self.out_tree, "alias": self._alias, "__name__": "tracer.generated"}
         lines = ["def call(leaves):"]
         for i, t in enumerate(caps):
             ns[f"c{i}"] = t
@@ -280,6 +295,8 @@ class ConcreteFunction:
         lines.append("    values = [" + ", ".join(
             [f"leaves[{j}]._data" for j in range(n_in)] + [f"d{i}" for i in range(len(caps))])
             + "]")
+        if self._alias is not None:
+            lines += ["    if alias(values) is not None:", "        return MISS"]
         if self._dest_targets:
             # Where the program may write a .grad straight into its array: not when that
             # array (or what it views) is also read as an argument or capture.
@@ -353,6 +370,10 @@ class ConcreteFunction:
             raise RuntimeError(f"{self.name}: the state this concrete function captured has "
                                f"changed ({why}); call the @function instead, which traces "
                                f"again")
+        why = self.alias_hazard(leaves)
+        if why is not None:
+            raise RuntimeError(f"{self.name}: {why}, which this trace does not model; call "
+                               f"the @function instead, which runs such calls eagerly")
         return self.run(leaves)
 
     # -------------------------------------------------------------- gradients
@@ -708,6 +729,10 @@ class Function:
             concrete = self._trace_new(args, kwargs, leaves, names, tree, key)
             if concrete is None:
                 return self._fn(*args, **kwargs)
+        if concrete._alias is not None:
+            why = concrete.alias_hazard(leaves)
+            if why is not None:
+                return self._eager_for_alias(args, kwargs, why)
         if concrete.differentiable and dispatch.is_grad_enabled():
             plan = concrete.backward_plan([t.requires_grad for t in leaves])
             if plan is None:
@@ -750,6 +775,15 @@ class Function:
             self._warned.add(why)
             logs.log("recompiles", f"{self._name}: {why}; running it eagerly so autograd "
                      f"sees every op")
+        return self._fn(*args, **kwargs)
+
+    def _eager_for_alias(self, args, kwargs, why):
+        if "alias" not in self._warned:
+            self._warned.add("alias")
+            warnings.warn(f"tracer.function {self._name}: {why}; running such calls eagerly "
+                          f"(the compiled function treats its arguments and captures as "
+                          f"separate memory)", RuntimeWarning, stacklevel=_user_stacklevel())
+        logs.log("recompiles", f"{self._name}: {why}; running this call eagerly")
         return self._fn(*args, **kwargs)
 
     def get_concrete_function(self, *args, **kwargs) -> ConcreteFunction:
