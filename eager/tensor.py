@@ -109,6 +109,9 @@ class Tensor:
     @property
     def data(self) -> "Tensor":
         """A tensor sharing storage with this one, outside autograd (like PyTorch's .data)."""
+        if self._data.__class__ is not np.ndarray:
+            # traced: a view for the trace, so that in-place writes to it reach this tensor
+            return _apply(_OPS["stop_gradient"], self)
         t = Tensor._wrap(self._data)
         t._version = self._version
         return t
@@ -116,6 +119,8 @@ class Tensor:
     @data.setter
     def data(self, value: "Tensor"):
         self._data = value._data
+        if self._view_of is not None:
+            self._view_of = None  # (traced) its own value now, no longer derived from a base
 
     @property
     def T(self) -> "Tensor":  # noqa: N802

@@ -14,19 +14,20 @@ from __future__ import annotations
 import numpy as np
 
 
-def _owner(a) -> int:
-    return id(a) if a.base is None else id(a.base)
-
-
 class AliasCheck:
-    """`check(values)`: None, or why the arrays of this call (arguments, then captures, as
-    the program takes them) alias where the trace writes."""
+    """`check(values, captures_changed)`: None, or why the arrays of this call (arguments,
+    then captures, as the program takes them) alias where the trace writes. What the
+    captures share among themselves is worked out again only when one of their arrays
+    changed (the generated call knows); per call only the arguments are looked at."""
 
-    __slots__ = ("written", "names")
+    __slots__ = ("n_in", "written", "names", "_cap_owners", "_cap_hazard")
 
-    def __init__(self, written: tuple, names: tuple):
-        self.written = written  # positions in `values` the trace writes in place
+    def __init__(self, n_in: int, written: tuple, names: tuple):
+        self.n_in = n_in
+        self.written = frozenset(written)  # positions in `values` the trace writes in place
         self.names = names      # per position, what it is (for the message)
+        self._cap_owners = None  # memory owner -> positions of the captures using it
+        self._cap_hazard = None
 
     @classmethod
     def of(cls, update_targets, capture_grad_owner, n_inputs, names):
@@ -38,15 +39,49 @@ class AliasCheck:
                 written.append(n_inputs + i)
         if not written or len(names) < 2:
             return None
-        return cls(tuple(sorted(set(written))), tuple(names))
+        return cls(n_inputs, tuple(written), tuple(names))
 
-    def __call__(self, values):
-        owners = [_owner(a) if a.__class__ is np.ndarray else id(a) for a in values]
-        if len(set(owners)) == len(owners):
-            return None  # (the common case: every array has memory of its own)
-        for p in self.written:
-            for q, o in enumerate(owners):
-                if q != p and o == owners[p] and np.may_share_memory(values[p], values[q]):
+    def __call__(self, values, captures_changed=True):
+        n = self.n_in
+        if captures_changed or self._cap_owners is None:
+            owners = {}
+            for q in range(n, len(values)):
+                owners.setdefault(_owner(values[q]), []).append(q)
+            self._cap_owners = owners
+            self._cap_hazard = None
+            for group in owners.values():
+                if len(group) > 1:
+                    self._cap_hazard = self._conflict(values, group)
+                    if self._cap_hazard is not None:
+                        break
+        if self._cap_hazard is not None:
+            return self._cap_hazard
+        cap_owners = self._cap_owners
+        seen = {}
+        for j in range(n):
+            o = _owner(values[j])
+            group = cap_owners.get(o)
+            prev = seen.get(o)
+            if group is not None or prev is not None:
+                why = self._conflict(values, (group or []) + (prev or []) + [j])
+                if why is not None:
+                    return why
+            seen.setdefault(o, []).append(j)
+        return None
+
+    def _conflict(self, values, positions):
+        """Why two of `positions` (arrays with one memory owner) alias a write, or None."""
+        for p in positions:
+            if p not in self.written:
+                continue
+            for q in positions:
+                if q != p and np.may_share_memory(values[p], values[q]):
                     return (f"{self.names[p]} shares memory with {self.names[q]} and the "
                             f"function writes it in place")
         return None
+
+
+def _owner(a) -> int:
+    if a.__class__ is not np.ndarray:
+        return id(a)
+    return id(a) if a.base is None else id(a.base)

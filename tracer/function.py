@@ -27,7 +27,7 @@ import numpy as np
 
 from eager import dispatch
 from eager.dispatch import _state as _grad_state
-from eager.errors import _is_library_file
+from eager.errors import _is_library_file, user_location
 from eager.nn.module import STRUCTURE_EPOCH, Module
 from eager.optim import Optimizer
 from eager.tensor import Tensor
@@ -256,7 +256,7 @@ class ConcreteFunction:
               "co": self._capture_owners, "_owner": _memory_owner,
               "program": self.program, "assign_data": _assign_data, "assign_grad": _assign_grad,
               "wrap": Tensor._wrap, "copy": np.array, "unflatten": unflatten,
-              "out_tree": self.out_tree, "alias": self._alias, "__name__": "tracer.generated"}
+              "out_tree": self.out_tree, "alias": self._alias, "astale": [True], "__name__": "tracer.generated"}
         lines = ["def call(leaves):"]
         for i, t in enumerate(caps):
             ns[f"c{i}"] = t
@@ -273,6 +273,7 @@ class ConcreteFunction:
                 lines.append(f"    d{i} = c{i}._data")
             lines += [f"    if d{i} is not seen[{i}]:",
                       "        co[0] = None",
+                      "        astale[0] = True",
                       f"        if d{i}.__class__ is not ndarray or d{i}.shape != S{i} "
                       f"or d{i}.dtype != D{i}:",
                       "            return MISS",
@@ -296,7 +297,8 @@ class ConcreteFunction:
             [f"leaves[{j}]._data" for j in range(n_in)] + [f"d{i}" for i in range(len(caps))])
             + "]")
         if self._alias is not None:
-            lines += ["    if alias(values) is not None:", "        return MISS"]
+            lines += ["    if alias(values, astale[0]) is not None:", "        return MISS",
+                      "    astale[0] = False"]
         if self._dest_targets:
             # Where the program may write a .grad straight into its array: not when that
             # array (or what it views) is also read as an argument or capture.
@@ -534,6 +536,10 @@ def _assign_data(t: Tensor, value):
         return
     if data.__class__ is np.ndarray and data.shape == value.shape and data.flags.writeable:
         np.copyto(data, value)
+    elif data.__class__ is np.ndarray and not data.flags.writeable:
+        # as eager's in-place ops refuse it (the trace cannot know: its values are immutable)
+        raise RuntimeError("an in-place update of a read-only (expanded) tensor; clone() it "
+                           f"before writing in place (at {user_location()})")
     else:
         t._data = np.array(value)
     t._version[0] += 1

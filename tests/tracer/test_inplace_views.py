@@ -169,6 +169,36 @@ def test_detach_shares_the_write(backend):
     same_as_eager(make, backend)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_writes_through_dot_data_reach_the_tensor(backend):
+    def make():
+        x = one_to_six()
+
+        def f(x):
+            x.data.mul_(2)
+            x.data[0] = 0.5
+            return x * 1
+        return f, (x,), [x]
+
+    same_as_eager(make, backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_updating_an_expanded_argument_raises_like_eager(backend):
+    def g(x):
+        x.add_(1)
+        return x * 1
+
+    expanded = eager.ones(3)[None].expand(2, 3)
+    with pytest.raises(RuntimeError, match="read-only"):
+        g(expanded)
+    compiled = tracer.function(g, backend=backend)
+    compiled(eager.ones(2, 3))  # traced on a writable argument
+    with pytest.raises(RuntimeError, match="read-only.*test_inplace_views.py"):
+        compiled(expanded)
+    np.testing.assert_array_equal(expanded.numpy(), np.ones((2, 3)))
+
+
 def test_writing_an_expanded_view_raises_like_eager():
     x = eager.ones(3)
     with pytest.raises(RuntimeError, match="read-only"):
@@ -343,6 +373,43 @@ def test_an_argument_that_is_also_a_captured_tensor_updated_in_place(backend):
         return f, (w,), [w]
 
     same_as_eager(make, backend)
+
+
+@ALIASED
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_two_captured_tensors_sharing_memory(backend):
+    def make():
+        w = one_to_six()
+        tail = w[3:]
+
+        def f(x):
+            w.mul_(x)
+            return tail * 1
+        return f, (eager.full((6,), 2.0),), [w, tail]
+
+    same_as_eager(make, backend)
+
+
+@ALIASED
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_aliasing_after_compiled_calls_without_it(backend):
+    w = one_to_six()
+
+    def f(x):
+        w.add_(1)
+        return x * 1
+
+    compiled = tracer.function(f, backend=backend)
+    other = eager.zeros(6)
+    for _ in range(2):
+        compiled(other)  # compiled, no aliasing: the fast path is set up
+    np.testing.assert_array_equal(w.numpy(), [3, 4, 5, 6, 7, 8])
+    out = compiled(w)  # eagerly: w += 1, then returns w * 1
+    np.testing.assert_array_equal(out.numpy(), [4, 5, 6, 7, 8, 9])
+    np.testing.assert_array_equal(w.numpy(), [4, 5, 6, 7, 8, 9])
+    compiled(other)
+    np.testing.assert_array_equal(w.numpy(), [5, 6, 7, 8, 9, 10])
+    assert compiled.trace_count == 1
 
 
 def test_aliased_call_runs_eagerly_and_says_so_then_separate_calls_compile():
