@@ -31,14 +31,15 @@ class ViewLink:
     """How a traced view was derived: `op[params]` of `base`, last derived from (or written
     back into) `base_value`; `layout` is its proxy (None: unknown)."""
 
-    __slots__ = ("base", "op", "params", "base_value", "layout")
+    __slots__ = ("base", "op", "params", "base_value", "layout", "readonly")
 
-    def __init__(self, base, op, params, base_value, layout):
+    def __init__(self, base, op, params, base_value, layout, readonly):
         self.base = base
         self.op = op
         self.params = params
         self.base_value = base_value
         self.layout = layout
+        self.readonly = readonly  # eagerly a read-only array (an expand, or a view of one)
 
 
 def _proxy(shape, strides, writeable=True):
@@ -68,7 +69,7 @@ def layout_of(t):
 def link_view(op, base, params, out):
     """`out = op[params](base)` was just traced: link it to `base` if eager's result would
     share `base`'s memory (marking both as eager's dispatch does)."""
-    layout = layout_of(base)
+    layout = None if has_dims(out._data.shape) else layout_of(base)
     if layout is not None:
         try:
             if op.name == "reshape":
@@ -79,7 +80,10 @@ def link_view(op, base, params, out):
             return  # numpy copies here: eagerly the result shares nothing
     elif op.name == "reshape" and base._view_of is not None:
         layout = False  # a view's reshape with symbolic sizes: a copy or a view, unknown
-    out._view_of = ViewLink(base, op, params, base._data, layout)
+    link = base._view_of
+    readonly = op.name == "broadcast_to" or (link.readonly if link is not None else (
+        base._data.__class__ is np.ndarray and not base._data.flags.writeable))
+    out._view_of = ViewLink(base, op, params, base._data, layout, readonly)
     out._version = base._version  # in-place writes to either are seen by both (autograd)
     if op.name != "stop_gradient":  # (eager's detach() is not marked either)
         out._is_view = True
@@ -100,10 +104,16 @@ def refresh(trace, t):
 
 def write(trace, t, value):
     """`t` takes traced `value` in place; the write reaches its base (and so its views)."""
+    if trace.parent is not None and not _made_in(trace, t._data):
+        from .trace import TracingError
+
+        raise TracingError(
+            f"{user_location()}: an in-place update, inside a tracer.cond / tracer.while_loop "
+            f"body, of a tensor the body did not make (an operand or an outside value, or a "
+            f"view of one) is not supported; return the new value from the body instead")
     link = t._view_of
     if link is not None:
-        if link.layout is not None and link.layout is not False \
-                and not link.layout.flags.writeable:
+        if link.readonly:
             raise RuntimeError(f"this tensor is a read-only (expanded) view; clone() it "
                                f"before writing in place (at {user_location()})")
         _check_known(link, "written in place")
@@ -141,3 +151,16 @@ def _check_known(link, what):
             f"{user_location()}: a reshape of a view with a symbolic size is {what}; whether "
             f"eager's reshape shares memory there depends on run-time sizes. Call .clone() on "
             f"the reshape's result (a copy) or write to the original tensor instead")
+
+
+def _made_in(trace, value) -> bool:
+    """Whether traced `value` is computed by an equation of `trace` itself."""
+    var = getattr(value, "var", None)
+    if var is None or value.trace is not trace:
+        return False
+    for e in trace.eqns:
+        outs = e.out if isinstance(e.out, tuple) else (e.out,)
+        for o in outs:
+            if o is var:
+                return True
+    return False

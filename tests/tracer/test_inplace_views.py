@@ -472,3 +472,30 @@ def test_inplace_plan_never_overwrites_what_a_view_still_reads(body):
         return f, (eager.ones(2),), [w]
 
     same_as_eager(make, "numba")
+
+
+# ------------------------------------------------------------------ symbolic sizes, control flow
+
+def test_write_through_a_column_view_with_a_symbolic_batch():
+    @tracer.function(input_signature=[tracer.TensorSpec((None, 3))], backend="numba")
+    def f(x):
+        x[:, 0].zero_()
+        return x.sum(1)
+
+    for n in (2, 5):
+        x = eager.ones(n, 3)
+        np.testing.assert_array_equal(f(x).numpy(), np.full(n, 2.0))
+        np.testing.assert_array_equal(x.numpy()[:, 0], np.zeros(n))
+    assert f.trace_count == 1
+
+
+def test_writes_to_operands_inside_a_cond_body_are_tracing_errors():
+    @tracer.function(backend="interpret")
+    def f(x):
+        return tracer.cond(x.sum() > 0, lambda a: (a[0].add_(1), a * 1)[1],
+                           lambda a: a * 2, x)
+
+    x = eager.ones(3)
+    with pytest.raises(tracer.TracingError, match=r"test_inplace_views.py:\d+: an in-place"):
+        f(x)
+    np.testing.assert_array_equal(x.numpy(), np.ones(3))
