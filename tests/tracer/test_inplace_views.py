@@ -328,6 +328,23 @@ def test_argument_updated_and_returned_reaches_the_caller(backend, idiom):
     same_as_eager(make, backend)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_argument_updated_by_a_function_whose_output_needs_grad(backend):
+    def step(x, w):
+        x.mul_(2)
+        x[0] = 5.0
+        return (x * w).sum()
+
+    results = []
+    for fn in (step, tracer.function(step, backend=backend)):
+        x, w = eager.arange(3).float(), eager.ones(3, requires_grad=True)
+        for _ in range(3):
+            loss = fn(x, w)
+            loss.backward()
+        results.append((loss, x, w.grad))
+    _same(results[0], results[1], "loss, argument and gradient")
+
+
 # ------------------------------------------------------------------ aliasing
 
 ALIASED = pytest.mark.filterwarnings("ignore:.*shares memory:RuntimeWarning")
