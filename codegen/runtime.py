@@ -887,7 +887,10 @@ def _plan_inplace(graph: Graph, part, escaping: set) -> dict:
                 if isinstance(b, Var) and id(b) not in inside:
                     ids.add(id(b))
         reads.append(ids)
-    escaping_bases = {id(part.base(x)) for x in graph.outputs if isinstance(x, Var)}
+    # An output or an update whose value is (a view of) a value the program also writes in
+    # place would be read after that write: a.copy_(b); b.add_(x) updates a with b's old value.
+    escaping_bases = {id(part.base(x)) for x in tuple(graph.outputs) + tuple(graph.updates)
+                      if isinstance(x, Var)}
     counts: dict = {}
     for v in graph.updates:
         counts[id(v)] = counts.get(id(v), 0) + 1

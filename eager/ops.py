@@ -329,7 +329,9 @@ def _broadcast_to_infer(a, shape):
 
 @lru_cache(maxsize=4096)
 def numpy_index(index: tuple) -> tuple:
-    return tuple(slice(*i) if isinstance(i, tuple) else i for i in index)
+    # The trailing Ellipsis makes an index of only ints give a 0-d *view*, not a numpy
+    # scalar (a copy): x[0].mul_(2) must write into x.
+    return tuple(slice(*i) if isinstance(i, tuple) else i for i in index) + (Ellipsis,)
 
 
 def _slice_len(start, stop, step, size):
@@ -661,7 +663,7 @@ register("broadcast_to", S, 1, lambda a, shape: np.broadcast_to(a, shape), _broa
 register("cat", S, -1, lambda *xs, axis: np.concatenate(xs, axis=axis), _cat_infer,
          vjp=_cat_vjp, params=("axis",), doc="Concatenate along `axis`.")
 
-register("getitem", I, 1, lambda a, index: a[numpy_index(index) + (Ellipsis,)], _getitem_infer,
+register("getitem", I, 1, lambda a, index: a[numpy_index(index)], _getitem_infer,
          vjp=(lambda g, out, a, index: fn.scatter_slice(g, a.shape, index),), params=("index",),
          view=True, doc="Basic indexing: ints, slices and new axes (a view).")
 register("scatter_slice", I, 1, _scatter_slice_impl, _scatter_slice_infer,

@@ -46,7 +46,7 @@ class Tensor:
         self._grad = value
     _is_view = False    # made by a view op, shares its input's storage (set by dispatch.apply)
     _has_views = False  # some view op output shares this tensor's storage
-    _view_of = None  # while tracing, a view's link to its base (tracer.trace.ViewLink)
+    _view_of = None  # while tracing, a view's link to its base (tracer.views.ViewLink)
     __array_priority__ = 1000  # numpy scalars and arrays defer to Tensor's operators
 
     def __init__(self, data=None, *, dtype=None, requires_grad=False):
@@ -257,9 +257,13 @@ class Tensor:
                  inputs=inputs)
 
     def clone(self) -> "Tensor":
-        return F.add(self, F.const(0, self.dtype)) if self.requires_grad else \
-            Tensor._wrap(np.array(self._data, copy=True)) if type(self._data) is np.ndarray \
-            else F.add(self, F.const(0, self.dtype))
+        data = self._data
+        if data.__class__ is np.ndarray and not self.requires_grad \
+                and not _dispatch.tracing():
+            return Tensor._wrap(np.array(data, copy=True))
+        # An op, so that autograd sees it and, while tracing, a clone of a captured tensor is
+        # computed at every call rather than baked in; x * 1 keeps -0.0 (x + 0 would not).
+        return F.mul(self, F.const(1, self.dtype))
 
     def contiguous(self) -> "Tensor":
         return self
@@ -294,6 +298,12 @@ class Tensor:
                 f"Use the out-of-place op (y = y.add(...)) or clone() before viewing "
                 f"(at {user_location()})")
         data, new = self._data, result._data
+        if type(new) is np.ndarray and _dispatch.tracing():
+            # A concrete value (a captured tensor, a constant) written while tracing: as a
+            # value of the trace, so the write happens at every call, not once now.
+            result = F.mul(result, F.const(1, result.dtype)) if result.requires_grad \
+                else _apply(_OPS["stop_gradient"], result)
+            new = result._data
         if type(data) is np.ndarray and type(new) is np.ndarray:
             if not data.flags.writeable:
                 raise RuntimeError(f"{op}: this tensor is a read-only (expanded) view; "

@@ -142,6 +142,7 @@ class ConcreteFunction:
         self.compile_seconds = compile_seconds
         self._created_targets = created_targets
         self._out_copies = _outputs_needing_copy(graph)
+        self._update_copies = _updates_needing_copy(graph)
         self._plain = (not captures and not graph.updates and out_tree == LEAF
                        and not self._out_copies and len(graph.outputs) == 1)
         # Nothing captured, nothing to guard: the signature alone selects this trace.
@@ -333,6 +334,9 @@ class ConcreteFunction:
             outs.append(f"wrap(copy(results[{j}]))" if j in self._out_copies
                         else f"wrap(results[{j}])")
         lines.append(f"    outs = [{', '.join(outs)}]")
+        if self._update_copies:
+            lines.append("    results = list(results)")
+            lines += [f"    results[{k}] = copy(results[{k}])" for k in self._update_copies]
         for u, (kind, i) in enumerate(self._update_targets):
             r = f"results[{n_out + u}]"
             if kind == "data":
@@ -443,6 +447,10 @@ class ConcreteFunction:
         else:
             results = self.program(values)
         outs = self._output_tensors(results)
+        if self._update_copies:
+            results = list(results)
+            for k in self._update_copies:
+                results[k] = np.array(results[k])
         self._write_back(results[len(outs):], leaves)
         return unflatten(self.out_tree, iter(outs))
 
@@ -575,6 +583,24 @@ def _outputs_needing_copy(graph: Graph) -> set:
                                            "stop_gradient"):
                     copies.add(j)
     return copies
+
+
+_VIEW_OPS = ("reshape", "permute", "broadcast_to", "getitem", "stop_gradient")
+
+
+def _updates_needing_copy(graph: Graph) -> tuple:
+    """Positions in the program's results of updates whose value is (a view of) an argument
+    or captured array: written back after another update has overwritten that array, they
+    would give its new value (a.copy_(b); b.add_(x)), so they are copied first."""
+    external = {id(v) for v in graph.inputs} | {id(v) for v in graph.captures}
+    made_by = {id(e.out): e for e in graph.eqns if e.op in _VIEW_OPS}
+    copies = []
+    for u, v in enumerate(graph.updates):
+        while isinstance(v, Var) and id(v) in made_by:
+            v = made_by[id(v)].inputs[0]
+        if isinstance(v, Var) and id(v) in external:
+            copies.append(len(graph.outputs) + u)
+    return tuple(copies)
 
 
 def _sig_text(shape, dtype) -> str:

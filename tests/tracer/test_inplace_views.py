@@ -516,3 +516,62 @@ def test_writes_to_operands_inside_a_cond_body_are_tracing_errors():
     with pytest.raises(tracer.TracingError, match=r"test_inplace_views.py:\d+: an in-place"):
         f(x)
     np.testing.assert_array_equal(x.numpy(), np.ones(3))
+
+
+# ------------------------------------------------------------------ copies of captured tensors
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_clone_of_a_captured_tensor_is_taken_at_every_call(backend):
+    def make():
+        w = eager.tensor([-0.0, 1.0, 2.0])
+
+        def f(x):
+            before = w.clone()
+            w.add_(x)
+            return before * 1
+        return f, (eager.ones(3),), [w]
+
+    same_as_eager(make, backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_copy_between_captured_tensors_happens_at_every_call(backend):
+    def make():
+        a, b = eager.arange(3).float(), eager.ones(3)
+
+        def f(x):
+            a.copy_(b)         # a takes b's value before the update below
+            b.add_(x)
+            a[0] = eager.zeros(())
+            return a * 1
+        return f, (eager.ones(3),), [a, b]
+
+    same_as_eager(make, backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_copy_of_a_transposed_captured_tensor_then_updating_it(backend):
+    def make():
+        a, b = eager.zeros(2, 2), eager.arange(4).float().reshape(2, 2)
+
+        def f(x):
+            a.copy_(b.T)
+            b.mul_(x)
+            return x * 1
+        return f, (eager.full((2, 2), 3.0),), [a, b]
+
+    same_as_eager(make, backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_copy_of_a_captured_tensor_then_updating_it_elementwise(backend):
+    def make():
+        a, b = eager.zeros(4), eager.arange(4).float()
+
+        def f(x):
+            a.copy_(b)
+            b.mul_(x)  # one elementwise kernel, which could write b's array in place
+            return x * 1
+        return f, (eager.full((4,), 3.0),), [a, b]
+
+    same_as_eager(make, backend)
