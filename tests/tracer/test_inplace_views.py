@@ -575,3 +575,68 @@ def test_copy_of_a_captured_tensor_then_updating_it_elementwise(backend):
         return f, (eager.full((4,), 3.0),), [a, b]
 
     same_as_eager(make, backend)
+
+
+# ------------------------------------------------------------------ random view programs
+
+def _random_view_program(rng):
+    """(view steps from x to a target, the in-place op on it, then a write to x?, what to
+    read after): a small random program of the kind above."""
+    steps, ndim = [], 2
+    for _ in range(int(rng.integers(1, 4))):
+        kind = str(rng.choice(["slice", "step", "reverse", "int", "T", "flat"]))
+        if kind in ("int", "T") and ndim < 2:
+            continue
+        steps.append((kind, int(rng.integers(ndim)), int(rng.integers(1, 3))))
+        ndim = ndim - 1 if kind == "int" else 1 if kind == "flat" else ndim
+    return (steps, str(rng.choice(["mul_", "add_", "zero_", "setitem", "copy_"])),
+            bool(rng.integers(2)), str(rng.choice(["x", "rows", "transposed"])))
+
+
+def _view_program(steps, op, then_base, read):
+    def f(x, y):
+        rows, transposed = x[1:3], x.T
+        v = x
+        for kind, axis, k in steps:
+            key = [slice(None)] * v.ndim
+            if kind == "slice":
+                key[axis] = slice(k, v.shape[axis])
+            elif kind == "step":
+                key[axis] = slice(None, None, 2)
+            elif kind == "reverse":
+                key[axis] = slice(None, None, -1)
+            elif kind == "int":
+                key[axis] = min(k, v.shape[axis] - 1)
+            v = v.T if kind == "T" else v.reshape(-1) if kind == "flat" else v[tuple(key)]
+        if op == "mul_":
+            v.mul_(3.0)
+        elif op == "add_":
+            v.add_(y.sum())
+        elif op == "zero_":
+            v.zero_()
+        elif op == "setitem":
+            v[...] = 7.0
+        else:
+            v.copy_(v * 2 + 1)
+        if then_base:
+            x.add_(1.0)
+        return {"x": x, "rows": rows, "transposed": transposed}[read] * 1, v * 1
+    return f
+
+
+@pytest.mark.parametrize("backend,count", [("interpret", 60), ("numba", 6)])
+def test_random_programs_writing_through_views(backend, count):
+    rng = np.random.default_rng(13)
+    for _ in range(count):
+        program = _random_view_program(rng)
+
+        def make():
+            return (_view_program(*program),
+                    (eager.arange(24).float().reshape(4, 6), eager.ones(2)), [])
+        f, args, _ = make()
+        state = [args[0]]
+        g, cargs, _ = make()
+        compiled = tracer.function(g, backend=backend)
+        for k in range(2):
+            _same(f(*args), compiled(*cargs), f"{program}, call {k}")
+            _same(state, [cargs[0]], f"{program}: x after call {k}")
