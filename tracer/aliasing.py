@@ -20,7 +20,7 @@ class AliasCheck:
     captures share among themselves is worked out again only when one of their arrays
     changed (the generated call knows); per call only the arguments are looked at."""
 
-    __slots__ = ("n_in", "written", "names", "_cap_owners", "_cap_hazard")
+    __slots__ = ("_cap_hazard", "_cap_owners", "n_in", "names", "written")
 
     def __init__(self, n_in: int, written: tuple, names: tuple):
         self.n_in = n_in
@@ -30,7 +30,9 @@ class AliasCheck:
         self._cap_hazard = None
 
     @classmethod
-    def of(cls, update_targets, capture_grad_owner, n_inputs, names):
+    def of(cls, update_targets, n_inputs, names):
+        """The check for a trace with these graph update targets, or None if it writes no
+        argument or capture (or has only one array)."""
         written = []
         for kind, i in update_targets:
             if kind == "input":

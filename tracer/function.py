@@ -29,6 +29,7 @@ from eager import dispatch
 from eager.dispatch import _state as _grad_state
 from eager.errors import _is_library_file, user_location
 from eager.nn.module import STRUCTURE_EPOCH, Module
+from eager.ops import OPS
 from eager.optim import Optimizer
 from eager.tensor import Tensor
 
@@ -160,7 +161,7 @@ class ConcreteFunction:
         # Arguments or captures that share memory where the trace writes in place: such a
         # call runs eagerly (tracer.aliasing).
         self._alias = AliasCheck.of(
-            update_targets, capture_grad_owner, len(graph.inputs),
+            update_targets, len(graph.inputs),
             tuple(f"argument {n}" for n in arg_names)
             + tuple(f"captured tensor {n}" for n in graph.capture_names))
         self.call_source = None  # the generated call_fast, when there is one
@@ -257,7 +258,8 @@ class ConcreteFunction:
               "co": self._capture_owners, "_owner": _memory_owner,
               "program": self.program, "assign_data": _assign_data, "assign_grad": _assign_grad,
               "wrap": Tensor._wrap, "copy": np.array, "unflatten": unflatten,
-              "out_tree": self.out_tree, "alias": self._alias, "astale": [True], "__name__": "tracer.generated"}
+              "out_tree": self.out_tree, "alias": self._alias, "astale": [True],
+              "__name__": "tracer.generated"}
         lines = ["def call(leaves):"]
         for i, t in enumerate(caps):
             ns[f"c{i}"] = t
@@ -585,15 +587,12 @@ def _outputs_needing_copy(graph: Graph) -> set:
     return copies
 
 
-_VIEW_OPS = ("reshape", "permute", "broadcast_to", "getitem", "stop_gradient")
-
-
 def _updates_needing_copy(graph: Graph) -> tuple:
     """Positions in the program's results of updates whose value is (a view of) an argument
     or captured array: written back after another update has overwritten that array, they
     would give its new value (a.copy_(b); b.add_(x)), so they are copied first."""
     external = {id(v) for v in graph.inputs} | {id(v) for v in graph.captures}
-    made_by = {id(e.out): e for e in graph.eqns if e.op in _VIEW_OPS}
+    made_by = {id(e.out): e for e in graph.eqns if e.op in OPS and OPS[e.op].view}
     copies = []
     for u, v in enumerate(graph.updates):
         while isinstance(v, Var) and id(v) in made_by:

@@ -31,7 +31,7 @@ class ViewLink:
     """How a traced view was derived: `op[params]` of `base`, last derived from (or written
     back into) `base_value`; `layout` is its proxy (None: unknown)."""
 
-    __slots__ = ("base", "op", "params", "base_value", "layout", "readonly")
+    __slots__ = ("base", "base_value", "layout", "op", "params", "readonly")
 
     def __init__(self, base, op, params, base_value, layout, readonly):
         self.base = base
