@@ -55,8 +55,8 @@ ELEMENTWISE = set(_BINARY) | set(_UNARY) | set(_VMATH) | {"pow", "where", "cast"
 VIEWS = {"reshape", "permute", "broadcast_to", "getitem"}
 REDUCTIONS = {"sum", "amax"}
 BLAS = {"matmul"}
-NUMPY = {"argmax", "check_class_index", "gather", "scatter_add", "scatter_slice", "cat",
-         "uniform", "normal", "randint"}
+NUMPY = {"argmax", "check_class_index", "gather", "scatter_add", "scatter_slice", "slice_update",
+         "cat", "uniform", "normal", "randint"}
 
 LOWERING = {}
 for _name in OPS:

@@ -847,7 +847,18 @@ class Program:
                 out = empty(shape0, dtype0)
                 entry(arg(a), out if flat_out else out.reshape(-1))
                 return out
-            self.call1 = call1 if s0 == 0 and self.n_args == 1 else None
+            self.call1 = call1 if s0 == 0 and self.n_args == 1 and len(order) == 1 else None
+
+            if len(order) > 1:
+                # The result is also an update (x.mul_(2); return x): every result slot
+                # gets it, or the write-back of the argument is lost.
+                n_results = len(order)
+
+                def direct1_shared(args):
+                    out = empty(shape0, dtype0)
+                    entry(arg(args[s0]), out if flat_out else out.reshape(-1))
+                    return [out] * n_results
+                return direct1_shared
 
             def direct1(args):  # unrolled: comprehensions cost more than the kernel here
                 out = empty(shape0, dtype0)
@@ -913,7 +924,10 @@ def _plan_inplace(graph: Graph, part, escaping: set) -> dict:
                 if isinstance(b, Var) and id(b) not in inside:
                     ids.add(id(b))
         reads.append(ids)
-    escaping_bases = {id(part.base(x)) for x in graph.outputs if isinstance(x, Var)}
+    # An output or an update whose value is (a view of) a value the program also writes in
+    # place would be read after that write: a.copy_(b); b.add_(x) updates a with b's old value.
+    escaping_bases = {id(part.base(x)) for x in tuple(graph.outputs) + tuple(graph.updates)
+                      if isinstance(x, Var)}
     counts: dict = {}
     for v in graph.updates:
         counts[id(v)] = counts.get(id(v), 0) + 1

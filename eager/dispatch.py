@@ -28,6 +28,8 @@ class _State(threading.local):
     on_grad = None  # while tracing: told of each read or write of a tensor's .grad
     making_state = False  # inside state_init(): new tensors are state, not trace values
     on_item = None  # while tracing: reads and writes of tracked Python state (param groups)
+    on_view = None  # while tracing: told of each view op's traced output (functionalization)
+    on_write = None  # while tracing: performs an in-place write of a traced value
 
 
 _state = _State()
@@ -152,6 +154,25 @@ def note_mutated(t):
         hook(t, mutated=True)
 
 
+def set_on_view(fn, on_write):
+    """Install the trace's view hooks (see Trace.on_view, Trace.on_write); returns the previous
+    pair."""
+    prev = (_state.on_view, _state.on_write)
+    _state.on_view = fn
+    _state.on_write = on_write
+    return prev
+
+
+def write_traced(t, value):
+    """An in-place write of traced `value` into `t`: `t` takes it as its new value and, while
+    tracing, the write reaches the tensor `t` is a view of (and so every other view of it)."""
+    hook = _state.on_write
+    if hook is None:
+        t._data = value
+    else:
+        hook(t, value)
+
+
 def set_live_scalar(fn):
     prev = _state.live_scalar
     _state.live_scalar = fn
@@ -254,6 +275,10 @@ def apply(op, *inputs, **params):
         inputs[0]._has_views = True
     else:
         out._version = [0]
+        if op.view and data.__class__ is not _ndarray:
+            hook = _state.on_view
+            if hook is not None:  # traced: the trace links the view to its base
+                hook(op, inputs[0], params, out)
     if op.vjp is not None:
         for t in inputs:
             if t.requires_grad:

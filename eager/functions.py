@@ -768,6 +768,32 @@ def _index_tensor(item, size_hint):
 
 def getitem(x, key):
     """x[key]: ints, slices, None, Ellipsis, and integer/bool arrays (advanced indexing)."""
+    index, advanced = normalize_key(x, key)
+    if all(isinstance(i, tuple) and (i == (0, x.shape[j], 1) or i == (0, None, 1))
+           for j, i in enumerate(index)) and len(index) <= x.ndim:
+        r = x
+    else:
+        r = getitem_basic(x, index)
+    if not advanced:
+        return r
+    adv_axes = [a for a, _ in advanced]
+    idx = [ti for _, ti in advanced]
+    others = [a for a in range(r.ndim) if a not in adv_axes]
+    r = permute(r, adv_axes + others)
+    bshape = broadcast_shapes("index", *(ti.shape for ti in idx))
+    out = apply(OPS["gather"], r, *idx)
+    adjacent = adv_axes == list(range(adv_axes[0], adv_axes[0] + len(adv_axes)))
+    if adjacent and adv_axes[0] > 0:
+        nb = len(bshape)
+        first = adv_axes[0]
+        rest = list(range(nb, out.ndim))
+        out = permute(out, rest[:first] + list(range(nb)) + rest[first:])
+    return out
+
+
+def normalize_key(x, key):
+    """`x[key]` as (the registry's basic index, [(output axis, index tensor)] of the
+    advanced items), checking the key against `x`'s shape."""
     if not isinstance(key, tuple):
         key = (key,)
     n_real = _builtin_sum(1 for k in key if k is not None and k is not Ellipsis and not (
@@ -834,27 +860,7 @@ def getitem(x, key):
             raise op_error("index", f"unsupported index {describe(k)}", (x,),
                            hint="use ints, slices, None, ... or integer tensors",
                            exc=IndexError)
-    index = tuple(basic)
-    if all(isinstance(i, tuple) and (i == (0, x.shape[j], 1) or i == (0, None, 1))
-           for j, i in enumerate(index)) and len(index) <= x.ndim:
-        r = x
-    else:
-        r = getitem_basic(x, index)
-    if not advanced:
-        return r
-    adv_axes = [a for a, _ in advanced]
-    idx = [ti for _, ti in advanced]
-    others = [a for a in range(r.ndim) if a not in adv_axes]
-    r = permute(r, adv_axes + others)
-    bshape = broadcast_shapes("index", *(ti.shape for ti in idx))
-    out = apply(OPS["gather"], r, *idx)
-    adjacent = adv_axes == list(range(adv_axes[0], adv_axes[0] + len(adv_axes)))
-    if adjacent and adv_axes[0] > 0:
-        nb = len(bshape)
-        first = adv_axes[0]
-        rest = list(range(nb, out.ndim))
-        out = permute(out, rest[:first] + list(range(nb)) + rest[first:])
-    return out
+    return tuple(basic), advanced
 
 
 def _check_index_bounds(x, ti, axis):
@@ -879,6 +885,11 @@ def getitem_basic(x, index):
 
 def scatter_slice(g, shape, index):
     return apply(OPS["scatter_slice"], g, shape=tuple(shape), index=tuple(index))
+
+
+def slice_update(base, value, index):
+    """`base` with the region `base[index]` (a normalized basic index) replaced by `value`."""
+    return apply(OPS["slice_update"], base, value, index=tuple(index))
 
 
 def gather(x, idx):

@@ -329,7 +329,9 @@ def _broadcast_to_infer(a, shape):
 
 @lru_cache(maxsize=4096)
 def numpy_index(index: tuple) -> tuple:
-    return tuple(slice(*i) if isinstance(i, tuple) else i for i in index)
+    # The trailing Ellipsis makes an index of only ints give a 0-d *view*, not a numpy
+    # scalar (a copy): x[0].mul_(2) must write into x.
+    return tuple(slice(*i) if isinstance(i, tuple) else i for i in index) + (Ellipsis,)
 
 
 def _slice_len(start, stop, step, size):
@@ -367,6 +369,14 @@ def _scatter_slice_infer(g, shape, index):
     if tuple(g.shape) != expect:
         raise op_error("scatter_slice", f"value shape {g.shape} != indexed shape {expect}")
     return TensorType(tuple(shape), g.dtype)
+
+
+def _slice_update_infer(base, value, index):
+    expect = index_shape(base.shape, index)
+    if tuple(value.shape) != tuple(expect):
+        raise op_error("slice_update", f"value shape {tuple(value.shape)} != the indexed "
+                       f"region's shape {tuple(expect)}", (base, value))
+    return TensorType(tuple(base.shape), _same_dtype("slice_update", base, value))
 
 
 def _check_indices(op, idx):
@@ -471,6 +481,12 @@ def _relu_impl(x):
 def _scatter_slice_impl(g, shape, index):
     out = np.zeros(shape, g.dtype)
     out[numpy_index(index)] = g
+    return out
+
+
+def _slice_update_impl(base, value, index):
+    out = base.copy()
+    out[numpy_index(index)] = value
     return out
 
 
@@ -695,6 +711,13 @@ register("scatter_slice", I, 1, _scatter_slice_impl, _scatter_slice_infer,
          vjp=(lambda g, out, a, shape, index: fn.getitem_basic(g, index),),
          params=("shape", "index"),
          doc="Zeros of `shape` with `g` written at a basic `index` (getitem's vjp).")
+register("slice_update", I, 2, _slice_update_impl, _slice_update_infer,
+         vjp=(lambda g, out, base, value, index: fn.slice_update(
+                  g, fn.expand(fn.const(0, g.dtype), value.shape), index),
+              lambda g, out, base, value, index: fn.getitem_basic(g, index)),
+         params=("index",),
+         doc="`base` with the region at a basic `index` replaced by `value` (a new array): "
+             "an in-place write through a view, functionalized (x[1:3] = v, x[0].mul_(2)).")
 register("gather", I, -1, lambda x, *idx: x[idx], _gather_infer,
          vjp=lambda g, out, x, *idx: (fn.scatter_add(g, idx, x.shape),) + (None,) * len(idx),
          saves=(1, 2, 3, 4, 5, 6, 7, 8),

@@ -9,6 +9,7 @@ from . import dispatch as _dispatch
 from .dispatch import _state
 from .dispatch import apply as _apply
 from .ops import OPS as _OPS
+from .ops import index_shape as _index_shape
 
 _ADD, _SUB, _MUL = _OPS["add"], _OPS["sub"], _OPS["mul"]
 from .errors import op_error, user_location
@@ -45,6 +46,7 @@ class Tensor:
         self._grad = value
     _is_view = False    # made by a view op, shares its input's storage (set by dispatch.apply)
     _has_views = False  # some view op output shares this tensor's storage
+    _view_of = None  # while tracing, a view's link to its base (tracer.views.ViewLink)
     __array_priority__ = 1000  # numpy scalars and arrays defer to Tensor's operators
 
     def __init__(self, data=None, *, dtype=None, requires_grad=False):
@@ -107,6 +109,9 @@ class Tensor:
     @property
     def data(self) -> "Tensor":
         """A tensor sharing storage with this one, outside autograd (like PyTorch's .data)."""
+        if self._data.__class__ is not np.ndarray:
+            # traced: a view for the trace, so that in-place writes to it reach this tensor
+            return _apply(_OPS["stop_gradient"], self)
         t = Tensor._wrap(self._data)
         t._version = self._version
         return t
@@ -114,6 +119,8 @@ class Tensor:
     @data.setter
     def data(self, value: "Tensor"):
         self._data = value._data
+        if self._view_of is not None:
+            self._view_of = None  # (traced) its own value now, no longer derived from a base
 
     @property
     def T(self) -> "Tensor":  # noqa: N802
@@ -254,10 +261,13 @@ class Tensor:
                  inputs=inputs)
 
     def clone(self) -> "Tensor":
-        # x + (-0.0) is x for every x (x + 0.0 would turn -0.0 into 0.0)
-        return F.add(self, F.const(-0.0, self.dtype)) if self.requires_grad else \
-            Tensor._wrap(np.array(self._data, copy=True)) if type(self._data) is np.ndarray \
-            else F.add(self, F.const(-0.0, self.dtype))
+        data = self._data
+        if data.__class__ is np.ndarray and not self.requires_grad \
+                and not _dispatch.tracing():
+            return Tensor._wrap(np.array(data, copy=True))
+        # An op, so that autograd sees it and, while tracing, a clone of a captured tensor is
+        # computed at every call rather than baked in; x * 1 keeps -0.0 (x + 0 would not).
+        return F.mul(self, F.const(1, self.dtype))
 
     def contiguous(self) -> "Tensor":
         return F.contiguous(self)
@@ -294,6 +304,12 @@ class Tensor:
                 f"Use the out-of-place op (y = y.add(...)) or clone() before viewing "
                 f"(at {user_location()})")
         data, new = self._data, result._data
+        if type(new) is np.ndarray and _dispatch.tracing():
+            # A concrete value (a captured tensor, a constant) written while tracing: as a
+            # value of the trace, so the write happens at every call, not once now.
+            result = F.mul(result, F.const(1, result.dtype)) if result.requires_grad \
+                else _apply(_OPS["stop_gradient"], result)
+            new = result._data
         if type(data) is np.ndarray and type(new) is np.ndarray:
             if not data.flags.writeable:
                 raise RuntimeError(f"{op}: this tensor is a read-only (expanded) view; "
@@ -302,7 +318,9 @@ class Tensor:
         else:
             if data.__class__ is np.ndarray:
                 _dispatch.note_mutated(self)  # a trace captures it before it is rebound
-            self._data = new  # traced: rebinding is the functional form of the update
+            # traced: rebinding is the functional form of the update; the trace carries it
+            # on to the base this tensor is a view of
+            _dispatch.write_traced(self, new)
         self._version[0] += 1
         if result.grad_fn is not None:
             self.grad_fn = result.grad_fn
@@ -397,25 +415,46 @@ class Tensor:
         return self.fill_(0)
 
     def __setitem__(self, key, value):
+        """``x[key] = value``: eagerly a write into x's memory; while tracing, or with
+        autograd, the functional form: x takes ``slice_update(x, value, index)``."""
         data = self._data
-        if type(data) is not np.ndarray:
-            raise NotImplementedError("item assignment inside a traced function is not "
-                                      "supported yet; build the value with where(...) or cat")
-        if _state.grad_enabled and (self.requires_grad or getattr(value, "requires_grad",
-                                                                    False)):
-            raise NotImplementedError("item assignment on tensors that require grad is not "
-                                      "supported; use where(...) or run under no_grad()")
-        if isinstance(value, Tensor):
-            value = value._data
-        probe = F.getitem(Tensor._wrap(data), key)  # validates the key, gives the target
-        items = key if isinstance(key, tuple) else (key,)
-        # Decide by the key, not by the probe's memory: an advanced index in a middle position
-        # comes back as a *view* of a gathered copy, and writing into it would be lost.
-        if any(F._is_advanced(k) for k in items):
-            data[_numpy_key(key)] = value
-        else:
-            probe._data[...] = value
-        self._version[0] += 1
+        if type(data) is np.ndarray and not _dispatch.tracing() and not (
+                _state.grad_enabled and (self.requires_grad or getattr(value, "requires_grad",
+                                                                        False))):
+            if isinstance(value, Tensor):
+                value = value._data
+            probe = F.getitem(Tensor._wrap(data), key)  # validates the key, gives the target
+            items = key if isinstance(key, tuple) else (key,)
+            # Decide by the key, not by the probe's memory: an advanced index in a middle
+            # position comes back as a *view* of a gathered copy, and writing into it would
+            # be lost.
+            if any(F._is_advanced(k) for k in items):
+                data[_numpy_key(key)] = value
+            else:
+                if not probe._data.flags.writeable:
+                    raise RuntimeError("item assignment: this tensor is a read-only "
+                                       "(expanded) view; clone() it before writing in place "
+                                       f"(at {user_location()})")
+                probe._data[...] = value
+            self._version[0] += 1
+            return
+        index, advanced = F.normalize_key(self, key)
+        if advanced:
+            raise NotImplementedError(
+                "item assignment with an index tensor or list "
+                + ("inside a traced function" if _dispatch.tracing() else
+                   "on tensors that require grad")
+                + " is not supported yet; build the value with where(...), or use basic "
+                f"indexing (ints, slices) (at {user_location()})")
+        self._check_inplace("__setitem__")
+        value = F.as_tensor(value, "__setitem__")
+        if value.dtype != self.dtype:
+            value = F.cast(value, self.dtype)  # as in PyTorch: the target's dtype wins
+        shape = _index_shape(self.shape, index)
+        while value.ndim > len(shape) and value.shape[0] == 1:
+            value = F.reshape(value, value.shape[1:])
+        value = F.expand(value, shape)
+        return self._inplace("__setitem__", F.slice_update(self._snapshot(), value, index))
 
     # ---------------------------------------------------------------- operators
     # Binary operators: a direct dispatch when both sides are plain tensors of one dtype

@@ -27,8 +27,9 @@ import numpy as np
 
 from eager import dispatch
 from eager.dispatch import _state as _grad_state
-from eager.errors import _is_library_file
+from eager.errors import _is_library_file, user_location
 from eager.nn.module import STRUCTURE_EPOCH, Module
+from eager.ops import OPS
 from eager.optim import Optimizer
 from eager.tensor import Tensor
 
@@ -38,6 +39,7 @@ from .backends import get_backend
 from .ir import Graph, Var, verify
 from .pytree import LEAF, Static, flatten, unflatten
 from .control import GradientThroughControlFlow
+from .aliasing import AliasCheck
 from .pystate import ItemState
 from .trace import LiveScalar, Trace, TracingError, current_trace, restore_items
 
@@ -145,6 +147,7 @@ class ConcreteFunction:
         self.compile_seconds = compile_seconds
         self._created_targets = created_targets
         self._out_copies = _outputs_needing_copy(graph)
+        self._update_copies = _updates_needing_copy(graph)
         self._plain = (not captures and not graph.updates and out_tree == LEAF
                        and not self._out_copies and len(graph.outputs) == 1
                        and not self._items)
@@ -160,6 +163,12 @@ class ConcreteFunction:
             (update_targets[u][1], tuple(graph.updates[u].type.shape), graph.updates[u].type.dtype)
             for u in getattr(program, "dest_updates", ()))
         self._dest_seen = [None] * len(self._dest_targets)
+        # Arguments or captures that share memory where the trace writes in place: such a
+        # call runs eagerly (tracer.aliasing).
+        self._alias = AliasCheck.of(
+            update_targets, len(graph.inputs),
+            tuple(f"argument {n}" for n in arg_names)
+            + tuple(f"captured tensor {n}" for n in graph.capture_names))
         self.call_source = None  # the generated call_fast, when there is one
         self.call_fast = self._checked_call
         if not self._plain and not one_shot and captures:
@@ -232,7 +241,15 @@ class ConcreteFunction:
         """Run on `leaves` if the captured state still matches, else MISS."""
         if not self.unguarded and self.guard_failure() is not None:
             return MISS
+        if self._alias is not None and self.alias_hazard(leaves) is not None:
+            return MISS
         return self.run(leaves)
+
+    def alias_hazard(self, leaves):
+        """None, or why this call's arrays alias where the trace writes in place."""
+        if self._alias is None:
+            return None
+        return self._alias(self._input_values(leaves))
 
     def _generate_call(self):
         """`_checked_call` as one generated function: the guards, reading the captures,
@@ -246,7 +263,8 @@ class ConcreteFunction:
               "co": self._capture_owners, "_owner": _memory_owner,
               "program": self.program, "assign_data": _assign_data, "assign_grad": _assign_grad,
               "wrap": Tensor._wrap, "copy": np.array, "unflatten": unflatten,
-              "out_tree": self.out_tree, "__name__": "tracer.generated"}
+              "out_tree": self.out_tree, "alias": self._alias, "astale": [True],
+              "__name__": "tracer.generated"}
         lines = ["def call(leaves):"]
         for i, t in enumerate(caps):
             ns[f"c{i}"] = t
@@ -263,6 +281,7 @@ class ConcreteFunction:
                 lines.append(f"    d{i} = c{i}._data")
             lines += [f"    if d{i} is not seen[{i}]:",
                       "        co[0] = None",
+                      "        astale[0] = True",
                       f"        if d{i}.__class__ is not ndarray or d{i}.shape != S{i} "
                       f"or d{i}.dtype != D{i}:",
                       "            return MISS",
@@ -287,6 +306,9 @@ class ConcreteFunction:
         lines.append("    values = [" + ", ".join(
             [f"leaves[{j}]._data" for j in range(n_in)] + [f"d{i}" for i in range(len(caps))])
             + "]")
+        if self._alias is not None:
+            lines += ["    if alias(values, astale[0]) is not None:", "        return MISS",
+                      "    astale[0] = False"]
         if self._dest_targets:
             # Where the program may write a .grad straight into its array: not when that
             # array (or what it views) is also read as an argument or capture.
@@ -321,6 +343,9 @@ class ConcreteFunction:
             outs.append(f"wrap(copy(results[{j}]))" if j in self._out_copies
                         else f"wrap(results[{j}])")
         lines.append(f"    outs = [{', '.join(outs)}]")
+        if self._update_copies:
+            lines.append("    results = list(results)")
+            lines += [f"    results[{k}] = copy(results[{k}])" for k in self._update_copies]
         for u, (kind, i) in enumerate(self._update_targets):
             r = f"results[{n_out + u}]"
             if kind == "data":
@@ -363,6 +388,10 @@ class ConcreteFunction:
             raise RuntimeError(f"{self.name}: the state this concrete function captured has "
                                f"changed ({why}); call the @function instead, which traces "
                                f"again")
+        why = self.alias_hazard(leaves)
+        if why is not None:
+            raise RuntimeError(f"{self.name}: {why}, which this trace does not model; call "
+                               f"the @function instead, which runs such calls eagerly")
         return self.run(leaves)
 
     # -------------------------------------------------------------- gradients
@@ -431,6 +460,10 @@ class ConcreteFunction:
         else:
             results = self.program(values)
         outs = self._output_tensors(results)
+        if self._update_copies:
+            results = list(results)
+            for k in self._update_copies:
+                results[k] = np.array(results[k])
         self._write_back(results[len(outs):], leaves)
         self._items.replay()
         return unflatten(self.out_tree, iter(outs))
@@ -525,6 +558,10 @@ def _assign_data(t: Tensor, value):
         return
     if data.__class__ is np.ndarray and data.shape == value.shape and data.flags.writeable:
         np.copyto(data, value)
+    elif data.__class__ is np.ndarray and not data.flags.writeable:
+        # as eager's in-place ops refuse it (the trace cannot know: its values are immutable)
+        raise RuntimeError("an in-place update of a read-only (expanded) tensor; clone() it "
+                           f"before writing in place (at {user_location()})")
     else:
         t._data = np.array(value)
     t._version[0] += 1
@@ -560,6 +597,21 @@ def _outputs_needing_copy(graph: Graph) -> set:
                                            "stop_gradient"):
                     copies.add(j)
     return copies
+
+
+def _updates_needing_copy(graph: Graph) -> tuple:
+    """Positions in the program's results of updates whose value is (a view of) an argument
+    or captured array: written back after another update has overwritten that array, they
+    would give its new value (a.copy_(b); b.add_(x)), so they are copied first."""
+    external = {id(v) for v in graph.inputs} | {id(v) for v in graph.captures}
+    made_by = {id(e.out): e for e in graph.eqns if e.op in OPS and OPS[e.op].view}
+    copies = []
+    for u, v in enumerate(graph.updates):
+        while isinstance(v, Var) and id(v) in made_by:
+            v = made_by[id(v)].inputs[0]
+        if isinstance(v, Var) and id(v) in external:
+            copies.append(len(graph.outputs) + u)
+    return tuple(copies)
 
 
 def _sig_text(shape, dtype) -> str:
@@ -724,6 +776,10 @@ class Function:
             concrete = self._trace_new(args, kwargs, leaves, names, tree, key)
             if concrete is None:
                 return self._fn(*args, **kwargs)
+        if concrete._alias is not None:
+            why = concrete.alias_hazard(leaves)
+            if why is not None:
+                return self._eager_for_alias(args, kwargs, why)
         if concrete.differentiable and dispatch.is_grad_enabled():
             plan = concrete.backward_plan([t.requires_grad for t in leaves])
             if plan is None:
@@ -766,6 +822,15 @@ class Function:
             self._warned.add(why)
             logs.log("recompiles", f"{self._name}: {why}; running it eagerly so autograd "
                      f"sees every op")
+        return self._fn(*args, **kwargs)
+
+    def _eager_for_alias(self, args, kwargs, why):
+        if "alias" not in self._warned:
+            self._warned.add("alias")
+            warnings.warn(f"tracer.function {self._name}: {why}; running such calls eagerly "
+                          f"(the compiled function treats its arguments and captures as "
+                          f"separate memory)", RuntimeWarning, stacklevel=_user_stacklevel())
+        logs.log("recompiles", f"{self._name}: {why}; running this call eagerly")
         return self._fn(*args, **kwargs)
 
     def get_concrete_function(self, *args, **kwargs) -> ConcreteFunction:

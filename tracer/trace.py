@@ -24,6 +24,7 @@ from eager.errors import user_frame
 from eager.ops import Dim, TensorType, has_dims
 from eager.tensor import Tensor
 
+from . import views
 from .ir import Eqn, Graph, Literal, Var
 
 
@@ -245,6 +246,8 @@ class Trace:
 
     def lift(self, t: Tensor):
         """The operand standing for tensor `t` in this trace."""
+        if t._view_of is not None:
+            views.refresh(self, t)  # its base may have been written since it was derived
         data = t._data
         if data.__class__ is TracedValue:
             if data.trace is self:
@@ -401,6 +404,7 @@ class Trace:
         self._prev_live = dispatch.set_live_scalar(self.live_scalar)
         self._prev_grad = dispatch.set_on_grad(self.on_grad)
         self._prev_item = dispatch.set_on_item(self.on_item)
+        self._prev_view = dispatch.set_on_view(views.link_view, self.on_write)
         return self
 
     def __exit__(self, *exc):
@@ -409,7 +413,12 @@ class Trace:
         dispatch.set_live_scalar(self._prev_live)
         dispatch.set_on_grad(self._prev_grad)
         dispatch.set_on_item(self._prev_item)
+        dispatch.set_on_view(*self._prev_view)
         return False
+
+    def on_write(self, t: Tensor, value):
+        """An in-place op gave `t` the traced `value` (see tracer.views)."""
+        views.write(self, t, value)
 
     def on_grad(self, t, write: bool):
         # The first access decides: a read means the trace depends on the incoming .grad.

@@ -151,6 +151,11 @@ def _scatter_slices(g):
             EF.scatter_slice(g * 2, (5, 3), ((1, 5, 1),)) + 1)
 
 
+def _slice_updates(x, v):
+    return (EF.slice_update(x, v, ((1, 3, 1), (0, 6, 2))),
+            EF.slice_update(x * 2, v + 1, ((3, 0, -2), (5, None, -2))) + 1)
+
+
 def _cats(a, b):
     return (eager.cat([a, b], 0), eager.cat([a, b * 2], 0) + 1, eager.cat([a.T, b.T], 1),
             eager.stack([a, b], 1) * 2, eager.stack([a, a, b]))
@@ -219,6 +224,8 @@ OP_CASES.update({
     "scatter_add": [Case("scatter_add", _scatter_adds,
                          shapes([(6, 3), (6,)], None, [(0, 3), (0,)], ints={1: (0, 4)}))],
     "scatter_slice": [Case("scatter_slice", _scatter_slices, shapes([(4, 3)], None, None))],
+    "slice_update": [Case("slice_update", _slice_updates,
+                          shapes([(4, 6), (2, 3)], None, None))],
     "uniform": [Case("uniform", lambda x: x + eager.rand(3, 5, dtype=x.dtype),
                      shapes([(3, 5)]), random=True)],
     "normal": [Case("normal", lambda x: x * eager.randn(3, 5, dtype=x.dtype),

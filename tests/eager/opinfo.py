@@ -692,6 +692,31 @@ def embedding_samples(rng, dtype):
             Sample((w, np.zeros(0, np.int64)), desc="no rows")]
 
 
+def slice_update_samples(rng, dtype):
+    out = []
+    for shape, index in SCATTER_SLICE_CASES:
+        vshape = np.zeros(shape)[_normalized_to_numpy(index)].shape
+        out.append(Sample((values(rng, shape, dtype), values(rng, vshape, dtype), index),
+                          desc=repr(index)))
+    return out
+
+
+def slice_update_ref(base, value, index):
+    out = base.copy()
+    # the region's flat positions in `out`, element by element (not slice assignment)
+    positions = np.arange(out.size).reshape(out.shape)[_normalized_to_numpy(index)]
+    flat = out.reshape(-1)
+    for pos in np.ndindex(*positions.shape):
+        flat[positions[pos]] = value[pos]
+    return out
+
+
+def _setitem_call(base, value, index):
+    out = base * 1 if base.requires_grad else base.clone()
+    out[_normalized_to_numpy(index)] = value
+    return out
+
+
 def gather_samples(rng, dtype):
     x = values(rng, (5, 4, 3), dtype)
     idx = np.array([0, 4, 2, 2, 0])
@@ -1115,6 +1140,10 @@ OPINFOS: list[OpInfo] = [
        getitem_grad),
     _e("scatter_slice", "scatter_slice", EF.scatter_slice, scatter_slice_ref,
        scatter_slice_samples, ALL, _grad_of(scatter_slice_samples)),
+    _e("slice_update", "slice_update", EF.slice_update, slice_update_ref, slice_update_samples,
+       ALL, _grad_of(slice_update_samples)),
+    _e("setitem", None, _setitem_call, slice_update_ref, slice_update_samples,
+       FLOATS, _grad_of(slice_update_samples)),
     _e("gather", "gather", _index_call, lambda a, key: a[key], gather_samples, ALL, gather_grad),
     _e("embedding", "check_class_index", lambda w, idx: NF.embedding(idx, w),
        lambda w, idx: w[idx], embedding_samples, ALL),

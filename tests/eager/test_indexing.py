@@ -181,9 +181,9 @@ def test_setitem_without_grad_matches_numpy():
     np.testing.assert_array_equal(x.numpy(), [2, 2, 2, 2])
 
 
-def test_setitem_on_a_tensor_requiring_grad_raises():
+def test_setitem_on_a_leaf_requiring_grad_raises_as_pytorch_does():
     x = eager.tensor(np.zeros(3), requires_grad=True)
-    with pytest.raises(NotImplementedError, match="where"):
+    with pytest.raises(RuntimeError, match="leaf Variable that requires grad.*test_indexing"):
         x[0] = 1.0
 
 

@@ -333,6 +333,7 @@ def test_the_verifier_tells_symbols_apart():
 # or cat along it, a fixed size broadcast against it, ...): those refuse with TracingError.
 NEEDS_THE_SIZE = {"broadcast_to", "cat", "expand", "flatten", "gather", "getitem", "linear",
                   "matmul", "matmul_operator", "reshape", "reshape_varargs", "scatter_slice",
+                  "setitem", "slice_update",
                   "view"}
 
 

@@ -1,0 +1,166 @@
+"""Functionalized views: in-place writes through views inside a trace, as eager does them.
+
+Eagerly a view (``x[:3]``, ``x.view(-1)``, ``x.T``, ``x[0]``) shares its base's numpy
+memory, so a write through either is seen by both. In a trace every value is immutable
+and an in-place op only rebinds the written tensor to a new value. So, as PyTorch's
+functionalization does, a traced view remembers its base and how it was derived (a
+`ViewLink`); a write to the view is carried on to the base as a new value of the base
+(``slice_update`` for basic indexing, the inverse reshape or permutation otherwise), and
+a view whose base has a newer value than the one it was derived from is derived again
+when next read. The IR stays pure; the runtime writes the final values back to the real
+tensors once.
+
+Whether a view op shares memory eagerly is numpy's call (a reshape of a non-contiguous
+array copies). The trace asks numpy too, on a *layout proxy*: an int8 array with the
+value's shape and element strides over one byte of memory, so deciding costs no memory
+and reads none (numpy reads only when it has to copy, and `reshape(copy=False)` refuses).
+A traced value that is no view is taken as C-contiguous; a value with a symbolic size has
+no proxy, and a reshape of a view of one is refused when written through.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from eager.errors import user_location
+from eager.ops import OPS, has_dims
+
+_BYTE = np.zeros(1, np.int8)
+
+
+class ViewLink:
+    """How a traced view was derived: `op[params]` of `base`, last derived from (or written
+    back into) `base_value`; `layout` is its proxy (None: unknown)."""
+
+    __slots__ = ("base", "base_value", "layout", "op", "params", "readonly")
+
+    def __init__(self, base, op, params, base_value, layout, readonly):
+        self.base = base
+        self.op = op
+        self.params = params
+        self.base_value = base_value
+        self.layout = layout
+        self.readonly = readonly  # eagerly a read-only array (an expand, or a view of one)
+
+
+def _proxy(shape, strides, writeable=True):
+    return np.lib.stride_tricks.as_strided(_BYTE, shape, strides, writeable=writeable)
+
+
+def layout_of(t):
+    """`t`'s layout proxy, or None when it has a symbolic size (or its layout is unknown)."""
+    link = t._view_of
+    if link is not None:
+        return link.layout
+    data = t._data
+    if data.__class__ is np.ndarray:
+        size = data.itemsize
+        return _proxy(data.shape, tuple(s // size for s in data.strides),
+                      data.flags.writeable)
+    shape = data.shape
+    if has_dims(shape):
+        return None
+    strides, step = [], 1
+    for d in reversed(shape):
+        strides.append(step)
+        step *= max(d, 1)
+    return _proxy(shape, tuple(reversed(strides)))
+
+
+def link_view(op, base, params, out):
+    """`out = op[params](base)` was just traced: link it to `base` if eager's result would
+    share `base`'s memory (marking both as eager's dispatch does)."""
+    layout = None if has_dims(out._data.shape) else layout_of(base)
+    if layout is not None:
+        try:
+            if op.name == "reshape":
+                layout = np.reshape(layout, params["shape"], copy=False)
+            else:
+                layout = np.asarray(op.impl(layout, **params))
+        except ValueError:
+            return  # numpy copies here: eagerly the result shares nothing
+    elif op.name == "reshape" and base._view_of is not None:
+        layout = False  # a view's reshape with symbolic sizes: a copy or a view, unknown
+    link = base._view_of
+    readonly = op.name == "broadcast_to" or (link.readonly if link is not None else (
+        base._data.__class__ is np.ndarray and not base._data.flags.writeable))
+    out._view_of = ViewLink(base, op, params, base._data, layout, readonly)
+    out._version = base._version  # in-place writes to either are seen by both (autograd)
+    if op.name != "stop_gradient":  # (eager's detach() is not marked either)
+        out._is_view = True
+        base._has_views = True
+
+
+def refresh(trace, t):
+    """Derive view `t` again if its base has had an in-place write since."""
+    link = t._view_of
+    base = link.base
+    if base._view_of is not None:
+        refresh(trace, base)
+    if base._data is not link.base_value:
+        _check_known(link, "read after an in-place write to the tensor it views")
+        t._data = trace.compute(link.op, (base,), link.params)
+        link.base_value = base._data
+
+
+def write(trace, t, value):
+    """`t` takes traced `value` in place; the write reaches its base (and so its views)."""
+    if trace.parent is not None and not _made_in(trace, t._data):
+        from .trace import TracingError
+
+        raise TracingError(
+            f"{user_location()}: an in-place update, inside a tracer.cond / tracer.while_loop "
+            f"body, of a tensor the body did not make (an operand or an outside value, or a "
+            f"view of one) is not supported; return the new value from the body instead")
+    link = t._view_of
+    if link is not None:
+        if link.readonly:
+            raise RuntimeError(f"this tensor is a read-only (expanded) view; clone() it "
+                               f"before writing in place (at {user_location()})")
+        _check_known(link, "written in place")
+        refresh(trace, t)  # (bring the link up to date: only `t`'s own value is new)
+    t._data = value
+    if link is None:
+        return
+    base = link.base
+    op = link.op
+    if op.name == "getitem":
+        new = trace.compute(OPS["slice_update"], (base, t), {"index": link.params["index"]})
+    elif op.name == "reshape":
+        new = trace.compute(op, (t,), {"shape": tuple(base.shape)})
+    elif op.name == "permute":
+        perm = link.params["perm"]
+        inverse = [0] * len(perm)
+        for i, p in enumerate(perm):
+            inverse[p] = i
+        new = trace.compute(op, (t,), {"perm": tuple(inverse)})
+    else:  # stop_gradient (detach): the same values
+        new = value
+    if base._data.__class__ is np.ndarray:
+        from eager import dispatch
+
+        dispatch.note_mutated(base)  # a capture (or created state) of the trace now
+    write(trace, base, new)
+    link.base_value = base._data
+
+
+def _check_known(link, what):
+    if link.layout is False:
+        from .trace import TracingError
+
+        raise TracingError(
+            f"{user_location()}: a reshape of a view with a symbolic size is {what}; whether "
+            f"eager's reshape shares memory there depends on run-time sizes. Call .clone() on "
+            f"the reshape's result (a copy) or write to the original tensor instead")
+
+
+def _made_in(trace, value) -> bool:
+    """Whether traced `value` is computed by an equation of `trace` itself."""
+    var = getattr(value, "var", None)
+    if var is None or value.trace is not trace:
+        return False
+    for e in trace.eqns:
+        outs = e.out if isinstance(e.out, tuple) else (e.out,)
+        for o in outs:
+            if o is var:
+                return True
+    return False
