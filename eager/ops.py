@@ -148,7 +148,9 @@ class OpDef:
     saves_out: bool = False
     doc: str = ""
     params: tuple = field(default=())  # names of the op's static parameters
-    view: bool = False  # eager output may alias the first input (shares its version counter)
+    # Eager output may alias the first input (shares its version counter); "whole": the
+    # output is all of the input, in its layout (no element moves: a check, detach).
+    view: bool | str = False
 
     def __repr__(self) -> str:
         return f"OpDef({self.name})"
@@ -667,7 +669,7 @@ register("abs", E, 1, np.abs, _unary_infer,
 register("sign", E, 1, _sign_impl, _unary_infer,
          vjp=(lambda g, out, a: fn.broadcast_to(fn.const(0, g.dtype), tuple(a.shape)),),
          doc="-1, 0 or 1; 0 for NaN and a zero gradient, as in PyTorch.")
-register("stop_gradient", E, 1, lambda a: a, _unary_infer, view=True,
+register("stop_gradient", E, 1, lambda a: a, _unary_infer, view="whole",
          doc="Identity that gradients do not flow through: `detach()` inside a trace.")
 register("where", E, 3, np.where, _where_infer,
          vjp=(None,
@@ -724,7 +726,7 @@ register("gather", I, -1, lambda x, *idx: x[idx], _gather_infer,
          doc="Integer-array indexing of the leading len(idx) dims: x[i0, i1, ...].")
 register("check_class_index", I, 1, _check_class_index_impl,
          _check_class_index_infer, params=("size", "what"),
-         view=True,
+         view="whole",
          doc="The index tensor itself, after checking every value is in [0, size): an "
              "IndexError otherwise (class labels, embedding rows; numpy's indexing would wrap "
              "a negative index around). Runs when the program runs, traced or not.")
