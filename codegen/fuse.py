@@ -308,15 +308,15 @@ def _place_reduction(p: Partition, e) -> bool:
     if not axes:
         return False
     shape = tuple(x.type.shape)
-    if e.params.get("keepdim") and all(shape[a] == 1 for a in axes):
-        # Reduces nothing: its result has the group's full shape, so the group's elementwise
-        # consumers would join it and read the sum before the loop completed it (and emit
-        # found no value for it). Rare: numpy does it.
-        return False
     if axes == tuple(range(ndim - len(axes), ndim)):
         kind, split = "row", ndim - len(axes)
     elif axes == tuple(range(len(axes))):
         kind, split = "col", len(axes)
+        if e.params.get("keepdim") and all(shape[a] == 1 for a in axes):
+            # Reduces nothing: the result has the group's full shape, so the group's
+            # elementwise consumers would join and read the sums before the loop over the
+            # reduced axes completed them (emit found no value). Rare: numpy does it.
+            return False
     else:
         return False
     b = p.base(x)

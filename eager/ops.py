@@ -579,7 +579,8 @@ def _pow_vjp_a(g, out, a, b):
 
 def _pow_vjp_b(g, out, a, b):
     # out * log(a), as PyTorch: 0 where a == 0 and b >= 0; at a == 0, b < 0 that is
-    # inf * log(0) = -inf; NaN for a < 0 (and b NaN). log is only taken of positive numbers (no warnings).
+    # inf * log(0) = -inf; NaN for a < 0 (and b NaN). log is only taken of positive numbers
+    # (no warnings).
     zero = fn.const(0, out.dtype)
     positive = fn.gt(a, zero)
     safe = fn.where(positive, a, fn.const(1, a.dtype))

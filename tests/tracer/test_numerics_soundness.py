@@ -79,7 +79,8 @@ def test_adding_zero_is_not_simplified_away_where_it_changes_minus_zero(backend_
     # -0.0 + 0.0 is +0.0 (1 / it is +inf): the passes keep x + 0.0 and drop only x + (-0.0)
     x = eager.tensor([-0.0, 1.0, -2.0])
     for fn in (lambda x: 1 / (x + 0.0), lambda x: 1 / (0.0 + x), lambda x: 1 / (x - -0.0),
-               lambda x: 1 / (x - 0.0), lambda x: 1 / (x + -0.0)):
+               lambda x: 1 / (x - 0.0), lambda x: 1 / (x + -0.0),
+               lambda x: 1 / (x * 0.0) - 1 / (x * -0.0)):  # two constants, not one (cse)
         same(tracer.function(fn, backend=backend_)(x).numpy(), fn(x).numpy())
     y = eager.tensor([-0.0, 1.0], requires_grad=True)
     assert np.signbit(y.clone().detach().numpy()[0])  # clone keeps -0.0
