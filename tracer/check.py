@@ -306,6 +306,7 @@ def _checked_call(func, args, kwargs):
     if before_trace is not None:
         before_trace.restore()
     records = _Recorder()
+    records.rng = _random.get_rng_state()  # both runs draw the same random numbers
     try:
         eager_out = _run_eagerly(func, args, kwargs, records)
         eager_leaves, eager_tree = _flat_outputs(eager_out)
@@ -319,6 +320,7 @@ def _checked_call(func, args, kwargs):
         raise
     finally:
         start.restore()
+        _random.set_rng_state(records.rng)
     try:
         inputs = [np.array(a, copy=True) for a in concrete._input_values(leaves)]
     except AttributeError:  # a captured .grad is unset: the compiled call retraces
