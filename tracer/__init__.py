@@ -30,5 +30,5 @@ _warnings.filterwarnings(
     category=RuntimeWarning, module=r"tracer(\.|$)")
 
 __all__ = ["function", "Function", "ConcreteFunction", "TensorSpec", "TracingError",
-           "CheckError", "cond", "while_loop", "run_eagerly", "functions_run_eagerly", "register_backend",
-           "available_backends", "Graph", "Eqn", "Var", "Literal", "verify", "logs"]
+           "CheckError", "cond", "while_loop", "run_eagerly", "functions_run_eagerly",
+           "register_backend", "available_backends", "Graph", "Eqn", "Var", "Literal", "verify", "logs"]
