@@ -29,6 +29,6 @@ _warnings.filterwarnings(
     "ignore", message=r"(invalid value|divide by zero|overflow|underflow) encountered",
     category=RuntimeWarning, module=r"tracer(\.|$)")
 
-__all__ = ["function", "Function", "ConcreteFunction", "TensorSpec", "TracingError", "CheckError", "cond",
-           "while_loop", "run_eagerly", "functions_run_eagerly", "register_backend",
+__all__ = ["function", "Function", "ConcreteFunction", "TensorSpec", "TracingError", "CheckError",
+           "cond", "while_loop", "run_eagerly", "functions_run_eagerly", "register_backend",
            "available_backends", "Graph", "Eqn", "Var", "Literal", "verify", "logs"]

@@ -20,10 +20,19 @@ For each of the first N calls (default 2) of every trace, a checked call
    difference it raises `CheckError`, naming the first IR equation (and its kernel) whose
    value diverges, with the user's file and line.
 
+Localizing (tracer.check_compare): the compiled program is run step by step (kernel, BLAS
+call, numpy step) and each stored value compared with the reference interpreter's on the
+same graph (a codegen bug: the kernel is named); else the raw trace's equations, aligned
+with the eager run's ops in dispatch order, are compared with them (a value the trace baked
+in); else the optimized graph's (a pass). Where nothing diverges, the error says the
+difference is in what the call returned or wrote back, rather than guess.
+
 The compiled call's results are what the caller gets: with nothing to report, a checked
-call returns what an unchecked one would. Python side effects of the function (print,
-appending to a list) happen twice on a checked call. Off (the default), nothing of this
-runs: the hook sits on Function.__call__'s slow path, behind one attribute test.
+call returns what an unchecked one would. Side effects the snapshot does not cover (print,
+files, closure variables rebound with `nonlocal`) happen twice on a checked call; list
+and dict contents are put back. Checked calls run one at a time. Off (the default),
+nothing of this runs: the hook sits on Function.__call__'s slow path, behind one
+attribute test, and the fast paths never see it.
 """
 from __future__ import annotations
 
@@ -306,6 +315,7 @@ def _checked_call(func, args, kwargs):
     if before_trace is not None:
         before_trace.restore()
     records = _Recorder()
+    records.rng = _random.get_rng_state()  # both runs draw the same random numbers
     try:
         eager_out = _run_eagerly(func, args, kwargs, records)
         eager_leaves, eager_tree = _flat_outputs(eager_out)
@@ -319,6 +329,7 @@ def _checked_call(func, args, kwargs):
         raise
     finally:
         start.restore()
+        _random.set_rng_state(records.rng)
     try:
         inputs = [np.array(a, copy=True) for a in concrete._input_values(leaves)]
     except AttributeError:  # a captured .grad is unset: the compiled call retraces

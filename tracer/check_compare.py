@@ -172,8 +172,8 @@ def _locate(concrete, inputs, records) -> list:
     if inputs is None:
         return ["  (could not localize: the captured state did not match the trace)"]
     program, graph = _program_that_ran(concrete)
-    values = _interpret(graph, inputs)
-    found = _first_compiled_divergence(program, graph, inputs, values)
+    values = _interpret(graph, inputs, records)
+    found = _first_compiled_divergence(program, graph, inputs, values, records)
     if found is not None:
         eqn, where, text, owner = found
         return [f"  first diverging equation ({where} disagrees with the reference "
@@ -182,7 +182,8 @@ def _locate(concrete, inputs, records) -> list:
                 f"    {text}",
                 *_fused_note(program, eqn)]
     raw = concrete.raw_graph
-    found = _first_eager_divergence(raw, _interpret(raw, inputs, keep_order=True), records)
+    found = _first_eager_divergence(raw, _interpret(raw, inputs, records, keep_order=True),
+                                    records)
     if found is not None:
         eqn, text = found
         owner = _owner_of(program, graph, eqn)
@@ -193,8 +194,8 @@ def _locate(concrete, inputs, records) -> list:
                 "  (a value the trace baked in, or state it read, was not what the eager run "
                 "used)"]
     if graph is not raw:
-        found = _first_eager_divergence(graph, _interpret(graph, inputs, keep_order=True),
-                                        records)
+        found = _first_eager_divergence(
+            graph, _interpret(graph, inputs, records, keep_order=True), records)
         if found is not None:
             eqn, text = found
             return ["  the trace agrees with the eager run but the optimized graph does not "
@@ -217,7 +218,11 @@ def _program_that_ran(concrete):
     return program, graph
 
 
-def _interpret(graph, inputs, keep_order=False):
+def _interpret(graph, inputs, records, keep_order=False):
+    """Each equation's value, from the reference interpreter on copies of `inputs` (random
+    ops drawing what the eager run drew)."""
+    from eager import random as _random
+
     from .interpret import run_graph
 
     seen = [] if keep_order else {}
@@ -229,11 +234,16 @@ def _interpret(graph, inputs, keep_order=False):
             for v, o in zip(e.outs, outs):
                 seen[id(v)] = np.array(o, copy=True)
 
-    run_graph(graph, [np.array(a, copy=True) for a in inputs], on_eqn=note)
+    after = _random.get_rng_state()
+    _random.set_rng_state(records.rng)
+    try:
+        run_graph(graph, [np.array(a, copy=True) for a in inputs], on_eqn=note)
+    finally:
+        _random.set_rng_state(after)
     return seen
 
 
-def _first_compiled_divergence(program, graph, inputs, reference):
+def _first_compiled_divergence(program, graph, inputs, reference, records):
     """Run the numba program step by step (kernel, BLAS call, numpy step) on copies of
     the inputs, and find the first equation whose materialized value differs from the
     reference interpreter's."""
@@ -248,12 +258,19 @@ def _first_compiled_divergence(program, graph, inputs, reference):
         env[s] = value
     flat = [None] * program.n_slots
     got = {}
-    for op in ops:
-        before = list(map(id, env))
-        op(env, flat, None)
-        for s, (a, b) in enumerate(zip(before, map(id, env))):
-            if a != b and env[s] is not None and s not in got:
-                got[s] = np.array(env[s], copy=True)
+    from eager import random as _random
+
+    after = _random.get_rng_state()
+    _random.set_rng_state(records.rng)
+    try:
+        for op in ops:
+            before = list(map(id, env))
+            op(env, flat, None)
+            for s, (a, b) in enumerate(zip(before, map(id, env))):
+                if a != b and env[s] is not None and s not in got:
+                    got[s] = np.array(env[s], copy=True)
+    finally:
+        _random.set_rng_state(after)
     for e in graph.eqns:
         for v in e.outs:
             s = slots.get(id(v))

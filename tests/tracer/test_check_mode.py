@@ -167,6 +167,21 @@ def test_wrong_kernel_names_the_equation_its_kernel_and_line(monkeypatch):
     assert " = sub " in diverging and diverging.endswith(_line_of(shifted, "y - 1.5"))
 
 
+def test_random_ops_draw_the_same_numbers_when_localizing(monkeypatch):
+    import codegen.lower as lower
+
+    monkeypatch.setitem(lower._BINARY, "sub", "({0} - {1} + 0.01)")
+
+    def dropped(x):
+        return nn.functional.dropout(x * 3, 0.5, training=True) - 0.25
+
+    f = tracer.function(dropped, check=True)
+    with pytest.raises(tracer.CheckError) as info:
+        f(eager.ones(64))
+    diverging = str(info.value).split("first diverging equation")[1].splitlines()[1]
+    assert " = sub " in diverging and diverging.endswith(_line_of(dropped, "- 0.25"))
+
+
 def test_one_wrong_element_of_one_kernel_names_that_kernel(monkeypatch):
     import codegen.build as build
 
