@@ -801,7 +801,9 @@ class Program:
                 return [results[j] for j in order]
             return direct_symbolic
 
-        if len(in_slots) == 1 and len(specs) == 1:
+        # (One kernel output may be several results: an output that is also an update,
+        # `return x.grad * 1` after a backward inside the function.)
+        if len(in_slots) == 1 and len(specs) == 1 and len(order) == 1:
             (s0,) = in_slots
             ((shape0, dtype0),) = specs
             flat_out = len(shape0) == 1  # already the 1-D array the kernel takes
@@ -824,6 +826,13 @@ class Program:
             entry(*arrays, *[r.reshape(-1) for r in results])
             return [results[j] for j in order]
         return direct
+
+    def references(self, slot: int, a) -> int:
+        """How many references this program keeps between calls to the array `a` of
+        argument slot `slot` (the flat-view cache of a capture: the array and its view), so
+        a caller counting references (tracer.ownership) can tell them from outside ones."""
+        hit = self._flat_cache[slot] if slot < len(self._flat_cache) else None
+        return 2 if hit is not None and hit[0] is a else 0
 
     @property
     def dest_updates(self) -> list:

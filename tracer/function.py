@@ -35,6 +35,7 @@ from eager.tensor import Tensor
 from . import logs
 from .backends import get_backend
 from .ir import Graph, Var, verify
+from .ownership import assign_grad as _assign_grad, unshared as _unshared
 from .pytree import LEAF, Static, flatten, unflatten
 from .control import GradientThroughControlFlow
 from .trace import LiveScalar, Trace, TracingError, current_trace
@@ -106,7 +107,7 @@ class ConcreteFunction:
     def __init__(self, name, graph, raw_graph, program, arg_tree, out_tree, arg_names,
                  signature, captures, capture_grad_owner, update_targets, grad_pattern,
                  sources, one_shot, differentiable, trace_seconds, compile_seconds,
-                 created_targets, root_guards=()):
+                 created_targets, root_guards=(), out_alias=None):
         self.name = name
         self.graph = graph
         self.raw_graph = raw_graph
@@ -141,6 +142,7 @@ class ConcreteFunction:
         self.compile_seconds = compile_seconds
         self._created_targets = created_targets
         self._out_copies = _outputs_needing_copy(graph)
+        self._out_alias = out_alias or {}  # outputs that are an argument or capture itself
         self._plain = (not captures and not graph.updates and out_tree == LEAF
                        and not self._out_copies and len(graph.outputs) == 1)
         # Nothing captured, nothing to guard: the signature alone selects this trace.
@@ -155,6 +157,12 @@ class ConcreteFunction:
             (update_targets[u][1], tuple(graph.updates[u].type.shape), graph.updates[u].type.dtype)
             for u in getattr(program, "dest_updates", ()))
         self._dest_seen = [None] * len(self._dest_targets)
+        # Captured .grad tensors the trace replaces with old + g (backward accumulating):
+        # the program may write the sum over the old array, which eager leaves alone, so a
+        # call passes a copy when anything else holds the old gradient (tracer.ownership).
+        grad_targets = {i for kind, i in update_targets if kind == "grad"}
+        self._accumulated = tuple(j for j, owner in enumerate(capture_grad_owner)
+                                  if owner is not None and owner in grad_targets)
         self.call_source = None  # the generated call_fast, when there is one
         self.call_fast = self._checked_call
         if not self._plain and not one_shot and captures:
@@ -244,7 +252,11 @@ class ConcreteFunction:
               "out_tree": self.out_tree, "__name__": "tracer.generated"}
         lines = ["def call(leaves):"]
         for i, t in enumerate(caps):
-            ns[f"c{i}"] = t
+            if self._capture_grad_owner[i] is None:  # (a captured .grad is read via its owner)
+                ns[f"c{i}"] = t
+        ns["unshared"] = _unshared
+        ns["prefs"] = getattr(self.program, "references", _no_references)
+        n_in = len(self.graph.inputs)
         for i in range(len(caps)):
             owner = self._capture_grad_owner[i]
             shape, dtype = self._capture_types[i]
@@ -265,6 +277,12 @@ class ConcreteFunction:
             rg = self._capture_requires_grad[i]
             if rg is not None:
                 lines += [f"    if c{i}.requires_grad != {rg}:", "        return MISS"]
+            if i in self._accumulated:
+                # Held: d{i}, seen[{i}] and what the program caches; the tensor, by
+                # self._captures if it is the traced one.
+                lines += [f"    if not unshared(g, 2 + prefs({n_in + i}, d{i}), "
+                          f"g is self._captures[{i}]):",
+                          f"        d{i} = d{i}.copy()"]
         for k, (_desc, get, obj) in enumerate(self._root_guards):
             ns[f"get{k}"], ns[f"obj{k}"] = get, obj
             lines += ["    try:",
@@ -276,7 +294,6 @@ class ConcreteFunction:
             lines += [f"    if (c{i}._grad is None) != {was_none}:", "        return MISS"]
         if self._sources:
             lines += ["    if EPOCH[0] != self._epoch:", "        return MISS"]
-        n_in = len(self.graph.inputs)
         lines.append("    values = [" + ", ".join(
             [f"leaves[{j}]._data" for j in range(n_in)] + [f"d{i}" for i in range(len(caps))])
             + "]")
@@ -303,6 +320,10 @@ class ConcreteFunction:
                           f"    if x{k} is not None:",
                           f"        o = _owner(x{k})",
                           "        if o in owners or o in leaf_owners:",
+                          f"            x{k} = None",
+                          # Eager would give .grad a new array: reuse the old one only if
+                          # no one else can see it (held: x{k}, maybe dseen[{k}]).
+                          f"        elif not unshared(g, 1 + (dseen[{k}] is x{k})):",
                           f"            x{k} = None"]
                 names.append(f"x{k}")
             lines.append(f"    results = program(values, [{', '.join(names)}])")
@@ -311,8 +332,12 @@ class ConcreteFunction:
         n_out = len(self.graph.outputs)
         outs = []
         for j in range(n_out):
-            outs.append(f"wrap(copy(results[{j}]))" if j in self._out_copies
-                        else f"wrap(results[{j}])")
+            alias = self._out_alias.get(j)
+            if alias is not None:
+                outs.append(f"leaves[{alias[1]}]" if alias[0] == "input" else f"c{alias[1]}")
+            else:
+                outs.append(f"wrap(copy(results[{j}]))" if j in self._out_copies
+                            else f"wrap(results[{j}])")
         lines.append(f"    outs = [{', '.join(outs)}]")
         for u, (kind, i) in enumerate(self._update_targets):
             r = f"results[{n_out + u}]"
@@ -406,6 +431,7 @@ class ConcreteFunction:
             return list(grads)
 
         attach(plan, outs, wrt, results[n_out:], replay, list(leaves) + list(caps))
+        self._substitute_aliases(outs, leaves)
         return unflatten(self.out_tree, iter(outs))
 
     def run(self, leaves):
@@ -421,6 +447,8 @@ class ConcreteFunction:
             results = self.program(values)
         outs = self._output_tensors(results)
         self._write_back(results[len(outs):], leaves)
+        if self._out_alias:
+            self._substitute_aliases(outs, leaves)
         return unflatten(self.out_tree, iter(outs))
 
     def _input_values(self, leaves) -> list:
@@ -430,6 +458,14 @@ class ConcreteFunction:
         for i, t in enumerate(caps):
             owner = self._capture_grad_owner[i]
             values.append((caps[owner].grad if owner is not None else t)._data)
+        n_in = len(leaves)
+        references = getattr(self.program, "references", _no_references)
+        for i in self._accumulated:
+            g = caps[self._capture_grad_owner[i]]._grad
+            # Held: values[n_in + i], maybe the guard's seen[i]; the tensor maybe by caps.
+            held = 1 + (self._guard_seen[i] is g._data) + references(n_in + i, g._data)
+            if not _unshared(g, held, g is caps[i]):
+                values[n_in + i] = g._data.copy()
         return values
 
     def _dests(self, values) -> list:
@@ -456,6 +492,8 @@ class ConcreteFunction:
                     owners = {_memory_owner(a) for a in values}
                 if _memory_owner(d) in owners:
                     d = None
+                elif not _unshared(g, 1 + (seen[k] is d)):
+                    d = None  # someone else holds the old gradient: eager leaves it alone
             dests.append(d)
         return dests
 
@@ -468,6 +506,12 @@ class ConcreteFunction:
                 r = np.array(r)
             outs.append(Tensor._wrap(r))
         return outs
+
+    def _substitute_aliases(self, outs, leaves):
+        """Outputs that are an argument or capture itself become that tensor (eager's
+        `return x`), instead of a copy that would lose its autograd link."""
+        for j, (kind, i) in self._out_alias.items():
+            outs[j] = leaves[i] if kind == "input" else self._captures[i]
 
     def _write_back(self, updates, leaves):
         caps = self._captures
@@ -488,6 +532,10 @@ class ConcreteFunction:
                 _assign_grad(leaves[i], value)
             elif kind == "input":
                 _assign_data(leaves[i], value)
+
+
+def _no_references(slot, a) -> int:
+    return 0
 
 
 def _signature_matches(inputs, leaves) -> bool:
@@ -516,20 +564,6 @@ def _assign_data(t: Tensor, value):
     else:
         t._data = np.array(value)
     t._version[0] += 1
-
-
-def _assign_grad(t: Tensor, value):
-    if value is None:
-        t.grad = None
-        return
-    g = t._grad
-    if g is not None and g._data is value:  # the program wrote it in place
-        return
-    if g is not None and g._data.__class__ is np.ndarray and g._data.shape == value.shape \
-            and g._data.flags.writeable:
-        np.copyto(g._data, value)
-    else:
-        t.grad = Tensor._wrap(np.array(value))
 
 
 def _outputs_needing_copy(graph: Graph) -> set:
@@ -1025,6 +1059,7 @@ def trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
             out_tree = flatten(out, out_leaves, "out", out_names)
             _refuse_symbolic_outputs(out_tree, name)
             outputs = tuple(tr.lift(t) for t in out_leaves)
+            out_alias = _output_aliases(tr, out_leaves, outputs, traced_leaves)
             differentiable = any(t.grad_fn is not None and t.grad_fn._state is None
                                  for t in out_leaves)
             for t, grad in tr.entry_grads.values():
@@ -1083,7 +1118,27 @@ def trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
         update_targets=tuple(targets),
         grad_pattern=grad_pattern, sources=sources, one_shot=bool(created_targets),
         differentiable=differentiable, trace_seconds=t1 - t0, compile_seconds=t2 - t1,
-        created_targets=created_targets, root_guards=root_guards)
+        created_targets=created_targets, root_guards=root_guards, out_alias=out_alias)
+
+
+def _output_aliases(tr: Trace, out_leaves, outputs, traced_leaves) -> dict:
+    """{output index: ("input", k) | ("capture", i)} for outputs that are an argument or a
+    captured tensor itself, unchanged (`return x`, and the no-op `x.reshape(x.shape)`,
+    `x.float()` of float32, `x[0:n]` of length n, for which eager returns `x`): the call
+    returns that very tensor, as eager does, with its identity, memory and autograd link."""
+    aliases = {}
+    for j, (t, v) in enumerate(zip(out_leaves, outputs)):
+        for k, leaf in enumerate(traced_leaves):
+            if leaf is t and v is tr.inputs[k]:
+                aliases[j] = ("input", k)
+                break
+        else:
+            state = tr.captures.get(id(t))
+            if state is not None and state.tensor is t and v is state.var and \
+                    getattr(state, "grad_owner", None) is None and \
+                    not isinstance(t, LiveScalar):
+                aliases[j] = ("capture", state.index)
+    return aliases
 
 
 def _refuse_symbolic_outputs(tree, name):
