@@ -74,6 +74,7 @@ def test_gradients_kept_from_earlier_steps_do_not_change(backend, keep, zero_gra
         np.testing.assert_allclose(p.grad.numpy(), r.grad.numpy(), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.one_backend  # (Numba's in-place plan; the interpreter allocates, as eager)
 @pytest.mark.parametrize("zero_grad", [True, False], ids=["zero_grad_inside", "accumulate"])
 def test_gradients_nobody_holds_are_still_written_in_place(zero_grad):
     """The speed of item 8's old behaviour where no one can see it: with no reference kept
