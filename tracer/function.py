@@ -142,7 +142,8 @@ class ConcreteFunction:
         self.compile_seconds = compile_seconds
         self._created_targets = created_targets
         self._out_copies = _outputs_needing_copy(graph)
-        self._out_alias = out_alias or {}  # outputs that are an argument or capture itself
+        # Outputs that are an argument, a capture or a .grad itself (see _output_aliases).
+        self._out_alias = out_alias or {}
         self._plain = (not captures and not graph.updates and out_tree == LEAF
                        and not self._out_copies and len(graph.outputs) == 1)
         # Nothing captured, nothing to guard: the signature alone selects this trace.
@@ -332,9 +333,8 @@ class ConcreteFunction:
         n_out = len(self.graph.outputs)
         outs = []
         for j in range(n_out):
-            alias = self._out_alias.get(j)
-            if alias is not None:
-                outs.append(f"leaves[{alias[1]}]" if alias[0] == "input" else f"c{alias[1]}")
+            if j in self._out_alias:
+                outs.append("None")  # (set after the write-back, below)
             else:
                 outs.append(f"wrap(copy(results[{j}]))" if j in self._out_copies
                             else f"wrap(results[{j}])")
@@ -355,6 +355,10 @@ class ConcreteFunction:
                 lines.append(f"    assign_data(leaves[{i}], {r})")
             else:  # created state, input grads: not on the fast path (see Function.__call__)
                 return self._checked_call
+        for j, (kind, i) in self._out_alias.items():
+            lines.append(f"    outs[{j}] = " + {"input": f"leaves[{i}]", "capture": f"c{i}",
+                                                 "grad": f"c{i}._grad",
+                                                 "input_grad": f"leaves[{i}]._grad"}[kind])
         lines.append("    return unflatten(out_tree, iter(outs))")
         source = "\n".join(lines) + "\n"
         exec(compile(source, f"<tracejit call {self.name}>", "exec"), ns)
@@ -511,7 +515,14 @@ class ConcreteFunction:
         """Outputs that are an argument or capture itself become that tensor (eager's
         `return x`), instead of a copy that would lose its autograd link."""
         for j, (kind, i) in self._out_alias.items():
-            outs[j] = leaves[i] if kind == "input" else self._captures[i]
+            if kind == "input":
+                outs[j] = leaves[i]
+            elif kind == "capture":
+                outs[j] = self._captures[i]
+            elif kind == "grad":
+                outs[j] = self._captures[i]._grad
+            else:
+                outs[j] = leaves[i]._grad
 
     def _write_back(self, updates, leaves):
         caps = self._captures
@@ -1122,15 +1133,20 @@ def trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
 
 
 def _output_aliases(tr: Trace, out_leaves, outputs, traced_leaves) -> dict:
-    """{output index: ("input", k) | ("capture", i)} for outputs that are an argument or a
-    captured tensor itself, unchanged (`return x`, and the no-op `x.reshape(x.shape)`,
-    `x.float()` of float32, `x[0:n]` of length n, for which eager returns `x`): the call
-    returns that very tensor, as eager does, with its identity, memory and autograd link."""
+    """{output index: ("input", k) | ("capture", i) | ("grad", i) | ("input_grad", k)} for
+    outputs that are an argument or a captured tensor itself, unchanged (`return x`, and
+    the no-op `x.reshape(x.shape)`, `x.float()` of float32, `x[0:n]` of length n, for which
+    eager returns `x`), or the .grad of one (`loss.backward(); return w.grad`): the call
+    returns that very tensor, as eager does, with its identity, memory and autograd link
+    (read after the write-back, for a .grad)."""
     aliases = {}
     for j, (t, v) in enumerate(zip(out_leaves, outputs)):
         for k, leaf in enumerate(traced_leaves):
             if leaf is t and v is tr.inputs[k]:
                 aliases[j] = ("input", k)
+                break
+            if getattr(leaf, "_grad", None) is t:
+                aliases[j] = ("input_grad", k)
                 break
         else:
             state = tr.captures.get(id(t))
@@ -1138,6 +1154,13 @@ def _output_aliases(tr: Trace, out_leaves, outputs, traced_leaves) -> dict:
                     getattr(state, "grad_owner", None) is None and \
                     not isinstance(t, LiveScalar):
                 aliases[j] = ("capture", state.index)
+                continue
+            for state in tr.capture_order:
+                if not isinstance(state.tensor, LiveScalar) and \
+                        getattr(state, "grad_owner", None) is None and \
+                        getattr(state.tensor, "_grad", None) is t:
+                    aliases[j] = ("grad", state.index)
+                    break
     return aliases
 
 

@@ -169,3 +169,29 @@ def test_one_argument_fast_path_honours_requires_grad(backend):
     np.testing.assert_array_equal(x.grad.numpy(), [2.0, 2.0, 2.0])
     plain = f(eager.ones(3))
     assert plain.grad_fn is None and not plain.requires_grad
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_grad_returned_is_the_grad(backend):
+    """`loss.backward(); return w.grad` gives eager's .grad tensor itself, so what the
+    caller does to it is what it does to the parameter's gradient."""
+    lin = nn.Linear(3, 2)
+
+    def step(x):
+        lin.zero_grad()
+        lin(x).sum().backward()
+        return lin.weight.grad
+
+    def body(x):
+        (x * x).sum().backward()
+        return x.grad
+
+    f, g = tracer.function(step, backend=backend), tracer.function(body, backend=backend)
+    for k in range(1, 4):
+        out = f(eager.ones(4, 3) * k)
+        assert out is lin.weight.grad
+        np.testing.assert_array_equal(out.numpy(), np.full((2, 3), 4.0 * k, np.float32))
+        x = eager.tensor([1.0, 2.0 * k], requires_grad=True)
+        out = g(x)
+        assert out is x.grad
+        np.testing.assert_array_equal(out.numpy(), [2.0, 4.0 * k])
