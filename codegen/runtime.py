@@ -1008,6 +1008,10 @@ class PerSizeProgram:
 
     dest_updates = ()  # (each size's Program plans its own in-place updates)
 
+    def references(self, slot: int, a) -> int:
+        """`Program.references`, over every size's program."""
+        return sum(p.references(slot, a) for p in list(self._programs.values()))
+
     def __call__(self, args, dests=None):
         sizes = self._bind(args)
         key = tuple(sizes[d] for d in self._dims)
