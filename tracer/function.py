@@ -281,8 +281,8 @@ class ConcreteFunction:
             if i in self._accumulated:
                 # Held: d{i}, seen[{i}] and what the program caches; the tensor, by
                 # self._captures if it is the traced one.
-                lines += [f"    if not unshared(g, 2 + prefs({n_in + i}, d{i}), "
-                          f"g is self._captures[{i}]):",
+                lines += [(f"    if not unshared(g, 2 + prefs({n_in + i}, d{i}), "
+                           f"g is self._captures[{i}]):"),
                           f"        d{i} = d{i}.copy()"]
         for k, (_desc, get, obj) in enumerate(self._root_guards):
             ns[f"get{k}"], ns[f"obj{k}"] = get, obj

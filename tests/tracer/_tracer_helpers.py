@@ -1,7 +1,6 @@
 """Helpers shared by the tracer test modules."""
 import tracer
 
-
 # The backend `fn` uses unless told: conftest.py runs each test that calls `fn` once per
 # backend and sets it for that run.
 BACKEND = ["interpret"]

@@ -4,12 +4,11 @@ import inspect
 import re
 import sys
 
+import _tracer_helpers
 import pytest
 
 import tracer
 from tracer.passes import optimize
-
-import _tracer_helpers
 
 BACKENDS = ("interpret", "numba")
 

@@ -195,3 +195,21 @@ def test_a_grad_returned_is_the_grad(backend):
         out = g(x)
         assert out is x.grad
         np.testing.assert_array_equal(out.numpy(), [2.0, 4.0 * k])
+
+
+@pytest.mark.parametrize("path", ["two_arguments", "input_signature"])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_other_fast_paths_honour_requires_grad(backend, path):
+    if path == "two_arguments":
+        f = tracer.function(lambda x, y: x * y + 1.0, backend=backend)
+    else:
+        f = tracer.function(lambda x, y: x * y + 1.0, backend=backend,
+                            input_signature=[tracer.TensorSpec(("n",), eager.float32)] * 2)
+    for _ in range(2):
+        assert f(eager.ones(3), eager.full((3,), 2.0)).grad_fn is None
+    x = eager.ones(3, requires_grad=True)
+    out = f(x, eager.full((3,), 2.0))
+    assert out.grad_fn is not None
+    out.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [2.0, 2.0, 2.0])
+    assert f(eager.ones(3), eager.full((3,), 2.0)).grad_fn is None
