@@ -836,9 +836,9 @@ class Program:
                 return [results[j] for j in order]
             return direct_symbolic
 
+        # (One kernel output may be several results: an output that is also an update,
+        # `return x.grad * 1` after a backward inside the function.)
         if len(in_slots) == 1 and len(specs) == 1 and len(order) == 1:
-            # (one result: a value returned twice, e.g. an output that backward also saves,
-            # takes `direct` below, which repeats it)
             (s0,) = in_slots
             ((shape0, dtype0),) = specs
             flat_out = len(shape0) == 1  # already the 1-D array the kernel takes
@@ -872,6 +872,13 @@ class Program:
             entry(*arrays, *[r.reshape(-1) for r in results])
             return [results[j] for j in order]
         return direct
+
+    def references(self, slot: int, a) -> int:
+        """How many references this program keeps between calls to the array `a` of
+        argument slot `slot` (the flat-view cache of a capture: the array and its view), so
+        a caller counting references (tracer.ownership) can tell them from outside ones."""
+        hit = self._flat_cache[slot] if slot < len(self._flat_cache) else None
+        return 2 if hit is not None and hit[0] is a else 0
 
     @property
     def dest_updates(self) -> list:
@@ -1059,6 +1066,10 @@ class PerSizeProgram:
         return self._last.kernels if self._last is not None else []
 
     dest_updates = ()  # (each size's Program plans its own in-place updates)
+
+    def references(self, slot: int, a) -> int:
+        """`Program.references`, over every size's program."""
+        return sum(p.references(slot, a) for p in list(self._programs.values()))
 
     def __call__(self, args, dests=None):
         sizes = self._bind(args)

@@ -284,8 +284,13 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None)
                 g = Tensor._wrap(np.array(data, order="C"))
         if t.grad is None:
             t.grad = g
+        elif create_graph:
+            t.grad = F.add(t.grad, g)
         else:
-            t.grad = F.add(t.grad, g) if create_graph else F.add(t.grad.detach(), g)
+            # Without a graph, as .detach() would, but on .grad itself: inside a trace a
+            # detached alias is a tensor of its own, read as the old .grad at every call.
+            with no_grad():
+                t.grad = F.add(t.grad, g)
     return None
 
 

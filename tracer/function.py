@@ -37,6 +37,7 @@ from . import check as _check
 from . import logs
 from .backends import get_backend
 from .ir import Graph, Var, verify
+from .ownership import assign_grad as _assign_grad, unshared as _unshared
 from .pytree import LEAF, Static, flatten, unflatten
 from .control import GradientThroughControlFlow
 from .aliasing import AliasCheck
@@ -110,7 +111,7 @@ class ConcreteFunction:
     def __init__(self, name, graph, raw_graph, program, arg_tree, out_tree, arg_names,
                  signature, captures, capture_grad_owner, update_targets, grad_pattern,
                  sources, one_shot, differentiable, trace_seconds, compile_seconds,
-                 created_targets, root_guards=(), item_state=None):
+                 created_targets, root_guards=(), item_state=None, out_alias=None):
         self.name = name
         self.graph = graph
         self.raw_graph = raw_graph
@@ -148,6 +149,8 @@ class ConcreteFunction:
         self._created_targets = created_targets
         self._out_copies = _outputs_needing_copy(graph)
         self._update_copies = _updates_needing_copy(graph)
+        # Outputs that are an argument, a capture or a .grad itself (see _output_aliases).
+        self._out_alias = out_alias or {}
         self._plain = (not captures and not graph.updates and out_tree == LEAF
                        and not self._out_copies and len(graph.outputs) == 1
                        and not self._items)
@@ -169,6 +172,12 @@ class ConcreteFunction:
             update_targets, len(graph.inputs),
             tuple(f"argument {n}" for n in arg_names)
             + tuple(f"captured tensor {n}" for n in graph.capture_names))
+        # Captured .grad tensors the trace replaces with old + g (backward accumulating):
+        # the program may write the sum over the old array, which eager leaves alone, so a
+        # call passes a copy when anything else holds the old gradient (tracer.ownership).
+        grad_targets = {i for kind, i in update_targets if kind == "grad"}
+        self._accumulated = tuple(j for j, owner in enumerate(capture_grad_owner)
+                                  if owner is not None and owner in grad_targets)
         self.call_source = None  # the generated call_fast, when there is one
         self.call_fast = self._checked_call
         if not self._plain and not one_shot and captures:
@@ -267,7 +276,11 @@ class ConcreteFunction:
               "__name__": "tracer.generated"}
         lines = ["def call(leaves):"]
         for i, t in enumerate(caps):
-            ns[f"c{i}"] = t
+            if self._capture_grad_owner[i] is None:  # (a captured .grad is read via its owner)
+                ns[f"c{i}"] = t
+        ns["unshared"] = _unshared
+        ns["prefs"] = getattr(self.program, "references", _no_references)
+        n_in = len(self.graph.inputs)
         for i in range(len(caps)):
             owner = self._capture_grad_owner[i]
             shape, dtype = self._capture_types[i]
@@ -289,6 +302,12 @@ class ConcreteFunction:
             rg = self._capture_requires_grad[i]
             if rg is not None:
                 lines += [f"    if c{i}.requires_grad != {rg}:", "        return MISS"]
+            if i in self._accumulated:
+                # Held: d{i}, seen[{i}] and what the program caches; the tensor, by
+                # self._captures if it is the traced one.
+                lines += [(f"    if not unshared(g, 2 + prefs({n_in + i}, d{i}), "
+                           f"g is self._captures[{i}]):"),
+                          f"        d{i} = d{i}.copy()"]
         for k, (_desc, get, obj) in enumerate(self._root_guards):
             ns[f"get{k}"], ns[f"obj{k}"] = get, obj
             lines += ["    try:",
@@ -302,7 +321,6 @@ class ConcreteFunction:
             lines += ["    if EPOCH[0] != self._epoch:", "        return MISS"]
         for k, guard in enumerate(self._items.guards):
             lines += guard.check_source(k, ns)
-        n_in = len(self.graph.inputs)
         lines.append("    values = [" + ", ".join(
             [f"leaves[{j}]._data" for j in range(n_in)] + [f"d{i}" for i in range(len(caps))])
             + "]")
@@ -332,6 +350,10 @@ class ConcreteFunction:
                           f"    if x{k} is not None:",
                           f"        o = _owner(x{k})",
                           "        if o in owners or o in leaf_owners:",
+                          f"            x{k} = None",
+                          # Eager would give .grad a new array: reuse the old one only if
+                          # no one else can see it (held: x{k}, maybe dseen[{k}]).
+                          f"        elif not unshared(g, 1 + (dseen[{k}] is x{k})):",
                           f"            x{k} = None"]
                 names.append(f"x{k}")
             lines.append(f"    results = program(values, [{', '.join(names)}])")
@@ -340,8 +362,11 @@ class ConcreteFunction:
         n_out = len(self.graph.outputs)
         outs = []
         for j in range(n_out):
-            outs.append(f"wrap(copy(results[{j}]))" if j in self._out_copies
-                        else f"wrap(results[{j}])")
+            if j in self._out_alias:
+                outs.append("None")  # (set after the write-back, below)
+            else:
+                outs.append(f"wrap(copy(results[{j}]))" if j in self._out_copies
+                            else f"wrap(results[{j}])")
         lines.append(f"    outs = [{', '.join(outs)}]")
         if self._update_copies:
             lines.append("    results = list(results)")
@@ -362,6 +387,10 @@ class ConcreteFunction:
                 lines.append(f"    assign_data(leaves[{i}], {r})")
             else:  # created state, input grads: not on the fast path (see Function.__call__)
                 return self._checked_call
+        for j, (kind, i) in self._out_alias.items():
+            lines.append(f"    outs[{j}] = " + {"input": f"leaves[{i}]", "capture": f"c{i}",
+                                                 "grad": f"c{i}._grad",
+                                                 "input_grad": f"leaves[{i}]._grad"}[kind])
         if self._items.writes:
             ns["items_replay"] = self._items.replay
             lines.append("    items_replay()")
@@ -445,6 +474,7 @@ class ConcreteFunction:
             return list(grads)
 
         attach(plan, outs, wrt, results[n_out:], replay, list(leaves) + list(caps))
+        self._substitute_aliases(outs, leaves)
         self._items.replay()
         return unflatten(self.out_tree, iter(outs))
 
@@ -465,6 +495,8 @@ class ConcreteFunction:
             for k in self._update_copies:
                 results[k] = np.array(results[k])
         self._write_back(results[len(outs):], leaves)
+        if self._out_alias:
+            self._substitute_aliases(outs, leaves)
         self._items.replay()
         return unflatten(self.out_tree, iter(outs))
 
@@ -475,6 +507,14 @@ class ConcreteFunction:
         for i, t in enumerate(caps):
             owner = self._capture_grad_owner[i]
             values.append((caps[owner].grad if owner is not None else t)._data)
+        n_in = len(leaves)
+        references = getattr(self.program, "references", _no_references)
+        for i in self._accumulated:
+            g = caps[self._capture_grad_owner[i]]._grad
+            # Held: values[n_in + i], maybe the guard's seen[i]; the tensor maybe by caps.
+            held = 1 + (self._guard_seen[i] is g._data) + references(n_in + i, g._data)
+            if not _unshared(g, held, g is caps[i]):
+                values[n_in + i] = g._data.copy()
         return values
 
     def _dests(self, values) -> list:
@@ -501,6 +541,8 @@ class ConcreteFunction:
                     owners = {_memory_owner(a) for a in values}
                 if _memory_owner(d) in owners:
                     d = None
+                elif not _unshared(g, 1 + (seen[k] is d)):
+                    d = None  # someone else holds the old gradient: eager leaves it alone
             dests.append(d)
         return dests
 
@@ -513,6 +555,19 @@ class ConcreteFunction:
                 r = np.array(r)
             outs.append(Tensor._wrap(r))
         return outs
+
+    def _substitute_aliases(self, outs, leaves):
+        """Outputs that are an argument or capture itself become that tensor (eager's
+        `return x`), instead of a copy that would lose its autograd link."""
+        for j, (kind, i) in self._out_alias.items():
+            if kind == "input":
+                outs[j] = leaves[i]
+            elif kind == "capture":
+                outs[j] = self._captures[i]
+            elif kind == "grad":
+                outs[j] = self._captures[i]._grad
+            else:
+                outs[j] = leaves[i]._grad
 
     def _write_back(self, updates, leaves):
         caps = self._captures
@@ -533,6 +588,10 @@ class ConcreteFunction:
                 _assign_grad(leaves[i], value)
             elif kind == "input":
                 _assign_data(leaves[i], value)
+
+
+def _no_references(slot, a) -> int:
+    return 0
 
 
 def _signature_matches(inputs, leaves) -> bool:
@@ -565,20 +624,6 @@ def _assign_data(t: Tensor, value):
     else:
         t._data = np.array(value)
     t._version[0] += 1
-
-
-def _assign_grad(t: Tensor, value):
-    if value is None:
-        t.grad = None
-        return
-    g = t._grad
-    if g is not None and g._data is value:  # the program wrote it in place
-        return
-    if g is not None and g._data.__class__ is np.ndarray and g._data.shape == value.shape \
-            and g._data.flags.writeable:
-        np.copyto(g._data, value)
-    else:
-        t.grad = Tensor._wrap(np.array(value))
 
 
 def _outputs_needing_copy(graph: Graph) -> set:
@@ -1109,6 +1154,7 @@ def trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
             out_tree = flatten(out, out_leaves, "out", out_names)
             _refuse_symbolic_outputs(out_tree, name)
             outputs = tuple(tr.lift(t) for t in out_leaves)
+            out_alias = _output_aliases(tr, out_leaves, outputs, traced_leaves)
             differentiable = any(t.grad_fn is not None and t.grad_fn._state is None
                                  for t in out_leaves)
             for t, grad in tr.entry_grads.values():
@@ -1167,8 +1213,40 @@ def trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
         update_targets=tuple(targets),
         grad_pattern=grad_pattern, sources=sources, one_shot=bool(created_targets),
         differentiable=differentiable, trace_seconds=t1 - t0, compile_seconds=t2 - t1,
-        created_targets=created_targets, root_guards=root_guards,
+        created_targets=created_targets, root_guards=root_guards, out_alias=out_alias,
         item_state=ItemState(tr.item_guards.values(), tr.item_writes.values()))
+
+
+def _output_aliases(tr: Trace, out_leaves, outputs, traced_leaves) -> dict:
+    """{output index: ("input", k) | ("capture", i) | ("grad", i) | ("input_grad", k)} for
+    outputs that are an argument or a captured tensor itself, unchanged (`return x`, and
+    the no-op `x.reshape(x.shape)`, `x.float()` of float32, `x[0:n]` of length n, for which
+    eager returns `x`), or the .grad of one (`loss.backward(); return w.grad`): the call
+    returns that very tensor, as eager does, with its identity, memory and autograd link
+    (read after the write-back, for a .grad)."""
+    aliases = {}
+    for j, (t, v) in enumerate(zip(out_leaves, outputs)):
+        for k, leaf in enumerate(traced_leaves):
+            if leaf is t and v is tr.inputs[k]:
+                aliases[j] = ("input", k)
+                break
+            if getattr(leaf, "_grad", None) is t:
+                aliases[j] = ("input_grad", k)
+                break
+        else:
+            state = tr.captures.get(id(t))
+            if state is not None and state.tensor is t and v is state.var and \
+                    getattr(state, "grad_owner", None) is None and \
+                    not isinstance(t, LiveScalar):
+                aliases[j] = ("capture", state.index)
+                continue
+            for state in tr.capture_order:
+                if not isinstance(state.tensor, LiveScalar) and \
+                        getattr(state, "grad_owner", None) is None and \
+                        getattr(state.tensor, "_grad", None) is t:
+                    aliases[j] = ("grad", state.index)
+                    break
+    return aliases
 
 
 def _refuse_symbolic_outputs(tree, name):

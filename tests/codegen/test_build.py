@@ -247,3 +247,27 @@ def test_size_thresholds_from_the_environment(monkeypatch):
     monkeypatch.setenv("TRACEJIT_TEST_THRESHOLD", "4M")
     with pytest.raises(ValueError, match="TRACEJIT_TEST_THRESHOLD='4M': expected a whole number"):
         _env_threshold("TRACEJIT_TEST_THRESHOLD", 64)
+
+
+def test_a_vmath_change_gives_kernels_new_files(cache, monkeypatch):
+    """Kernels call codegen.vmath, whose source Numba's cache does not check: the cache key
+    includes its digest, or a kernel cached before a vmath change would be loaded after it
+    (stale results)."""
+    before = build.load_module(PLAIN_SRC, "uses_vmath")
+    vmath = Path(build.__file__).with_name("vmath.py")
+    real_digest = build._file_digest
+
+    def digest_after_an_edit(path):
+        return "edited" if Path(path) == vmath else real_digest(path)
+
+    build._version_salt.cache_clear()
+    monkeypatch.setattr(build, "_file_digest", digest_after_an_edit)
+    try:
+        after = build.load_module(PLAIN_SRC, "uses_vmath")
+    finally:
+        monkeypatch.setattr(build, "_file_digest", real_digest)
+        build._version_salt.cache_clear()
+    assert Path(after.__file__) != Path(before.__file__)
+    assert after.kernel([1]) == [3]
+    again = build.load_module(PLAIN_SRC, "uses_vmath")
+    assert Path(again.__file__) == Path(before.__file__)

@@ -583,7 +583,8 @@ def test_control_flow_inside_a_compiled_function():
 
 
 def test_outputs_are_fresh_arrays_at_every_call():
-    """Results never alias each other, the inputs, or the results of an earlier call."""
+    """Results never alias each other, the inputs, or the results of an earlier call; an
+    argument returned is the argument itself, as in eager (issue 13, item 9)."""
     @tracer.function
     def several(x):
         y = x * 2
@@ -591,9 +592,13 @@ def test_outputs_are_fresh_arrays_at_every_call():
 
     x = eager.from_numpy(np.arange(12, dtype=np.float32).reshape(3, 4))
     with eager.no_grad():
-        first = _arrays(several(x))
+        out = several(x)
+        assert out[-1] is x
+        first = _arrays(out[:-1])
         expected = [a.copy() for a in first]
-        second = _arrays(several(x))
+        out = several(x)
+        assert out[-1] is x
+        second = _arrays(out[:-1])
     arrays = first + second + [x.numpy()]
     for i, a in enumerate(arrays):
         for b in arrays[i + 1:]:
@@ -603,7 +608,7 @@ def test_outputs_are_fresh_arrays_at_every_call():
     for a, e in zip(first, expected):
         np.testing.assert_array_equal(a, e)
     with eager.no_grad():
-        third = _arrays(several(x))
+        third = _arrays(several(x)[:-1])
     for a, e in zip(third, expected):
         np.testing.assert_array_equal(a, e)
 

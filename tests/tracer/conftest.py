@@ -1,10 +1,60 @@
-"""Shared by the tracer tests: every graph any of them traces must verify."""
+"""Shared by the tracer tests: every graph any of them traces must verify, and every test
+that compiles with the default backend runs on both backends."""
+import inspect
+import re
 import sys
 
+import _tracer_helpers
 import pytest
 
 import tracer
 from tracer.passes import optimize
+
+BACKENDS = ("interpret", "numba")
+
+# A call that leaves the backend to its default: the helper `fn` (interpreter by default)
+# or `tracer.function` without `backend=` (Numba by default).
+_DEFAULT_BACKEND_CALL = re.compile(
+    r"@fn\b|(?<![\w.])fn\(|tracer\.function\b(?!\([^)\n]*backend=)")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "one_backend: a tracer test that asserts something "
+                            "only one backend does (program structure, kernels, timing); "
+                            "it runs on the default backend only")
+
+
+def pytest_generate_tests(metafunc):
+    """Behaviour is the same on every backend, so a test that compiles with the default
+    backend runs once per backend (a test that names its backend, or takes a `backend`
+    parameter, runs as it says)."""
+    if "backend" in metafunc.fixturenames or metafunc.definition.get_closest_marker(
+            "one_backend"):
+        return
+    try:
+        source = inspect.getsource(metafunc.function)
+    except (OSError, TypeError):
+        return
+    if _DEFAULT_BACKEND_CALL.search(source):
+        metafunc.parametrize("default_backend", BACKENDS, indirect=True)
+
+
+@pytest.fixture(autouse=True)
+def default_backend(request, monkeypatch):
+    """This run's backend for `fn` and for `tracer.function` without `backend=`."""
+    backend = getattr(request, "param", None)
+    if backend is None:
+        yield None
+        return
+    original = tracer.function
+
+    def function(fn=None, **options):
+        options.setdefault("backend", backend)
+        return original(fn, **options)
+
+    monkeypatch.setattr(tracer, "function", function)
+    monkeypatch.setattr(_tracer_helpers, "BACKEND", [backend])
+    yield backend
 
 
 @pytest.fixture(autouse=True)

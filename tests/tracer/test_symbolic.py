@@ -337,6 +337,7 @@ NEEDS_THE_SIZE = {"broadcast_to", "cat", "expand", "flatten", "gather", "getitem
                   "view"}
 
 
+@pytest.mark.one_backend  # (tests/codegen/test_symbolic_kernels.py does Numba's share)
 def test_every_opinfo_sample_with_a_symbolic_leading_dimension():
     """Each sample's tensors that share the first one's leading size get one named symbolic
     dim; one trace must then equal eager at that size, 1 and 0 - or refuse with
