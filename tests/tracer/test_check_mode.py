@@ -144,6 +144,7 @@ def test_inplace_update_of_a_capture_passes(backend):
 
 # ----------------------------------------------------------------- broken results raise
 
+@pytest.mark.one_backend  # (breaks a Numba kernel on purpose)
 def test_wrong_kernel_names_the_equation_its_kernel_and_line(monkeypatch):
     import codegen.lower as lower
 
@@ -167,6 +168,7 @@ def test_wrong_kernel_names_the_equation_its_kernel_and_line(monkeypatch):
     assert " = sub " in diverging and diverging.endswith(_line_of(shifted, "y - 1.5"))
 
 
+@pytest.mark.one_backend  # (breaks a Numba kernel on purpose)
 def test_random_ops_draw_the_same_numbers_when_localizing(monkeypatch):
     import codegen.lower as lower
 
@@ -182,6 +184,7 @@ def test_random_ops_draw_the_same_numbers_when_localizing(monkeypatch):
     assert " = sub " in diverging and diverging.endswith(_line_of(dropped, "- 0.25"))
 
 
+@pytest.mark.one_backend  # (breaks a Numba kernel on purpose)
 def test_one_wrong_element_of_one_kernel_names_that_kernel(monkeypatch):
     import codegen.build as build
 
@@ -220,6 +223,7 @@ def test_one_wrong_element_of_one_kernel_names_that_kernel(monkeypatch):
     assert f"{kernel} fuses 2 equations" in msg and f"among %{tanh.out.name}.." in msg
 
 
+@pytest.mark.one_backend  # (breaks a Numba kernel on purpose)
 def test_a_wrong_compiled_backward_is_caught_by_the_gradient_check(monkeypatch):
     import codegen.lower as lower
 
