@@ -96,6 +96,7 @@ CASES = {
     # 'nsz'
     "recip_of_zero_minus_x": (lambda x, dt: 1.0 / (0.0 - x), _finite, True),
     "recip_of_neg_difference": (lambda x, dt: 1.0 / -(x - 1.0), _finite, True),
+    "recip_of_times_minus_zero": (lambda x, dt: 1.0 / (x * -0.0), _nonzero, True),
     # 'contract': x * x - y * y as fma(x, x, -(y * y)), which is -inf where y * y overflows
     # and eager's inf - inf is NaN
     "difference_of_squares": (lambda x, dt: x * x - (x + 1.0) * (x + 1.0), _big, True),
