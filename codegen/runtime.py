@@ -801,7 +801,7 @@ class Program:
                 return [results[j] for j in order]
             return direct_symbolic
 
-        if len(in_slots) == 1 and len(specs) == 1:
+        if len(in_slots) == 1 and len(specs) == 1 and len(order) == 1:
             (s0,) = in_slots
             ((shape0, dtype0),) = specs
             flat_out = len(shape0) == 1  # already the 1-D array the kernel takes
