@@ -410,11 +410,15 @@ def _train_setup(g, args, calls):
         model += ".eval()"
     g.env["model"] = eval(model, g.env)
     which = g.pick(("sgd", "sgdm", "adam", "adamw"))
+    # Adam's step lr * m / (sqrt(v) + eps) has slope lr / eps in a gradient near 0: with
+    # the default eps a rounding difference of 1e-9 in a 1e-8 gradient (LayerNorm's
+    # gradients cancel to about that) moves the weight by 0.01. eps=1e-3 keeps the step
+    # as sensitive as the gradient's own rounding, so what differs is a real mismatch.
     optimizer = {
         "sgd": "eager.optim.SGD(model.parameters(), lr=0.1)",
         "sgdm": "eager.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)",
-        "adam": "eager.optim.Adam(model.parameters(), lr=0.01)",
-        "adamw": "eager.optim.AdamW(model.parameters(), lr=0.01, weight_decay=0.1)",
+        "adam": "eager.optim.Adam(model.parameters(), lr=0.01, eps=1e-3)",
+        "adamw": "eager.optim.AdamW(model.parameters(), lr=0.01, eps=1e-3, weight_decay=0.1)",
     }[which]
     between = [None]
     for i in range(1, calls):
