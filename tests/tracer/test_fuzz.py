@@ -11,29 +11,74 @@ from hypothesis.extra.numpy import arrays
 import eager
 import tracer
 from tests import fuzzing
+from tests.fuzz_programs import Input, Program, Step
 
 
 def test_fuzzer_finds_no_mismatch_in_a_bounded_run():
     # A fixed seed range, under a time budget: shapes come from a small fixed set, so
     # later programs reuse kernels the earlier ones compiled.
     report = fuzzing.fuzz(30, seed=0, time_budget=45.0, minimize=True)
-    assert report.programs >= 10
+    assert report.programs >= 5
     found = "\n\n".join(f"{f}\n{shrunk.source()}" for _, f, shrunk in report.findings)
     assert not report.findings, found
 
 
-def test_fuzzer_catches_a_wrong_result():
-    # The comparison is not vacuous: a deliberately different program is reported, and
-    # shrinks to the line that differs.
-    program = fuzzing.generate(3)
-    assert program.kind == "train"
-    source = program.source()
-    findings = fuzzing.compare_runs(fuzzing.run(source, "eager"),
-                                    fuzzing.run(source.replace("(h * h).mean()",
-                                                               "(h * h).mean() * 1.5"),
-                                                "interpret"),
-                                    "interpret")
-    assert findings is not None and findings.kind == "mismatch"
+SOURCE = """
+def setup():
+    c0 = data((3, 4), 'float32', 1)
+
+    def f(a0):
+        return (a0 * c0 + 1,)
+
+    return f, {'c0': c0}
+
+
+def args(call):
+    return [data((3, 4), 'float32', 2 + 1000 * call, grad=True)]
+
+
+def between(call, state):
+    return None
+
+KIND, CALLS = 'outside', 2
+"""
+
+
+def test_check_source_compares_outputs_and_grads():
+    assert fuzzing.check_source(SOURCE) == []
+    expected = fuzzing.run(SOURCE, "eager")
+    assert len(expected) == 2 and expected[1]["argument 0.grad"] is not None
+    wrong = fuzzing.run(SOURCE.replace("+ 1,", "+ 1.001,"), "interpret")
+    finding = fuzzing.compare_runs(expected, wrong, "interpret")
+    assert finding.kind == "mismatch" and finding.detail.startswith("output 0: max error")
+    wrong = fuzzing.run(SOURCE.replace("a0 * c0", "a0.detach() * c0"), "interpret")
+    finding = fuzzing.compare_runs(expected, wrong, "interpret")
+    assert finding.detail.startswith("output 0.requires_grad")
+
+
+def test_shrink_keeps_only_the_lines_that_differ(monkeypatch):
+    # A stand-in for a compiler bug: compiled runs see `maximum` as `minimum`.
+    run = fuzzing.run
+
+    def buggy_run(source, mode, ignore=frozenset()):
+        if mode != "eager":
+            source = source.replace("eager.maximum(", "eager.minimum(")
+        return run(source, mode, ignore)
+
+    monkeypatch.setattr(fuzzing, "run", buggy_run)
+    program = Program(
+        seed=0, args=[Input("a0", (3, 4), "float32", 5)],
+        captures=[Input("c0", (4,), "float32", 6)],
+        steps=[Step("a0.exp()", "t0", ("a0",), "unary"),
+               Step("t0 + c0", "t1", ("t0", "c0"), "elementwise"),
+               Step("eager.maximum(a0, c0)", "t2", ("a0", "c0"), "elementwise"),
+               Step("t1.sum(dim=0)", "t3", ("t1",), "reduce")],
+        returns=("t3", "t2"))
+    (finding,) = fuzzing.check(program, ("interpret",))
+    shrunk = fuzzing.shrink(program, finding)
+    assert [s.code for s in shrunk.steps] == ["eager.maximum(a0, c0)"]
+    assert shrunk.returns == ("t2",) and shrunk.calls == 1
+    assert "return (t2,)" in shrunk.source()
 
 
 def test_programs_are_deterministic_and_printable():
