@@ -116,7 +116,9 @@ def run(source: str, mode: str, ignore=frozenset()) -> list:
 
 
 def _tolerance(dtype):
-    return 1e-4 if dtype == np.float32 else 1e-7
+    # float64 results are often computed from float32 values (promotion), whose last-bit
+    # differences (vector math, summation order) then show at about 1e-7.
+    return 1e-4 if dtype == np.float32 else 1e-5
 
 
 def compare_values(expected, got) -> str | None:
