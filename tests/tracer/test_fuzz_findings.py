@@ -166,3 +166,30 @@ def test_slice_assignment_of_an_argument(backend):
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_returning_the_argument_keeps_requires_grad(backend):
     assert_same(lambda a, b: a, _seeded((3, 1), (4,), grad=True), backend)
+
+
+@pytest.mark.xfail(strict=True, reason="issue 13 item 7 (lead): Adam betas changed between "
+                   "calls are frozen at trace time")
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_adam_betas_changed_between_calls(backend):
+    def train(compiled):
+        eager.manual_seed(0)
+        model = eager.nn.Linear(4, 3)
+        opt = eager.optim.Adam(model.parameters(), lr=0.01, eps=1e-3)
+
+        def step(x):
+            opt.zero_grad()
+            loss = (model(x) ** 2).mean()
+            loss.backward()
+            opt.step()
+            return loss
+
+        fn = tracer.function(step, backend=backend) if compiled else step
+        x = eager.tensor(np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4))
+        fn(x)
+        opt.param_groups[0]["betas"] = (0.8, 0.99)
+        fn(x)
+        fn(x)
+        return model.weight.detach().numpy().copy()
+
+    assert compare_values(train(False), train(True)) is None
