@@ -193,3 +193,13 @@ def test_adam_betas_changed_between_calls(backend):
         return model.weight.detach().numpy().copy()
 
     assert compare_values(train(False), train(True)) is None
+
+
+@pytest.mark.xfail(strict=True, reason="issue 13 item 11 (numerics): var backward where "
+                   "N - correction = 0 is finite on numba (eager: NaN)")
+def test_var_backward_of_a_0d_tensor():
+    # The fuzzer's programs 444 and 553: numba gave 1.0 and -2.0, not only -0.0.
+    def make():
+        return [eager.tensor(np.float32(1.5), requires_grad=True)]
+
+    assert_same(lambda a: a.var(dim=-1), make, "numba", backward=lambda outs: outs[0])
