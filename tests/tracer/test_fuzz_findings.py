@@ -78,6 +78,18 @@ def test_the_same_value_returned_twice(backend):
     assert_same(recomputed, _seeded((0, 4)), backend)
 
 
+@pytest.mark.parametrize("body", [lambda x: x / x.sum(dim=-1),
+                                  lambda x: x - x.amax(dim=-1),
+                                  lambda x: x.relu() / eager.logsumexp(x.relu(), dim=-1)],
+                         ids=["sum", "amax", "logsumexp"])
+@pytest.mark.parametrize("shape", [(3, 3), (4, 4, 4)])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_row_reduction_without_keepdim_broadcasts_along_the_last_axis(body, shape, backend):
+    # F5 (the fuzzer's program 665, a LayerNorm output over a square batch): numpy aligns
+    # the (3,) row sums with the columns of (3, 3); the row kernel read them per row.
+    assert_same(body, _seeded(shape), backend)
+
+
 # ---------------------------------------------------------------- new, not fixed here
 @pytest.mark.xfail(strict=True, reason="fuzz finding F2: an output whose graph a backward "
                    "inside the function consumed has requires_grad False compiled, True eager")
