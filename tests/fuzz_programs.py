@@ -24,6 +24,8 @@ KNOWN_BUGGY = {
     "inplace_view": "in-place ops and slice assignment through views [item 1]",
     "module_mode": "model.train()/eval() between calls not guarded [item 3]",
     "optim_hparams": "optimizer hyperparameters other than lr frozen [item 7]",
+    "inplace_capture_0d": "a 0-d captured tensor read, then updated in place: the read "
+                          "sees the update [item 13]",
     "clone_capture": "clone/copy_ of captured tensors baked in at trace time [item 13]",
     "noop_output": "an output that is an input or a no-op view of it loses grad_fn [item 9]",
     "getitem_0d": "backward of a 0-d getitem crashes compiled [item 11]",
@@ -267,6 +269,8 @@ class _Gen:
         role = self.pool[target]
         if target in self.view_of or target in self.view_of.values():
             icat = "inplace_view"   # writes through a view, or to a base that has views
+        elif role == "capture" and self.env[target].ndim == 0:
+            icat = "inplace_capture_0d"
         elif self.env[target].requires_grad and role == "temp":
             icat = "inplace_autograd"
         else:

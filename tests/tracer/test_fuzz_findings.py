@@ -215,3 +215,25 @@ def test_var_backward_of_a_0d_tensor():
         return [eager.tensor(np.float32(1.5), requires_grad=True)]
 
     assert_same(lambda a: a.var(dim=-1), make, "numba", backward=lambda outs: outs[0])
+
+
+@pytest.mark.xfail(strict=True, reason="issue 13 item 13 (first bullet): a 0-d captured "
+                   "tensor read and then updated in place; the earlier read sees the update")
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_0d_capture_read_before_its_in_place_update(backend):
+    # The fuzzer's program 117.
+    def run(compiled):
+        count = eager.tensor(3)
+        total = eager.tensor(75)
+
+        def f(x):
+            ratio = count / total
+            count.zero_()
+            return ratio + x
+
+        fn = tracer.function(f, backend=backend) if compiled else f
+        return fn(eager.zeros(2)).numpy(), count.numpy()
+
+    (e_out, e_count), (c_out, c_count) = run(False), run(True)
+    assert compare_values(e_count, c_count) is None
+    assert compare_values(e_out, c_out) is None
