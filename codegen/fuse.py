@@ -206,6 +206,11 @@ def _internal_read_ok(p: Partition, g: KernelGroup, x, b, role: str) -> bool:
         shape = x.type.shape
         if role == "row":
             return shape in row_shapes and _views_keep_rows(p, x, outer)
+        # Read at full size, `x` broadcasts from the right: a (3,) row value against
+        # (3, 3) runs along the columns, so it must keep the row axes where they are.
+        padded = (1,) * (len(full) - len(shape)) + tuple(shape)
+        if padded[:g.split] != tuple(outer) or any(d != 1 for d in padded[g.split:]):
+            return False
         return _views_keep_rows(p, x, outer)
     return False
 

@@ -38,7 +38,7 @@ class BackwardPlan:
 
     def __init__(self, forward: Graph, backward: Graph, fwd_program, bwd_program,
                  wrt: list, diff_outputs: list, saved_bytes: int, save_all_bytes: int,
-                 n_outputs: int):
+                 n_outputs: int, reaches=None):
         self.forward = forward
         self.backward = backward
         self.fwd_program = fwd_program
@@ -65,6 +65,9 @@ class BackwardPlan:
             graph = self.optimize(graph)
             done = self._per_output[k] = (self.compile_fn(graph), kept)
         return done
+        # Per differentiable output, per gradient: does the output's autograd graph reach
+        # that input? Eager leaves .grad None for an input an output does not reach.
+        self.reaches = reaches
 
     @property
     def kernels(self):
@@ -95,16 +98,35 @@ def build_plan(graph: Graph, input_requires_grad, capture_requires_grad, compile
     if graph.updates:
         raise TracingError("a function that both mutates state and returns outputs that need "
                            "gradients is not supported compiled")
-    joint, n_out, wrt, diff_outputs = _joint_graph(graph, input_requires_grad,
-                                                   capture_requires_grad)
+    joint, n_out, wrt, diff_outputs, reaches = _joint_graph(graph, input_requires_grad,
+                                                            capture_requires_grad)
     joint = optimize(joint)
     fwd, bwd, saved_bytes, all_bytes = _split(joint, n_out, len(diff_outputs))
     fwd = optimize(fwd)
     bwd = optimize(bwd)
     plan = BackwardPlan(fwd, bwd, compile_fn(fwd), compile_fn(bwd), wrt, diff_outputs,
-                        saved_bytes, all_bytes, n_out)
+                        saved_bytes, all_bytes, n_out, reaches)
     plan.compile_fn, plan.optimize = compile_fn, optimize
     return plan
+
+
+def _reached_leaves(t: Tensor) -> set:
+    """ids of the leaf tensors whose gradient `t`'s autograd graph would accumulate."""
+    if t.grad_fn is None:
+        return {id(t)}
+    seen, leaves = set(), set()
+    stack = [t.grad_fn]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        for e in node.edges:
+            if isinstance(e, Node):
+                stack.append(e)
+            elif e is not None:
+                leaves.add(id(e))
+    return leaves
 
 
 def _joint_graph(graph: Graph, input_rg, capture_rg):
@@ -149,6 +171,10 @@ def _joint_graph(graph: Graph, input_rg, capture_rg):
         for k, t in enumerate(params):
             if t.requires_grad:
                 wrt.append(("input", k) if k < n_in else ("capture", k - n_in))
+        reaches = []
+        for j in diff_outputs:
+            leaves = _reached_leaves(outs[j])
+            reaches.append(tuple(id(t) in leaves for t in wrt_tensors))
         grads = autograd.grad([outs[j] for j in diff_outputs], wrt_tensors,
                               grad_outputs=gvars, allow_unused=True)
         results = [tr.lift(t) for t in outs]
@@ -164,7 +190,7 @@ def _joint_graph(graph: Graph, input_rg, capture_rg):
                   outputs=tuple(results) + tuple(grad_results),
                   input_names=tuple(tr.input_names))
     verify(joint)
-    return joint, len(results), wrt, diff_outputs
+    return joint, len(results), wrt, diff_outputs, reaches
 
 
 def _nbytes(v: Var) -> int:
@@ -411,9 +437,12 @@ def attach(plan: BackwardPlan, outputs: list, wrt_tensors: list, saved: list, re
     one in place before backward raises instead of giving wrong gradients.
     """
     types = tuple(TensorType(t.shape, t.dtype) for t in wrt_tensors)
-    edges = tuple((t.grad_fn if t.grad_fn is not None else t) if t.requires_grad else None
-                  for t in wrt_tensors)
+    all_edges = edges = tuple((t.grad_fn if t.grad_fn is not None else t)
+                              if t.requires_grad else None for t in wrt_tensors)
     for k, j in enumerate(plan.diff_outputs):
+        if plan.reaches is not None:
+            edges = tuple(e if reached else None for e, reached in zip(all_edges,
+                                                                       plan.reaches[k]))
         node = CompiledNode.__new__(CompiledNode)
         Node.__init__(node, _PlanOp(plan), {}, types, tuple(read_tensors), edges, None)
         node.plan = plan

@@ -1,0 +1,239 @@
+"""Regression tests for what the differential fuzzer (tests/fuzzing.py) found.
+
+Each is the fuzzer's shrunk program, written as a user would. Findings that belong to
+another item of issue 13 and are not fixed on this branch are strict xfails naming the
+item, so they flip when the fix lands (then drop the matching KNOWN_BUGGY category).
+"""
+import numpy as np
+import pytest
+
+import eager
+import tracer
+from tests.fuzzing import compare_values
+
+BACKENDS = ["numba", "interpret"]
+
+
+def _values(ts):
+    return [None if t is None else t.detach().numpy().copy() for t in ts]
+
+
+def assert_same(body, make_inputs, backend, backward=None):
+    """`body` compiled gives eager's outputs, input values and input .grad."""
+    results = []
+    for fn in (body, tracer.function(body, backend=backend)):
+        inputs = make_inputs()
+        outs = fn(*inputs)
+        outs = outs if isinstance(outs, tuple) else (outs,)
+        if backward is not None:
+            backward(outs).backward()
+        results.append((_values(outs), [o.requires_grad for o in outs], _values(inputs),
+                        _values([t.grad for t in inputs])))
+    (eo, erg, ei, eg), (co, crg, ci, cg) = results
+    assert crg == erg, f"requires_grad: eager {erg}, compiled {crg}"
+    for what, es, cs in (("output", eo, co), ("input", ei, ci), (".grad", eg, cg)):
+        for k, (e, c) in enumerate(zip(es, cs)):
+            if e is None or c is None:
+                assert e is None and c is None, f"{what} {k}: eager {e}, compiled {c}"
+                continue
+            why = compare_values(e, c)
+            assert why is None, f"{what} {k}: {why}"
+
+
+def _seeded(*shapes, grad=False):
+    def make():
+        rng = np.random.default_rng(0)
+        return [eager.tensor(rng.standard_normal(s).astype(np.float32), requires_grad=grad)
+                for s in shapes]
+    return make
+
+
+# ---------------------------------------------------------------- fixed on this branch
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_input_the_output_does_not_reach_keeps_grad_none(backend):
+    # F1: compiled backward gave b a zero .grad; eager leaves it None.
+    assert_same(lambda a, b: (a * 2).sum(), _seeded((3,), (3,), grad=True), backend,
+                backward=lambda outs: outs[0])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_differentiating_one_of_two_outputs_leaves_the_others_inputs_alone(backend):
+    # F1 again: each output's backward reaches only the inputs it depends on (the
+    # comparison feeds no gradient to b, so eager leaves b.grad None).
+    assert_same(lambda a, b: ((a * 2).sum(), (b > 0).float() * a + b.exp()),
+                _seeded((3,), (3,), grad=True), backend, backward=lambda outs: outs[0])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_same_value_returned_twice(backend):
+    # F4: IndexError on numba (the one-kernel direct call returned one array for two).
+    def twice(x):
+        y = x * 2
+        return y, y
+
+    def recomputed(x):
+        return (x.abs() + 0.5).sqrt(), (x.abs() + 0.5).sqrt()
+
+    assert_same(twice, _seeded((3, 4)), backend)
+    assert_same(recomputed, _seeded((0, 4)), backend)
+
+
+@pytest.mark.parametrize("body", [lambda x: x / x.sum(dim=-1),
+                                  lambda x: x - x.amax(dim=-1),
+                                  lambda x: x.relu() / eager.logsumexp(x.relu(), dim=-1)],
+                         ids=["sum", "amax", "logsumexp"])
+@pytest.mark.parametrize("shape", [(3, 3), (4, 4, 4)])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_row_reduction_without_keepdim_broadcasts_along_the_last_axis(body, shape, backend):
+    # F5 (the fuzzer's program 665, a LayerNorm output over a square batch): numpy aligns
+    # the (3,) row sums with the columns of (3, 3); the row kernel read them per row.
+    assert_same(body, _seeded(shape), backend)
+
+
+# ---------------------------------------------------------------- new, not fixed here
+@pytest.mark.xfail(strict=True, reason="fuzz finding F2: an output whose graph a backward "
+                   "inside the function consumed has requires_grad False compiled, True eager")
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_loss_after_backward_inside_keeps_requires_grad(backend):
+    def step(w):
+        loss = (w.tanh() * w).mean()
+        loss.backward()
+        return loss
+    assert_same(step, _seeded((3, 4), grad=True), backend)
+
+
+@pytest.mark.xfail(strict=True, reason="fuzz finding F3: an in-place op on a value backward "
+                   "needs raises at backward eagerly; compiled gives a gradient")
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_inplace_on_a_value_saved_for_backward_raises(backend):
+    def f(a):
+        t = (a.abs() + 0.5).sqrt()
+        t.clamp_(-1.0, 1.0)
+        return t
+
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        f(eager.ones(3, requires_grad=True)).sum().backward()
+    compiled = tracer.function(f, backend=backend)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        compiled(eager.ones(3, requires_grad=True)).sum().backward()
+
+
+# ---------------------------------------------------------------- other items of issue 13
+@pytest.mark.xfail(strict=True, reason="issue 13 item 13 (numerics): a reduction over a "
+                   "leading size-1 dimension raises KeyError on numba")
+@pytest.mark.parametrize("body", [lambda x: x.sum(dim=-2, keepdim=True),
+                                  lambda x: eager.logsumexp(x, dim=0),
+                                  lambda x: x.softmax(0)],
+                         ids=["sum_keepdim", "logsumexp", "softmax"])
+def test_reduction_over_a_leading_size_one_dim(body):
+    assert_same(body, _seeded((1, 4)), "numba")
+
+
+@pytest.mark.xfail(strict=True, reason="issue 13 item 13 (numerics): stack of mixed dtypes "
+                   "raises when traced")
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_stack_of_mixed_dtypes(backend):
+    assert_same(lambda a: eager.stack([a > 0, a], dim=0), _seeded((4,)), backend)
+
+
+@pytest.mark.xfail(strict=True, reason="issue 13 item 1 (inplace): a view does not see an "
+                   "in-place update of its base inside a trace")
+@pytest.mark.parametrize("case", ["row_of_base", "reshape_of_base", "permute_of_temp"])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_view_sees_an_update_of_its_base(case, backend):
+    def row_of_base(c):
+        t = c[0]
+        c.add_(t)
+        return t
+
+    def reshape_of_base(c):
+        t = c.reshape(-1)
+        c.mul_(0.0)
+        return t
+
+    def permute_of_temp(c):
+        t = c.abs()
+        v = t.permute(1, 0)
+        t.zero_()
+        return v
+
+    body = {"row_of_base": row_of_base, "reshape_of_base": reshape_of_base,
+            "permute_of_temp": permute_of_temp}[case]
+    assert_same(body, _seeded((3, 4)), backend)
+
+
+@pytest.mark.xfail(strict=True, reason="issue 13 item 1 (inplace): slice assignment inside a "
+                   "trace raises NotImplementedError")
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_slice_assignment_of_an_argument(backend):
+    def f(a, b):
+        b[1:] = a.tanh()
+        return b * 1
+
+    assert_same(f, _seeded((4,), (3, 4)), backend)
+
+
+@pytest.mark.xfail(strict=True, reason="issue 13 item 9 (callpaths): an output that is the "
+                   "input loses its autograd link")
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_returning_the_argument_keeps_requires_grad(backend):
+    assert_same(lambda a, b: a, _seeded((3, 1), (4,), grad=True), backend)
+
+
+@pytest.mark.xfail(strict=True, reason="issue 13 item 7 (lead): Adam betas changed between "
+                   "calls are frozen at trace time")
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_adam_betas_changed_between_calls(backend):
+    def train(compiled):
+        eager.manual_seed(0)
+        model = eager.nn.Linear(4, 3)
+        opt = eager.optim.Adam(model.parameters(), lr=0.01, eps=1e-3)
+
+        def step(x):
+            opt.zero_grad()
+            loss = (model(x) ** 2).mean()
+            loss.backward()
+            opt.step()
+            return loss
+
+        fn = tracer.function(step, backend=backend) if compiled else step
+        x = eager.tensor(np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4))
+        fn(x)
+        opt.param_groups[0]["betas"] = (0.8, 0.99)
+        fn(x)
+        fn(x)
+        return model.weight.detach().numpy().copy()
+
+    assert compare_values(train(False), train(True)) is None
+
+
+@pytest.mark.xfail(strict=True, reason="issue 13 item 11 (numerics): var backward where "
+                   "N - correction = 0 is finite on numba (eager: NaN)")
+def test_var_backward_of_a_0d_tensor():
+    # The fuzzer's programs 444 and 553: numba gave 1.0 and -2.0, not only -0.0.
+    def make():
+        return [eager.tensor(np.float32(1.5), requires_grad=True)]
+
+    assert_same(lambda a: a.var(dim=-1), make, "numba", backward=lambda outs: outs[0])
+
+
+@pytest.mark.xfail(strict=True, reason="issue 13 item 13 (first bullet): a 0-d captured "
+                   "tensor read and then updated in place; the earlier read sees the update")
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_0d_capture_read_before_its_in_place_update(backend):
+    # The fuzzer's program 117.
+    def run(compiled):
+        count = eager.tensor(3)
+        total = eager.tensor(75)
+
+        def f(x):
+            ratio = count / total
+            count.zero_()
+            return ratio + x
+
+        fn = tracer.function(f, backend=backend) if compiled else f
+        return fn(eager.zeros(2)).numpy(), count.numpy()
+
+    (e_out, e_count), (c_out, c_count) = run(False), run(True)
+    assert compare_values(e_count, c_count) is None
+    assert compare_values(e_out, c_out) is None
