@@ -1039,6 +1039,7 @@ def trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
     finally:
         _restore_captures(tr)
     caps = tr.capture_order
+    _link_grad_aliases(caps)
     capture_names, sources, root_guards = _find_sources(fn, args, kwargs,
                                                         [s.tensor for s in caps])
     grad_owner = []
@@ -1084,6 +1085,23 @@ def trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
         grad_pattern=grad_pattern, sources=sources, one_shot=bool(created_targets),
         differentiable=differentiable, trace_seconds=t1 - t0, compile_seconds=t2 - t1,
         created_targets=created_targets, root_guards=root_guards)
+
+
+def _link_grad_aliases(caps):
+    """A capture that is another tensor over a captured tensor's incoming .grad array (the
+    `w.grad.detach()` backward accumulates into) stands for that .grad, whichever tensor it
+    is at the next call (`w.grad = eager.zeros(3)` between calls): read it through its
+    owner, never through the wrapper made while tracing."""
+    grad_arrays = {}
+    for s in caps:
+        g = s.grad
+        if isinstance(g, Tensor) and g._data.__class__ is np.ndarray:
+            grad_arrays.setdefault(id(g._data), s.index)
+    for s in caps:
+        if getattr(s, "grad_owner", None) is None and not isinstance(s.tensor, LiveScalar):
+            owner = grad_arrays.get(id(s.data))
+            if owner is not None and owner != s.index:
+                s.grad_owner = owner
 
 
 def _refuse_symbolic_outputs(tree, name):
