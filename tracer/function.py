@@ -37,6 +37,9 @@ from .backends import get_backend
 from .ir import Graph, Var, verify
 from .pytree import LEAF, Static, flatten, unflatten
 from .control import GradientThroughControlFlow
+from .discover import (Recorder, Snapshot, StateRebound, _where_defined, collect_guards,
+                       refuse_rebinding)
+from .guards import Guard, first_failure, check_lines
 from .trace import LiveScalar, Trace, TracingError, current_trace
 
 _RUN_EAGERLY = [False]
@@ -106,7 +109,7 @@ class ConcreteFunction:
     def __init__(self, name, graph, raw_graph, program, arg_tree, out_tree, arg_names,
                  signature, captures, capture_grad_owner, update_targets, grad_pattern,
                  sources, one_shot, differentiable, trace_seconds, compile_seconds,
-                 created_targets, root_guards=()):
+                 created_targets, guards=(), frozen=()):
         self.name = name
         self.graph = graph
         self.raw_graph = raw_graph
@@ -120,16 +123,20 @@ class ConcreteFunction:
         self._update_targets = update_targets
         self._grad_pattern = grad_pattern
         self._sources = sources
-        # (description, getter, object) of each global / closure variable captures came
-        # through: rebinding one (w = eager.randn(3) at module level) must retrace, and
-        # nothing like STRUCTURE_EPOCH announces it, so identities are checked every call.
-        self._root_guards = root_guards
+        # What the trace assumed about the Python world (tracer.guards): globals, closures,
+        # container entries, .grad presence - checked at every call; module attributes only
+        # when STRUCTURE_EPOCH has moved.
+        self.guards = tuple(guards)
+        self._call_guards = tuple(g for g in self.guards if not g.epoch)
+        self._epoch_guards = tuple(g for g in self.guards if g.epoch)
+        self.frozen = tuple(frozen)  # (source, why) of values read once and not guarded
         self._epoch = STRUCTURE_EPOCH[0]
         self._capture_types = tuple((v.type.shape, v.type.dtype) for v in graph.captures)
         self._guard_seen = [None] * len(captures)  # per capture: last array that passed
         # Memory owners of the captured arrays (for .grad destinations), kept until one of
         # those arrays changes.
         self._capture_owners = [None]
+        self._alias_owners = [None]  # (memory owners of the captures, do they overlap)
         # requires_grad of each capture as traced: the backward graph of a training step
         # depends on it (freezing a layer must retrace). None for captured .grad tensors.
         self._capture_requires_grad = tuple(
@@ -141,10 +148,13 @@ class ConcreteFunction:
         self.compile_seconds = compile_seconds
         self._created_targets = created_targets
         self._out_copies = _outputs_needing_copy(graph)
-        self._plain = (not captures and not graph.updates and out_tree == LEAF
+        self._plain = (not captures and not guards and not graph.updates and out_tree == LEAF
                        and not self._out_copies and len(graph.outputs) == 1)
         # Nothing captured, nothing to guard: the signature alone selects this trace.
-        self.unguarded = not captures and not root_guards
+        self.unguarded = not captures and not guards
+        # Whether the trace writes an argument or a capture in place: then a call whose
+        # arguments and captures share memory differs from the trace (see aliased()).
+        self._alias_sensitive = any(kind in ("data", "input") for kind, _ in update_targets)
         # One array in, one fresh array out, nothing else to do: the one-argument fast path
         # of Function.__call__ calls this with the argument's array.
         self.run1 = getattr(program, "call1", None) if self._plain else None
@@ -157,7 +167,7 @@ class ConcreteFunction:
         self._dest_seen = [None] * len(self._dest_targets)
         self.call_source = None  # the generated call_fast, when there is one
         self.call_fast = self._checked_call
-        if not self._plain and not one_shot and captures:
+        if not self._plain and not one_shot and (captures or guards):
             self.call_fast = self._generate_call()
 
     # -------------------------------------------------------------- inspection
@@ -196,22 +206,15 @@ class ConcreteFunction:
                             f"{_sig_text(np.shape(data), np.asarray(data).dtype)}")
                 seen[i] = data
                 self._capture_owners[0] = None  # (the generated call's cache of them)
+                self._alias_owners[0] = None
             rg = self._capture_requires_grad[i]
             if rg is not None and t.requires_grad != rg:
                 return (f"capture {self.graph.capture_names[i]}: requires_grad "
                         f"{rg} -> {t.requires_grad}")
-        for desc, get, obj in self._root_guards:
-            try:
-                current = get()
-            except Exception:  # noqa: BLE001 - a deleted global or an emptied cell
-                current = None
-            if current is not obj:
-                return f"{desc} now names another object"
-        for i, was_none in self._grad_pattern:
-            if (caps[i]._grad is None) != was_none:
-                return (f"capture {self.graph.capture_names[i]}: .grad is "
-                        f"{'now set' if was_none else 'now None'}")
-        if self._sources and STRUCTURE_EPOCH[0] != self._epoch:
+        why = first_failure(self._call_guards)
+        if why is not None:
+            return why
+        if (self._sources or self._epoch_guards) and STRUCTURE_EPOCH[0] != self._epoch:
             for i, src in self._sources:
                 try:
                     current = src.resolve()
@@ -219,6 +222,9 @@ class ConcreteFunction:
                     current = None
                 if current is not caps[i]:
                     return f"capture {src.describe}: the tensor object was replaced"
+            why = first_failure(self._epoch_guards)
+            if why is not None:
+                return why
             self._epoch = STRUCTURE_EPOCH[0]
         return None
 
@@ -227,7 +233,40 @@ class ConcreteFunction:
         """Run on `leaves` if the captured state still matches, else MISS."""
         if not self.unguarded and self.guard_failure() is not None:
             return MISS
+        if self._alias_sensitive and self.aliased(leaves):
+            return MISS
         return self.run(leaves)
+
+    def aliased(self, leaves) -> bool:
+        """Do this call's arguments share memory with each other or with the captures,
+        where the trace writes one of them in place? The trace took them as distinct
+        arrays, so it would miss the write through the other name (f(a, a), f(b, b[1:]),
+        a captured w passed as an argument). Function runs such a call eagerly; a trace that
+        represents the aliasing would hook in here."""
+        if not self._alias_sensitive:
+            return False
+        cached = self._alias_owners[0]
+        if cached is None:
+            arrays = [a for a in self._input_values([]) if a.__class__ is np.ndarray]
+            for t in self._captures:
+                if isinstance(t, LiveScalar):  # (a fresh array per read)
+                    arrays = [a for a, c in zip(self._input_values([]), self._captures)
+                              if not isinstance(c, LiveScalar)]
+                    break
+            owners = {_memory_owner(a) for a in arrays}
+            cached = self._alias_owners[0] = (owners, len(owners) < len(arrays))
+        owners, captures_alias = cached
+        if captures_alias:
+            return True
+        if len(leaves) == 1:
+            return _memory_owner(leaves[0]._data) in owners
+        seen = set()
+        for t in leaves:
+            o = _memory_owner(t._data)
+            if o in owners or o in seen:
+                return True
+            seen.add(o)
+        return False
 
     def _generate_call(self):
         """`_checked_call` as one generated function: the guards, reading the captures,
@@ -238,7 +277,7 @@ class ConcreteFunction:
         caps = self._captures
         ns = {"MISS": MISS, "ndarray": np.ndarray, "seen": self._guard_seen,
               "dseen": self._dest_seen, "EPOCH": STRUCTURE_EPOCH, "self": self,
-              "co": self._capture_owners, "_owner": _memory_owner,
+              "co": self._capture_owners, "ao": self._alias_owners, "_owner": _memory_owner,
               "program": self.program, "assign_data": _assign_data, "assign_grad": _assign_grad,
               "wrap": Tensor._wrap, "copy": np.array, "unflatten": unflatten,
               "out_tree": self.out_tree, "__name__": "tracer.generated"}
@@ -258,6 +297,7 @@ class ConcreteFunction:
                 lines.append(f"    d{i} = c{i}._data")
             lines += [f"    if d{i} is not seen[{i}]:",
                       "        co[0] = None",
+                      "        ao[0] = None",
                       f"        if d{i}.__class__ is not ndarray or d{i}.shape != S{i} "
                       f"or d{i}.dtype != D{i}:",
                       "            return MISS",
@@ -265,17 +305,11 @@ class ConcreteFunction:
             rg = self._capture_requires_grad[i]
             if rg is not None:
                 lines += [f"    if c{i}.requires_grad != {rg}:", "        return MISS"]
-        for k, (_desc, get, obj) in enumerate(self._root_guards):
-            ns[f"get{k}"], ns[f"obj{k}"] = get, obj
-            lines += ["    try:",
-                      f"        if get{k}() is not obj{k}:",
-                      "            return MISS",
-                      "    except Exception:",
-                      "        return MISS"]
-        for i, was_none in self._grad_pattern:
-            lines += [f"    if (c{i}._grad is None) != {was_none}:", "        return MISS"]
-        if self._sources:
+        lines += check_lines(self._call_guards, ns)
+        if self._sources or self._epoch_guards:
             lines += ["    if EPOCH[0] != self._epoch:", "        return MISS"]
+        if self._alias_sensitive:
+            lines += ["    if self.aliased(leaves):", "        return MISS"]
         n_in = len(self.graph.inputs)
         lines.append("    values = [" + ", ".join(
             [f"leaves[{j}]._data" for j in range(n_in)] + [f"d{i}" for i in range(len(caps))])
@@ -601,6 +635,7 @@ class Function:
         self.trace_count = 0
         self._warned = set()
         self._eager_keys = set()
+        self._refused: dict = {}  # key -> traces refused for rebinding outside state
         try:
             self._param_names = list(inspect.signature(fn).parameters)
         except (TypeError, ValueError):
@@ -708,6 +743,12 @@ class Function:
             concrete = self._trace_new(args, kwargs, leaves, names, tree, key)
             if concrete is None:
                 return self._fn(*args, **kwargs)
+        if concrete._alias_sensitive and concrete.aliased(leaves):
+            self._warn_once(
+                f"{self._name} is called with arguments that share memory with each other or "
+                f"with a tensor it captures, and it updates one of them in place; that call "
+                f"runs eagerly (pass distinct tensors, or .clone() one, to run it compiled)")
+            return self._fn(*args, **kwargs)
         if concrete.differentiable and dispatch.is_grad_enabled():
             plan = concrete.backward_plan([t.requires_grad for t in leaves])
             if plan is None:
@@ -734,6 +775,12 @@ class Function:
                 and not (concrete.differentiable and key[2]) and not concrete.one_shot:
             self._fast_spec[(tuple(t.requires_grad for t in leaves), key[2])] = concrete
         return concrete.run(leaves)
+
+    def _warn_once(self, message):
+        if message not in self._warned:
+            self._warned.add(message)
+            warnings.warn(f"tracer.function: {message}", RuntimeWarning,
+                          stacklevel=_user_stacklevel())
 
     def _lookup(self, key):
         bucket = self._cache.get(key)
@@ -832,6 +879,16 @@ class Function:
             self._explain_retrace(key, names)
             try:
                 concrete = self._trace(args, kwargs, leaves, names, tree)
+            except StateRebound as exc:
+                if self.fullgraph:
+                    raise TracingError(exc.message) from None
+                self._warn_once(exc.message)
+                # Once more and these arguments run eagerly for good (a lazily made
+                # buffer is rebound on the first call only).
+                self._refused[key] = self._refused.get(key, 0) + 1
+                if self._refused[key] >= 2:
+                    self._eager_keys.add(key)
+                return None
             except GradientThroughControlFlow as exc:
                 # Correct gradients need eager autograd here: run this signature eagerly.
                 if "control-grad" not in self._warned:
@@ -842,6 +899,12 @@ class Function:
                 self._eager_keys.add(key)
                 return None
             concrete.backend_name = self.backend
+            for source, why in concrete.frozen:
+                message = (f"{_where_defined(self._fn)}: {self._name} reads {source}, "
+                           f"{why}")
+                if self.fullgraph:
+                    raise TracingError(message)
+                self._warn_once(message)
             self.trace_count += 1
             if not concrete.one_shot:
                 self._cache.setdefault(key, []).append(concrete)
@@ -1018,9 +1081,13 @@ def trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
     leaf_values = [t._data for t in traced_leaves]
     targs, tkwargs = _rebuild(tree, traced_leaves, args, kwargs, static_argnums,
                               static_argnames, param_names)
+    roots = _state_roots(fn, args, kwargs)
+    snapshot = Snapshot(roots)
+    recorder = Recorder()
     try:
         with tr:
-            out = fn(*targs, **tkwargs)
+            with recorder:
+                out = fn(*targs, **tkwargs)
             out_leaves, out_names = [], []
             out_tree = flatten(out, out_leaves, "out", out_names)
             _refuse_symbolic_outputs(out_tree, name)
@@ -1038,10 +1105,15 @@ def trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
                                                                  leaf_values)
     finally:
         _restore_captures(tr)
+        rebound = snapshot.changes()
+        snapshot.restore(rebound)
+    refuse_rebinding(fn, name, rebound, recorder, roots)
     caps = tr.capture_order
     _link_grad_aliases(caps)
     capture_names, sources, root_guards = _find_sources(fn, args, kwargs,
                                                         [s.tensor for s in caps])
+    found_guards, frozen = collect_guards(recorder, fn, [s.tensor for s in caps],
+                                          [r for r in roots if not isinstance(r[1], Tensor)])
     grad_owner = []
     for s in caps:
         grad_owner.append(getattr(s, "grad_owner", None))
@@ -1078,13 +1150,28 @@ def trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
     grad_pattern = tuple((i, s.grad is None) for i, s in enumerate(caps)
                          if getattr(s, "grad_owner", None) is None and i in grad_touched)
     signature = ", ".join(f"{n}: {v.type}" for n, v in zip(names, graph.inputs))
+    guards = [Guard("identity", desc, "{0}()", (get,), obj) for desc, get, obj in root_guards]
+    guards += [Guard("is_none", f"{capture_names[i]}.grad", "{0}._grad", (caps[i].tensor,),
+                     was_none) for i, was_none in grad_pattern]
+    guards += found_guards
     return ConcreteFunction(
         name, graph, raw, program, tree, out_tree, names, signature,
         captures=[s.tensor for s in caps], capture_grad_owner=grad_owner,
         update_targets=tuple(targets),
         grad_pattern=grad_pattern, sources=sources, one_shot=bool(created_targets),
         differentiable=differentiable, trace_seconds=t1 - t0, compile_seconds=t2 - t1,
-        created_targets=created_targets, root_guards=root_guards)
+        created_targets=created_targets, guards=guards, frozen=frozen)
+
+
+def _state_roots(fn, args, kwargs) -> list:
+    """(description, object) of everything outside the call its code can reach: the
+    arguments, closure variables and globals it names, and the module or object a bound
+    method or a Module call runs on."""
+    roots = [(desc, obj) for desc, _get, obj, _free in _roots(fn, args, kwargs)]
+    owner = fn if isinstance(fn, Module) else getattr(fn, "__self__", None)
+    if owner is not None:
+        roots.insert(0, ("self", owner))
+    return roots
 
 
 def _link_grad_aliases(caps):

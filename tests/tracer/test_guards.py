@@ -427,3 +427,143 @@ def test_argument_that_is_a_captured_tensor_updated(backend):
         return out
 
     _same(run(False), run(True))
+
+
+# ------------------------------------------------------------------ explanation, fullgraph
+
+@pytest.fixture
+def recompiles_log(monkeypatch, caplog):
+    import logging
+
+    from tracer import logs
+
+    monkeypatch.setenv("TRACER_LOGS", "recompiles")
+    logs.refresh()
+    caplog.set_level(logging.INFO, logger="tracer")
+    yield lambda: [r.getMessage() for r in caplog.records
+                   if r.name == "tracer.recompiles" and "tracing again" in r.getMessage()]
+    monkeypatch.delenv("TRACER_LOGS")
+    logs.refresh()
+
+
+def test_retrace_explanation_names_the_failing_guard(recompiles_log):
+    global SCALE
+    drop = nn.Dropout(0.25)
+
+    def f(x):
+        return drop(x) * SCALE
+
+    g = tracer.function(f, backend="interpret")
+    x = eager.ones(4)
+    try:
+        g(x)
+        SCALE = 3.0
+        g(x)
+        drop.eval()
+        g(x)
+        drop.p = 0.5
+        g(x)
+    finally:
+        SCALE = 2.0
+    assert recompiles_log() == [
+        "f: tracing again (trace #2): G['SCALE'] == 2.0 -> 3.0",
+        "f: tracing again (trace #3): drop.training == True -> False",
+        "f: tracing again (trace #4): drop.p == 0.25 -> 0.5",
+    ]
+
+
+def test_guards_are_data_and_print():
+    params = {"w": eager.ones(3), "k": 2}
+
+    def f(x):
+        return x * params["w"] * params["k"]
+
+    g = tracer.function(f, backend="interpret")
+    cf = g.get_concrete_function(eager.ones(3))
+    text = [str(r) for r in cf.guards]
+    assert any(t.startswith("identity params is <dict at ") for t in text)
+    assert "value    params['k'] == 2" in text
+    assert any(t.startswith("identity params['w'] is <tensor f32[3]") for t in text)
+    assert cf.guard_failure() is None
+    params["k"] = 2.0  # same number, another type: traces to another constant
+    assert cf.guard_failure() == "params['k'] == 2 -> 2.0"
+
+
+def test_frozen_numpy_global_warns_and_fullgraph_raises():
+    arr = np.array([1.0, 2.0, 3.0], np.float32)
+
+    def f(x):
+        return x * eager.from_numpy(arr)
+
+    with pytest.warns(RuntimeWarning, match=r"test_guards.py:\d+: f reads arr"):
+        tracer.function(f, backend="interpret")(eager.ones(3))
+    with pytest.raises(tracer.TracingError, match=r"f reads arr, a numpy array: its contents are read once"):
+        tracer.function(f, backend="interpret", fullgraph=True)(eager.ones(3))
+
+
+def test_rebinding_warning_names_the_line():
+    class Acc(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("total", eager.zeros(3))
+
+        def forward(self, x):
+            self.total = self.total + x
+            return x * 1
+
+    m = Acc()
+    f = tracer.function(m, backend="interpret")
+    with pytest.warns(RuntimeWarning, match=r"test_guards.py:\d+: self.total: .*rebinds"):
+        f(eager.ones(3))
+    np.testing.assert_array_equal(m.total.numpy(), [1, 1, 1])
+    assert f.trace_count == 0
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_namespace_scalar_changed_alone(backend):
+    ns = types.SimpleNamespace(w=eager.tensor([1.0, 2.0, 3.0]), k=1.5)
+
+    def f(x):
+        return x * ns.w + ns.k
+
+    g = tracer.function(f, backend=backend)
+    x = eager.ones(3)
+    for _ in range(3):
+        np.testing.assert_array_equal(g(x).numpy(), f(x).numpy())
+        ns.k = ns.k + 1
+    assert g.trace_count == 3
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_user_module_attribute_changed(backend):
+    class Scaled(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(3, 3)
+            self.scale = 2.0
+
+        def forward(self, x):
+            return self.lin(x) * self.scale
+
+    eager.manual_seed(0)
+    m = Scaled()
+    f = tracer.function(m, backend=backend)
+    x = eager.ones(2, 3)
+    with eager.no_grad():
+        for s in (2.0, 3.0, 2.0):
+            m.scale = s
+            np.testing.assert_allclose(f(x).numpy(), m(x).numpy(), rtol=1e-6)
+    assert f.trace_count == 2
+
+
+def test_unrelated_state_does_not_retrace():
+    stats = {"calls": 0, "w": eager.ones(3)}
+
+    def f(x):
+        return x * stats["w"]
+
+    g = tracer.function(f, backend="interpret")
+    for _ in range(3):
+        g(eager.ones(3))
+        stats["calls"] += 1   # not read by f: no retrace
+    assert g.trace_count == 1

@@ -1,0 +1,441 @@
+"""What a trace read from the Python world, found while it runs, turned into guards.
+
+`Recorder` watches the trace with `sys.setprofile`: every user code object that ran (the
+decorated function, helpers, `forward` methods, nested functions, cond branches), its globals
+and closure, and every Module called. `collect_guards` then walks from those roots:
+
+- globals and closure variables each user function names: by value (numbers, str, None,
+  tuples of them), by identity otherwise;
+- entries of dicts, lists, tuples, namespaces, plain objects and user classes reached from
+  them whose name the user's code mentions: numbers by value, captured tensors by identity;
+- plain attributes of every Module reached (`training`, `p`, `eps`): by value, checked when
+  eager.nn.module.STRUCTURE_EPOCH moves (attribute writes and train()/eval() move it).
+
+`Snapshot` records the same containers before the trace so that state the traced function
+rebinds (`self.total = self.total + x`, `state["m"] = ...`) is found, undone and reported.
+"""
+from __future__ import annotations
+
+import gc
+import os
+import sys
+import sysconfig
+import types
+
+import numpy as np
+
+from eager.errors import _is_library_file
+from eager.nn.module import Module
+from eager.optim import Optimizer
+from eager.tensor import Tensor
+
+from .guards import Guard, is_scalar
+
+MAX_DEPTH = 4
+_MODULE_CALL = Module.__call__.__code__
+_MODULE_SETATTR = Module.__setattr__.__code__
+_SKIP_PREFIXES = tuple({p for p in (sysconfig.get_paths().get(k) for k in (
+    "stdlib", "platstdlib", "purelib", "platlib")) if p})
+_MODULE_STORES = ("_parameters", "_buffers", "_modules")
+
+
+def is_user_file(filename: str) -> bool:
+    return not (filename.startswith("<") or _is_library_file(filename)
+                or filename.startswith(_SKIP_PREFIXES))
+
+
+class Recorder:
+    """Active only while a trace runs: which user code ran, with which closures; which
+    Modules were called; where user code set a Module attribute."""
+
+    def __init__(self):
+        self.codes: dict = {}      # code -> its globals dict
+        self.cells: dict = {}      # code -> list of closure-variable values seen
+        self.selves: dict = {}     # id -> Module or user object a method ran on
+        self.setattr_lines: dict = {}  # (id(module), name) -> "file.py:LINE"
+        self._user: dict = {}      # code -> is user code (memo)
+
+    def __enter__(self):
+        self._prev = sys.getprofile()
+        sys.setprofile(self._event)
+        return self
+
+    def __exit__(self, *exc):
+        sys.setprofile(self._prev)
+        return False
+
+    def _event(self, frame, event, arg):
+        if event != "call":
+            return
+        code = frame.f_code
+        if code is _MODULE_CALL:
+            m = frame.f_locals.get("self")
+            self.selves.setdefault(id(m), m)
+            return
+        if code is _MODULE_SETATTR:
+            caller = frame.f_back
+            if caller is not None and self._is_user(caller.f_code):
+                loc = self.setattr_lines
+                f_locals = frame.f_locals
+                key = (id(f_locals.get("self")), f_locals.get("name"))
+                loc.setdefault(key, f"{os.path.basename(caller.f_code.co_filename)}:"
+                                    f"{caller.f_lineno}")
+            return
+        if not self._is_user(code):
+            return
+        self.codes.setdefault(code, frame.f_globals)
+        if code.co_freevars or (code.co_argcount and code.co_varnames[0] == "self"):
+            f_locals = frame.f_locals
+            if code.co_freevars:
+                self.cells.setdefault(code, []).append(
+                    tuple(f_locals.get(v) for v in code.co_freevars))
+            if code.co_argcount and code.co_varnames[0] == "self":
+                obj = f_locals.get("self")
+                self.selves.setdefault(id(obj), obj)
+
+    def _is_user(self, code) -> bool:
+        user = self._user.get(code)
+        if user is None:
+            user = self._user[code] = is_user_file(code.co_filename)
+        return user
+
+    def names_read(self) -> set:
+        """Attribute, global and string-key names the user's code that ran mentions."""
+        names = set()
+        for code in self.codes:
+            _code_names(code, names)
+        return names
+
+
+def _code_names(code, out: set):
+    out.update(code.co_names)
+    for c in code.co_consts:
+        if isinstance(c, str):
+            out.add(c)
+        elif isinstance(c, tuple):
+            out.update(x for x in c if isinstance(x, str))
+        elif isinstance(c, types.CodeType):
+            _code_names(c, out)
+
+
+def _functions_of(code, seen_cells) -> list:
+    """The function objects running `code` whose closure holds the values seen."""
+    found = []
+    for f in gc.get_referrers(code):
+        if isinstance(f, types.FunctionType) and f.__code__ is code and f.__closure__:
+            try:
+                values = tuple(c.cell_contents for c in f.__closure__)
+            except ValueError:
+                continue
+            if any(len(v) == len(values) and all(a is b for a, b in zip(v, values))
+                   for v in seen_cells):
+                found.append(f)
+    return found
+
+
+# --------------------------------------------------------------------------------------
+# walking the reachable state
+
+def _plain_object(obj) -> bool:
+    """A namespace or an instance of a user class: state a user keeps tensors and settings
+    in (library objects - threading.Event, loggers - are not walked)."""
+    if obj.__class__ is types.SimpleNamespace:
+        return True
+    return hasattr(obj, "__dict__") and not isinstance(
+        obj, (type, types.ModuleType, Tensor, Module, Optimizer)) and not callable(obj) \
+        and _user_class(obj.__class__)
+
+
+def _user_class(obj) -> bool:
+    return isinstance(obj, type) and is_user_file(
+        getattr(sys.modules.get(obj.__module__), "__file__", None) or "<")
+
+
+class _Walker:
+    """Guards for the entries reached from roots (bounded depth, each object once)."""
+
+    def __init__(self, names, captured_ids):
+        self.names = names
+        self.captured = captured_ids
+        self.guards: list = []
+        self.frozen: list = []     # (source, what) of values that cannot be guarded
+        self._seen: set = set()
+        self._modules: set = set()
+
+    def entry(self, source, template, anchor, value, depth, epoch=False, named=True):
+        """Guard `value`, found at `template` on `anchor`; walk into it. True if anything
+        under it was guarded."""
+        if is_scalar(value):
+            if named:
+                self.guards.append(Guard("value", source, template, (anchor,), value, epoch))
+            return named
+        if isinstance(value, Tensor):
+            if id(value) in self.captured:
+                self.guards.append(Guard("identity", source, template, (anchor,), value, epoch))
+                return True
+            return False
+        if isinstance(value, np.ndarray):
+            if named:
+                self.frozen.append((source, "a numpy array: its contents are read once, at "
+                                            "trace time; pass it as a tensor argument"))
+            return False
+        if isinstance(value, types.ModuleType):
+            return False
+        inner = self.walk(source, value, depth + 1)
+        if inner or (named and not isinstance(value, (types.FunctionType, types.BuiltinFunctionType,
+                                                        types.MethodType, type))):
+            self.guards.append(Guard("identity", source, template, (anchor,), value, epoch))
+            return True
+        if named and callable(value):
+            # A helper function or class rebound (act = relu -> gelu) changes the trace.
+            self.guards.append(Guard("identity", source, template, (anchor,), value, epoch))
+            return True
+        return inner
+
+    def walk(self, source, obj, depth) -> bool:
+        if depth > MAX_DEPTH or id(obj) in self._seen:
+            return False
+        self._seen.add(id(obj))
+        found = False
+        if isinstance(obj, Module):
+            self.module(source, obj)
+            return True
+        if isinstance(obj, Optimizer):
+            return False  # hyperparameters are read live (eager/optim.py)
+        if isinstance(obj, dict):
+            for k, v in list(obj.items()):
+                if isinstance(k, (str, int)):
+                    named = not isinstance(k, str) or k in self.names
+                    found |= self.entry(f"{source}[{k!r}]", "{0}[%r]" % (k,), obj, v, depth,
+                                        named=named)
+        elif isinstance(obj, (list, tuple)):
+            for i, v in enumerate(list(obj)):
+                found |= self.entry(f"{source}[{i}]", "{0}[%d]" % i, obj, v, depth)
+        elif _plain_object(obj):
+            for k, v in list(vars(obj).items()):
+                found |= self.entry(f"{source}.{k}", "{0}.__dict__[%r]" % (k,), obj, v, depth,
+                                    named=k in self.names)
+            found |= self.walk(f"{type(obj).__name__}", type(obj), depth)
+        elif _user_class(obj):
+            for k, v in list(vars(obj).items()):
+                if not k.startswith("__"):
+                    found |= self.entry(f"{obj.__name__}.{k}", "{0}.__dict__[%r]" % (k,), obj,
+                                        v, depth, named=k in self.names)
+        return found
+
+    def module(self, source, root: Module):
+        for path, m in _named_modules(root, source):
+            if id(m) in self._modules:
+                continue
+            self._modules.add(id(m))
+            for k, v in list(m.__dict__.items()):
+                if k in _MODULE_STORES or k.startswith("__"):
+                    continue
+                self.entry(f"{path}.{k}", "{0}.__dict__[%r]" % (k,), m, v, 0, epoch=True)
+            for k, b in m._buffers.items():
+                if id(b) in self.captured:
+                    self.guards.append(Guard("identity", f"{path}.{k}", "{0}._buffers[%r]" % (k,),
+                                             (m,), b, True))
+            if _user_class(type(m)):
+                self.walk(type(m).__name__, type(m), 1)
+
+
+def _named_modules(root, prefix):
+    out = [(prefix, root)]
+    for name, m in root.named_modules():
+        if name:
+            out.append((f"{prefix}.{name}", m))
+    return out
+
+
+def collect_guards(recorder: Recorder, root_fn, captured, extra_roots=()):
+    """(guards, frozen) for what the trace recorded: see the module docstring."""
+    names = recorder.names_read()
+    walker = _Walker(names, {id(t) for t in captured})
+    root_globals = getattr(root_fn, "__globals__", None)
+    for code, g in recorder.codes.items():
+        prefix = "G" if g is root_globals else f"G[{g.get('__name__', '?')}]"
+        for name in _global_names(code):
+            if name in g:
+                walker.entry(f"{prefix}[{name!r}]", "{0}[%r]" % (name,), g, g[name], 0)
+        for f in _functions_of(code, recorder.cells.get(code, ())) if code.co_freevars else ():
+            for var, cell in zip(code.co_freevars, f.__closure__):
+                try:
+                    value = cell.cell_contents
+                except ValueError:
+                    continue
+                walker.entry(var, "{0}.cell_contents", cell,
+                             value, 0)
+    for desc, obj in extra_roots:
+        walker.walk(desc, obj, 0)
+    for obj in recorder.selves.values():
+        if isinstance(obj, Module) or _plain_object(obj):
+            walker.walk(f"<{type(obj).__name__} self>", obj, 0)
+    return _dedupe(walker.guards), walker.frozen
+
+
+def _global_names(code) -> list:
+    names = dict.fromkeys(code.co_names)
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            names.update(dict.fromkeys(_global_names(c)))
+    return list(names)
+
+
+def _dedupe(guards) -> list:
+    seen = set()
+    out = []
+    for g in guards:
+        key = (g.kind, g.template, tuple(id(o) for o in g.objects))
+        if key not in seen:
+            seen.add(key)
+            out.append(g)
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# side effects: state the traced function rebinds
+
+class Snapshot:
+    """The entries of the containers and objects reachable before the trace, to find (and
+    undo) what the traced function rebound."""
+
+    def __init__(self, roots):
+        self.entries: list = []   # (source, container, key, kind, value before)
+        self._seen: set = set()
+        for desc, obj in roots:
+            self._take(desc, obj, 0)
+
+    def _take(self, source, obj, depth):
+        if depth > MAX_DEPTH or id(obj) in self._seen or isinstance(
+                obj, (Tensor, Optimizer, types.ModuleType, type)) or is_scalar(obj):
+            return
+        self._seen.add(id(obj))
+        if isinstance(obj, Module):
+            for path, m in _named_modules(obj, source):
+                self._seen.add(id(m))
+                for store in ("_buffers", "_parameters"):
+                    for k, v in list(m.__dict__[store].items()):
+                        self.entries.append((f"{path}.{k}", m.__dict__[store], k, "item", v))
+                for k, v in list(m.__dict__.items()):
+                    if k not in _MODULE_STORES:
+                        self.entries.append((f"{path}.{k}", m, k, "attr", v))
+                        self._take(f"{path}.{k}", v, depth + 1)
+        elif isinstance(obj, dict):
+            for k, v in list(obj.items()):
+                self.entries.append((f"{source}[{k!r}]", obj, k, "item", v))
+                self._take(f"{source}[{k!r}]", v, depth + 1)
+        elif isinstance(obj, list):
+            for i, v in enumerate(list(obj)):
+                self.entries.append((f"{source}[{i}]", obj, i, "item", v))
+                self._take(f"{source}[{i}]", v, depth + 1)
+        elif isinstance(obj, tuple):
+            for i, v in enumerate(obj):
+                self._take(f"{source}[{i}]", v, depth + 1)
+        elif _plain_object(obj):
+            for k, v in list(vars(obj).items()):
+                self.entries.append((f"{source}.{k}", obj, k, "attr", v))
+                self._take(f"{source}.{k}", v, depth + 1)
+
+    def changes(self) -> list:
+        """(source, container, key, kind, value before) of every entry now different."""
+        out = []
+        for entry in self.entries:
+            _source, obj, key, kind, before = entry
+            try:
+                now = obj[key] if kind == "item" else obj.__dict__.get(key, _GONE)
+            except (KeyError, IndexError):
+                now = _GONE
+            if now is not before and not (is_scalar(now) and is_scalar(before)
+                                          and now.__class__ is before.__class__
+                                          and now == before):
+                out.append(entry)
+        return out
+
+    @staticmethod
+    def restore(changes):
+        for _source, obj, key, kind, before in changes:
+            if kind == "item":
+                obj[key] = before
+            else:
+                obj.__dict__[key] = before
+
+
+_GONE = object()
+
+
+def traced_leftovers(roots, captured_ids) -> list:
+    """Sources of traced tensors stored into reachable state the snapshot did not cover."""
+    from .trace import TracedValue
+
+    found = []
+    walker_seen = set()
+
+    def visit(source, obj, depth):
+        if depth > MAX_DEPTH or id(obj) in walker_seen:
+            return
+        walker_seen.add(id(obj))
+        if isinstance(obj, Tensor):
+            if obj._data.__class__ is TracedValue:
+                found.append(source)
+            return
+        if isinstance(obj, Module):
+            for path, m in _named_modules(obj, source):
+                for store in ("_buffers", "_parameters"):
+                    for k, v in m.__dict__[store].items():
+                        visit(f"{path}.{k}", v, depth + 1)
+        elif isinstance(obj, dict):
+            for k, v in list(obj.items()):
+                visit(f"{source}[{k!r}]", v, depth + 1)
+        elif isinstance(obj, (list, tuple)):
+            for i, v in enumerate(list(obj)):
+                visit(f"{source}[{i}]", v, depth + 1)
+        elif _plain_object(obj):
+            for k, v in list(vars(obj).items()):
+                visit(f"{source}.{k}", v, depth + 1)
+
+    for desc, obj in roots:
+        visit(desc, obj, 0)
+    return found
+
+
+class StateRebound(Exception):
+    """The traced function rebinds outside state; `.message` says where (see
+    `refuse_rebinding`). Function runs such a call eagerly, or raises a TracingError under
+    fullgraph=True."""
+
+    def __init__(self, message):
+        super().__init__(message)
+        self.message = message
+
+
+def _where_defined(fn) -> str:
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        code = getattr(getattr(type(fn), "forward", None), "__code__", None)
+    if code is None:
+        return "<unknown>"
+    return f"{os.path.basename(code.co_filename)}:{code.co_firstlineno}"
+
+
+def refuse_rebinding(fn, name, changes, recorder: Recorder, roots):
+    """Raise StateRebound (or TracingError when it cannot be undone) if the trace rebound
+    reachable state: a trace would make that change once, eager at every call."""
+    from .trace import TracingError
+
+    if changes:
+        what = []
+        for source, obj, key, _kind, _before in changes[:4]:
+            loc = recorder.setattr_lines.get((id(obj), key)) or _where_defined(fn)
+            what.append(f"{loc}: {source}")
+        raise StateRebound(
+            f"{'; '.join(what)}: {name} rebinds this outside state while tracing; a trace "
+            f"would make that change only once. These arguments run eagerly (as written). To "
+            f"compile it, update the state in place (buf.copy_(new), buf.mul_(0.5).add_(g)) "
+            f"or return the new value and assign it outside the function")
+    leftovers = traced_leftovers(roots, set())
+    if leftovers:
+        raise TracingError(
+            f"{_where_defined(fn)}: {name} stores a traced tensor into "
+            f"{', '.join(leftovers[:4])}, which tracing cannot undo; update the state in "
+            f"place (copy_) or return the value")
