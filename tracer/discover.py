@@ -29,9 +29,13 @@ from eager.nn.module import Module
 from eager.optim import Optimizer
 from eager.tensor import Tensor
 
+from .captures import _global_names
 from .guards import Guard, is_scalar
 
 MAX_DEPTH = 4
+# Benchmarks only (benchmarks/guard_cost.py): False makes collect_guards find nothing, to
+# measure what the guards found while tracing cost per call. Never for real use: unsound.
+COLLECT = [True]
 _MODULE_CALL = Module.__call__.__code__
 _MODULE_SETATTR = Module.__setattr__.__code__
 _SKIP_PREFIXES = tuple({p for p in (sysconfig.get_paths().get(k) for k in (
@@ -136,6 +140,11 @@ def _functions_of(code, seen_cells) -> list:
 # --------------------------------------------------------------------------------------
 # walking the reachable state
 
+def _key(k) -> str:
+    """`k` as a literal inside a Guard template (str.format escapes braces)."""
+    return repr(k).replace("{", "{{").replace("}", "}}")
+
+
 def _plain_object(obj) -> bool:
     """A namespace or an instance of a user class: state a user keeps tensors and settings
     in (library objects - threading.Event, loggers - are not walked)."""
@@ -176,8 +185,9 @@ class _Walker:
             return False
         if isinstance(value, np.ndarray):
             if named:
-                self.frozen.append((source, "a numpy array: its contents are read once, at "
-                                            "trace time; pass it as a tensor argument"))
+                why = ("a numpy array: its contents are read once, at trace time; pass it as a "
+                       "tensor argument")
+                self.frozen.append((source, why))
             return False
         if isinstance(value, types.ModuleType):
             return False
@@ -206,20 +216,20 @@ class _Walker:
             for k, v in list(obj.items()):
                 if isinstance(k, (str, int)):
                     named = not isinstance(k, str) or k in self.names
-                    found |= self.entry(f"{source}[{k!r}]", "{0}[%r]" % (k,), obj, v, depth,
+                    found |= self.entry(f"{source}[{k!r}]", "{0}[" + _key(k) + "]", obj, v, depth,
                                         named=named)
         elif isinstance(obj, (list, tuple)):
             for i, v in enumerate(list(obj)):
-                found |= self.entry(f"{source}[{i}]", "{0}[%d]" % i, obj, v, depth)
+                found |= self.entry(f"{source}[{i}]", f"{{0}}[{i}]", obj, v, depth)
         elif _plain_object(obj):
             for k, v in list(vars(obj).items()):
-                found |= self.entry(f"{source}.{k}", "{0}.__dict__[%r]" % (k,), obj, v, depth,
+                found |= self.entry(f"{source}.{k}", "{0}.__dict__[" + _key(k) + "]", obj, v, depth,
                                     named=k in self.names)
             found |= self.walk(f"{type(obj).__name__}", type(obj), depth)
         elif _user_class(obj):
             for k, v in list(vars(obj).items()):
                 if not k.startswith("__"):
-                    found |= self.entry(f"{obj.__name__}.{k}", "{0}.__dict__[%r]" % (k,), obj,
+                    found |= self.entry(f"{obj.__name__}.{k}", "{0}.__dict__[" + _key(k) + "]", obj,
                                         v, depth, named=k in self.names)
         return found
 
@@ -231,11 +241,11 @@ class _Walker:
             for k, v in list(m.__dict__.items()):
                 if k in _MODULE_STORES or k.startswith("__"):
                     continue
-                self.entry(f"{path}.{k}", "{0}.__dict__[%r]" % (k,), m, v, 0, epoch=True)
+                self.entry(f"{path}.{k}", "{0}.__dict__[" + _key(k) + "]", m, v, 0, epoch=True)
             for k, b in m._buffers.items():
                 if id(b) in self.captured:
-                    self.guards.append(Guard("identity", f"{path}.{k}", "{0}._buffers[%r]" % (k,),
-                                             (m,), b, True))
+                    template = "{0}._buffers[" + _key(k) + "]"
+                    self.guards.append(Guard("identity", f"{path}.{k}", template, (m,), b, True))
             if _user_class(type(m)):
                 self.walk(type(m).__name__, type(m), 1)
 
@@ -250,6 +260,8 @@ def _named_modules(root, prefix):
 
 def collect_guards(recorder: Recorder, root_fn, captured, extra_roots=()):
     """(guards, frozen) for what the trace recorded: see the module docstring."""
+    if not COLLECT[0]:
+        return [], []
     names = recorder.names_read()
     walker = _Walker(names, {id(t) for t in captured})
     root_globals = getattr(root_fn, "__globals__", None)
@@ -257,7 +269,7 @@ def collect_guards(recorder: Recorder, root_fn, captured, extra_roots=()):
         prefix = "G" if g is root_globals else f"G[{g.get('__name__', '?')}]"
         for name in _global_names(code):
             if name in g:
-                walker.entry(f"{prefix}[{name!r}]", "{0}[%r]" % (name,), g, g[name], 0)
+                walker.entry(f"{prefix}[{name!r}]", "{0}[" + _key(name) + "]", g, g[name], 0)
         for f in _functions_of(code, recorder.cells.get(code, ())) if code.co_freevars else ():
             for var, cell in zip(code.co_freevars, f.__closure__):
                 try:
@@ -272,14 +284,6 @@ def collect_guards(recorder: Recorder, root_fn, captured, extra_roots=()):
         if isinstance(obj, Module) or _plain_object(obj):
             walker.walk(f"<{type(obj).__name__} self>", obj, 0)
     return _dedupe(walker.guards), walker.frozen
-
-
-def _global_names(code) -> list:
-    names = dict.fromkeys(code.co_names)
-    for c in code.co_consts:
-        if isinstance(c, types.CodeType):
-            names.update(dict.fromkeys(_global_names(c)))
-    return list(names)
 
 
 def _dedupe(guards) -> list:

@@ -65,7 +65,7 @@ class Guard:
 
     def fetch(self):
         names = {f"o{i}": o for i, o in enumerate(self.objects)}
-        return eval(self.template.format(*names), names)  # noqa: S307 - our own template
+        return eval(self.template.format(*names), names)  # (our own template)
 
     def failure(self) -> str | None:
         """None if the guard holds, else what changed, in words."""
@@ -79,9 +79,8 @@ class Guard:
         elif self.kind == "identity":
             if current is not self.expected:
                 return f"{self.source} now names another object ({_short(current)})"
-        elif self.kind == "is_none":
-            if (current is None) != self.expected:
-                return f"{self.source} is {'now set' if self.expected else 'now None'}"
+        elif self.kind == "is_none" and (current is None) != self.expected:
+            return f"{self.source} is {'now set' if self.expected else 'now None'}"
         return None
 
     def __str__(self) -> str:
@@ -91,7 +90,8 @@ class Guard:
             what = f"is {_short(self.expected)}"
         else:
             what = "is None" if self.expected else "is not None"
-        return f"{self.kind:8s} {self.source} {what}{'  (on structure change)' if self.epoch else ''}"
+        when = "  (on structure change)" if self.epoch else ""
+        return f"{self.kind:8s} {self.source} {what}{when}"
 
 
 def _short(obj) -> str:

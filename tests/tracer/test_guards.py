@@ -113,7 +113,7 @@ def test_closure_tensor_of_helper_rebound(backend):
     g = tracer.function(f, backend=backend)
     x = eager.ones(3)
     np.testing.assert_array_equal(g(x).numpy(), f(x).numpy())
-    k = eager.tensor([5.0, 5.0, 5.0])  # noqa: F841 - rebinds helper's closure cell
+    k = eager.tensor([5.0, 5.0, 5.0])  # rebinds helper's closure cell
     np.testing.assert_array_equal(g(x).numpy(), f(x).numpy())
 
 
@@ -497,7 +497,8 @@ def test_frozen_numpy_global_warns_and_fullgraph_raises():
 
     with pytest.warns(RuntimeWarning, match=r"test_guards.py:\d+: f reads arr"):
         tracer.function(f, backend="interpret")(eager.ones(3))
-    with pytest.raises(tracer.TracingError, match=r"f reads arr, a numpy array: its contents are read once"):
+    with pytest.raises(tracer.TracingError,
+                       match=r"f reads arr, a numpy array: its contents are read once"):
         tracer.function(f, backend="interpret", fullgraph=True)(eager.ones(3))
 
 
