@@ -31,7 +31,7 @@ import numpy as np
 
 from eager import dispatch
 from eager.dispatch import _state as _grad_state
-from eager.errors import _is_library_file
+from eager.errors import _is_library_file, user_location
 from eager.nn.module import STRUCTURE_EPOCH, Module
 from eager.tensor import Tensor
 
@@ -739,10 +739,13 @@ class Function:
             if concrete is None:
                 return self._fn(*args, **kwargs)
         if concrete._alias_sensitive and concrete.aliased(leaves):
-            self._warn_once(
-                f"{self._name} is called with arguments that share memory with each other or "
-                f"with a tensor it captures, and it updates one of them in place; that call "
-                f"runs eagerly (pass distinct tensors, or .clone() one, to run it compiled)")
+            message = (f"{user_location()}: {self._name} is called with arguments that share "
+                       f"memory with each other or with a tensor it captures, and it updates "
+                       f"one of them in place; that call runs eagerly (pass distinct tensors, "
+                       f"or .clone() one, to run it compiled)")
+            if self.fullgraph:
+                raise TracingError(message)
+            self._warn_once(message)
             return self._fn(*args, **kwargs)
         if concrete.differentiable and dispatch.is_grad_enabled():
             plan = concrete.backward_plan([t.requires_grad for t in leaves])

@@ -568,3 +568,20 @@ def test_unrelated_state_does_not_retrace():
         g(eager.ones(3))
         stats["calls"] += 1   # not read by f: no retrace
     assert g.trace_count == 1
+
+
+def test_aliased_call_warns_once_and_fullgraph_raises():
+    def f(a, b):
+        a.mul_(2)
+        return b + 1
+
+    g = tracer.function(f, backend="interpret")
+    g(eager.ones(3), eager.ones(3))
+    a = eager.ones(3)
+    with pytest.warns(RuntimeWarning, match=r"test_guards.py:\d+: f is called with arguments "
+                                             r"that share memory"):
+        g(a, a)
+    strict = tracer.function(f, backend="interpret", fullgraph=True)
+    strict(eager.ones(3), eager.ones(3))
+    with pytest.raises(tracer.TracingError, match="share memory"):
+        strict(a, a[1:])
