@@ -324,10 +324,11 @@ def collect_guards(recorder: Recorder, root_fn, captured, extra_roots=()):
     for obj in recorder.selves.values():
         if isinstance(obj, Module) or _plain_object(obj):
             walker.walk(f"<{type(obj).__name__} self>", obj, 0)
-    return _dedupe(walker.guards), walker.frozen
+    return dedupe(walker.guards), walker.frozen
 
 
-def _dedupe(guards) -> list:
+def dedupe(guards) -> list:
+    """Each assumption once: one fetch of one object checked once."""
     seen = set()
     out = []
     for g in guards:

@@ -304,7 +304,20 @@ class ConcreteFunction:
         if self._sources or self._epoch_guards:
             lines += ["    if EPOCH[0] != self._epoch:", "        return MISS"]
         if self._alias_sensitive:
-            lines += ["    if self.aliased(leaves):", "        return MISS"]
+            # self.aliased(leaves), unrolled over this trace's arguments
+            n = len(self.graph.inputs)
+            lines += ["    ac = ao[0]",
+                      "    if ac is None or ac[1]:",
+                      "        if self.aliased(leaves):",
+                      "            return MISS",
+                      "    else:",
+                      "        owners = ac[0]"]
+            for j in range(n):
+                lines += [f"        a{j} = leaves[{j}]._data.base",
+                          f"        a{j} = id(leaves[{j}]._data) if a{j} is None else id(a{j})",
+                          f"        if a{j} in owners" + "".join(
+                              f" or a{j} == a{k}" for k in range(j)) + ":",
+                          "            return MISS"]
         n_in = len(self.graph.inputs)
         lines.append("    values = [" + ", ".join(
             [f"leaves[{j}]._data" for j in range(n_in)] + [f"d{i}" for i in range(len(caps))])
@@ -1148,7 +1161,10 @@ def trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
     grad_pattern = tuple((i, s.grad is None) for i, s in enumerate(caps)
                          if getattr(s, "grad_owner", None) is None and i in grad_touched)
     signature = ", ".join(f"{n}: {v.type}" for n, v in zip(names, graph.inputs))
-    guards = [Guard("identity", desc, "{0}()", (get,), obj) for desc, get, obj in root_guards]
+    # (a root also found by collect_guards - a closure variable - is checked once)
+    found = {(g.source, id(g.expected)) for g in found_guards if g.kind == "identity"}
+    guards = [Guard("identity", desc, "{0}()", (get,), obj) for desc, get, obj in root_guards
+              if (desc, id(obj)) not in found]
     guards += [Guard("is_none", f"{capture_names[i]}.grad", "{0}._grad", (caps[i].tensor,),
                      was_none) for i, was_none in grad_pattern]
     guards += found_guards
