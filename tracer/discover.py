@@ -207,9 +207,11 @@ class _Walker:
         self._seen: set = set()
         self._modules: set = set()
 
-    def entry(self, source, template, anchor, value, depth, epoch=False, named=True):
+    def entry(self, source, template, anchor, value, depth, epoch=False, named=True,
+              indexed=False):
         """Guard `value`, found at `template` on `anchor`; walk into it. True if anything
-        under it was guarded."""
+        under it was guarded. `named`: the user's code names it (a global, an attribute, a
+        string key); `indexed`: an element of a list or tuple."""
         if is_scalar(value):
             if named:
                 self.guards.append(Guard("value", source, template, (anchor,), value, epoch))
@@ -220,7 +222,8 @@ class _Walker:
                 return True
             return False
         if isinstance(value, np.ndarray):
-            if named:
+            # (elements of lists are often only counted - len(arrays) - so not reported)
+            if named and not indexed:
                 why = ("a numpy array: its contents are read once, at trace time; pass it as a "
                        "tensor argument")
                 self.frozen.append((source, why))
@@ -256,7 +259,8 @@ class _Walker:
                                         named=named)
         elif isinstance(obj, (list, tuple)):
             for i, v in enumerate(list(obj)):
-                found |= self.entry(f"{source}[{i}]", f"{{0}}[{i}]", obj, v, depth)
+                found |= self.entry(f"{source}[{i}]", f"{{0}}[{i}]", obj, v, depth,
+                                    indexed=True)
         elif _plain_object(obj):
             for k, v in list(vars(obj).items()):
                 found |= self.entry(f"{source}.{k}", "{0}.__dict__[" + _key(k) + "]", obj, v, depth,
