@@ -1,6 +1,6 @@
 """What a trace read from the Python world, found while it runs, turned into guards.
 
-`Recorder` watches the trace with `sys.setprofile`: every user code object that ran (the
+`Recorder` watches the trace with `sys.settrace`: every user code object that ran (the
 decorated function, helpers, `forward` methods, nested functions, cond branches), its globals
 and closure, and every Module called. `collect_guards` then walks from those roots:
 
@@ -49,8 +49,8 @@ def is_user_file(filename: str) -> bool:
 
 
 class Recorder:
-    """Active only while a trace runs: which user code ran, with which closures; which
-    Modules were called; where user code set a Module attribute."""
+    """Active only while a trace runs (sys.settrace): which user code ran, with which
+    closures; which Modules were called; where user code set a Module attribute."""
 
     def __init__(self):
         self.codes: dict = {}      # code -> its globals dict
@@ -59,49 +59,56 @@ class Recorder:
         self.setattr_lines: dict = {}  # (id(module), name) -> "file.py:LINE"
         self._user: dict = {}      # code -> is user code (memo)
 
+    # sys.settrace, not setprofile: its global function sees only "call" events (no C calls,
+    # no returns). A debugger's or coverage's tracer that was active is chained, and is back
+    # when the trace ends. The per-call part is a closure over locals: it runs for every
+    # Python call the trace makes.
     def __enter__(self):
-        self._prev = sys.getprofile()
-        sys.setprofile(self._event)
+        prev = self._prev = sys.gettrace()
+        memo = self._user
+        record = self._record
+
+        def event(frame, ev, arg):
+            code = frame.f_code
+            kind = memo.get(code)
+            if kind is None:
+                kind = memo[code] = _kind_of(code)
+            if kind:
+                record(frame, code, kind)
+            if prev is not None:
+                return prev(frame, ev, arg)
+            return None
+
+        sys.settrace(event)
         return self
 
     def __exit__(self, *exc):
-        sys.setprofile(self._prev)
+        sys.settrace(self._prev)
         return False
 
-    def _event(self, frame, event, arg):
-        if event != "call":
-            return
-        code = frame.f_code
-        if code is _MODULE_CALL:
+    def _record(self, frame, code, kind):
+        if kind == _MODULE_CALL_KIND:
             m = frame.f_locals.get("self")
             self.selves.setdefault(id(m), m)
             return
-        if code is _MODULE_SETATTR:
+        if kind == _SETATTR_KIND:
             caller = frame.f_back
-            if caller is not None and self._is_user(caller.f_code):
-                loc = self.setattr_lines
+            if caller is not None and _kind_of(caller.f_code) == _USER_KIND:
                 f_locals = frame.f_locals
                 key = (id(f_locals.get("self")), f_locals.get("name"))
-                loc.setdefault(key, f"{os.path.basename(caller.f_code.co_filename)}:"
-                                    f"{caller.f_lineno}")
-            return
-        if not self._is_user(code):
+                self.setattr_lines.setdefault(
+                    key, f"{os.path.basename(caller.f_code.co_filename)}:{caller.f_lineno}")
             return
         self.codes.setdefault(code, frame.f_globals)
-        if code.co_freevars or (code.co_argcount and code.co_varnames[0] == "self"):
+        is_method = code.co_argcount and code.co_varnames[0] == "self"
+        if code.co_freevars or is_method:
             f_locals = frame.f_locals
             if code.co_freevars:
                 self.cells.setdefault(code, []).append(
                     tuple(f_locals.get(v) for v in code.co_freevars))
-            if code.co_argcount and code.co_varnames[0] == "self":
+            if is_method:
                 obj = f_locals.get("self")
                 self.selves.setdefault(id(obj), obj)
-
-    def _is_user(self, code) -> bool:
-        user = self._user.get(code)
-        if user is None:
-            user = self._user[code] = is_user_file(code.co_filename)
-        return user
 
     def names_read(self) -> set:
         """Attribute, global and string-key names the user's code that ran mentions."""
@@ -109,6 +116,19 @@ class Recorder:
         for code in self.codes:
             _code_names(code, names)
         return names
+
+
+_USER_KIND, _MODULE_CALL_KIND, _SETATTR_KIND = 1, 2, 3
+
+
+def _kind_of(code) -> int:
+    """What Recorder does with a call of `code`: nothing (0), record user code, note the
+    Module called, note where user code set a Module attribute."""
+    if code is _MODULE_CALL:
+        return _MODULE_CALL_KIND
+    if code is _MODULE_SETATTR:
+        return _SETATTR_KIND
+    return _USER_KIND if is_user_file(code.co_filename) else 0
 
 
 def _code_names(code, out: set):
