@@ -242,12 +242,8 @@ class ConcreteFunction:
             return False
         cached = self._alias_owners[0]
         if cached is None:
-            arrays = [a for a in self._input_values([]) if a.__class__ is np.ndarray]
-            for t in self._captures:
-                if isinstance(t, LiveScalar):  # (a fresh array per read)
-                    arrays = [a for a, c in zip(self._input_values([]), self._captures)
-                              if not isinstance(c, LiveScalar)]
-                    break
+            arrays = [a for a, c in zip(self._input_values([]), self._captures)
+                      if not isinstance(c, LiveScalar)]  # (a fresh array per read)
             owners = {_memory_owner(a) for a in arrays}
             cached = self._alias_owners[0] = (owners, len(owners) < len(arrays))
         owners, captures_alias = cached
@@ -291,9 +287,10 @@ class ConcreteFunction:
             else:
                 lines.append(f"    d{i} = c{i}._data")
             lines += [f"    if d{i} is not seen[{i}]:",
-                      "        co[0] = None",
-                      "        ao[0] = None",
-                      f"        if d{i}.__class__ is not ndarray or d{i}.shape != S{i} "
+                      "        co[0] = None"]
+            if not isinstance(caps[i], LiveScalar):  # (a fresh array per read, never aliased)
+                lines.append("        ao[0] = None")
+            lines += [f"        if d{i}.__class__ is not ndarray or d{i}.shape != S{i} "
                       f"or d{i}.dtype != D{i}:",
                       "            return MISS",
                       f"        seen[{i}] = d{i}"]
