@@ -51,6 +51,9 @@ class BackwardPlan:
         self.compile_fn = None          # set by build_plan: compiles backward_for's graphs
         self.optimize = None
         self._per_output: dict = {}     # output index -> (program, kept gradient indices)
+        # Per differentiable output, per gradient: does the output's autograd graph reach
+        # that input? Eager leaves .grad None for an input an output does not reach.
+        self.reaches = reaches
 
     def backward_for(self, k: int):
         """(program, kept): the backward of a call where only differentiable output `k`
@@ -65,9 +68,6 @@ class BackwardPlan:
             graph = self.optimize(graph)
             done = self._per_output[k] = (self.compile_fn(graph), kept)
         return done
-        # Per differentiable output, per gradient: does the output's autograd graph reach
-        # that input? Eager leaves .grad None for an input an output does not reach.
-        self.reaches = reaches
 
     @property
     def kernels(self):

@@ -285,7 +285,7 @@ def checked_call(func, args, kwargs):
 
 
 def _checked_call(func, args, kwargs):
-    from .function import _roots
+    from .captures import _roots
 
     leaves, names, tree = func._flatten_args(args, kwargs)
     if func.input_signature is not None:

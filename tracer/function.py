@@ -11,7 +11,12 @@ Like tf.function, Python side effects (print, appending to lists) happen only
 while tracing, i.e. once per new signature; tensors the function reads from
 outside (module parameters, globals, closure variables) are captured and read
 again at every call, so in-place updates between calls are seen without
-retracing.
+retracing. Every other Python value the trace read (globals and closures of
+every function that ran, `model.training`, entries of dicts, lists and
+namespaces) is guarded (tracer.guards): a change traces again. A call that
+rebinds outside state (`self.total = self.total + x`), or whose arguments and
+captures share memory where the trace writes one in place, runs eagerly with a
+warning naming the line (a TracingError under fullgraph=True).
 """
 from __future__ import annotations
 
@@ -19,7 +24,6 @@ import functools
 import inspect
 import sys
 import threading
-import types
 import time
 import warnings
 
@@ -41,6 +45,11 @@ from .ownership import assign_grad as _assign_grad, unshared as _unshared
 from .pytree import LEAF, Static, flatten, unflatten
 from .control import GradientThroughControlFlow
 from .aliasing import AliasCheck
+from .captures import (_entry_grads, _find_sources, _link_grad_aliases,
+                       _reachable_tensor_ids, _state_roots)
+from .discover import (Recorder, Snapshot, StateRebound, _where_defined, collect_guards,
+                       refuse_rebinding)
+from .guards import Guard, first_failure, check_lines
 from .pystate import ItemState
 from .trace import LiveScalar, Trace, TracingError, current_trace, restore_items
 
@@ -92,16 +101,6 @@ class TensorSpec:
 # --------------------------------------------------------------------------------------
 # concrete functions
 
-class _Source:
-    """Where a captured tensor was found, so a replaced object can be detected."""
-
-    __slots__ = ("describe", "resolve")
-
-    def __init__(self, describe, resolve):
-        self.describe = describe
-        self.resolve = resolve
-
-
 MISS = object()  # ConcreteFunction.call_fast: a guard failed, take the general path
 
 
@@ -111,7 +110,7 @@ class ConcreteFunction:
     def __init__(self, name, graph, raw_graph, program, arg_tree, out_tree, arg_names,
                  signature, captures, capture_grad_owner, update_targets, grad_pattern,
                  sources, one_shot, differentiable, trace_seconds, compile_seconds,
-                 created_targets, root_guards=(), item_state=None, out_alias=None):
+                 created_targets, guards=(), frozen=(), item_state=None, out_alias=None):
         self.name = name
         self.graph = graph
         self.raw_graph = raw_graph
@@ -125,10 +124,13 @@ class ConcreteFunction:
         self._update_targets = update_targets
         self._grad_pattern = grad_pattern
         self._sources = sources
-        # (description, getter, object) of each global / closure variable captures came
-        # through: rebinding one (w = eager.randn(3) at module level) must retrace, and
-        # nothing like STRUCTURE_EPOCH announces it, so identities are checked every call.
-        self._root_guards = root_guards
+        # What the trace assumed about the Python world (tracer.guards): globals, closures,
+        # container entries, .grad presence - checked at every call; module attributes only
+        # when STRUCTURE_EPOCH has moved.
+        self.guards = tuple(guards)
+        self._call_guards = tuple(g for g in self.guards if not g.epoch)
+        self._epoch_guards = tuple(g for g in self.guards if g.epoch)
+        self.frozen = tuple(frozen)  # (source, why) of values read once and not guarded
         # Param-group entries the trace read (guarded) and wrote (replayed each call).
         self._items = item_state if item_state is not None else ItemState()
         self._epoch = STRUCTURE_EPOCH[0]
@@ -151,11 +153,11 @@ class ConcreteFunction:
         self._update_copies = _updates_needing_copy(graph)
         # Outputs that are an argument, a capture or a .grad itself (see _output_aliases).
         self._out_alias = out_alias or {}
-        self._plain = (not captures and not graph.updates and out_tree == LEAF
+        self._plain = (not captures and not guards and not graph.updates and out_tree == LEAF
                        and not self._out_copies and len(graph.outputs) == 1
                        and not self._items)
         # Nothing captured, nothing to guard: the signature alone selects this trace.
-        self.unguarded = not captures and not root_guards and not self._items
+        self.unguarded = not captures and not guards and not self._items
         # One array in, one fresh array out, nothing else to do: the one-argument fast path
         # of Function.__call__ calls this with the argument's array.
         self.run1 = getattr(program, "call1", None) if self._plain else None
@@ -180,7 +182,7 @@ class ConcreteFunction:
                                   if owner is not None and owner in grad_targets)
         self.call_source = None  # the generated call_fast, when there is one
         self.call_fast = self._checked_call
-        if not self._plain and not one_shot and captures:
+        if not self._plain and not one_shot and (captures or guards):
             self.call_fast = self._generate_call()
 
     # -------------------------------------------------------------- inspection
@@ -223,18 +225,10 @@ class ConcreteFunction:
             if rg is not None and t.requires_grad != rg:
                 return (f"capture {self.graph.capture_names[i]}: requires_grad "
                         f"{rg} -> {t.requires_grad}")
-        for desc, get, obj in self._root_guards:
-            try:
-                current = get()
-            except Exception:  # noqa: BLE001 - a deleted global or an emptied cell
-                current = None
-            if current is not obj:
-                return f"{desc} now names another object"
-        for i, was_none in self._grad_pattern:
-            if (caps[i]._grad is None) != was_none:
-                return (f"capture {self.graph.capture_names[i]}: .grad is "
-                        f"{'now set' if was_none else 'now None'}")
-        if self._sources and STRUCTURE_EPOCH[0] != self._epoch:
+        why = first_failure(self._call_guards)
+        if why is not None:
+            return why
+        if (self._sources or self._epoch_guards) and STRUCTURE_EPOCH[0] != self._epoch:
             for i, src in self._sources:
                 try:
                     current = src.resolve()
@@ -242,6 +236,9 @@ class ConcreteFunction:
                     current = None
                 if current is not caps[i]:
                     return f"capture {src.describe}: the tensor object was replaced"
+            why = first_failure(self._epoch_guards)
+            if why is not None:
+                return why
             self._epoch = STRUCTURE_EPOCH[0]
         return self._items.failure()
 
@@ -308,16 +305,8 @@ class ConcreteFunction:
                 lines += [(f"    if not unshared(g, 2 + prefs({n_in + i}, d{i}), "
                            f"g is self._captures[{i}]):"),
                           f"        d{i} = d{i}.copy()"]
-        for k, (_desc, get, obj) in enumerate(self._root_guards):
-            ns[f"get{k}"], ns[f"obj{k}"] = get, obj
-            lines += ["    try:",
-                      f"        if get{k}() is not obj{k}:",
-                      "            return MISS",
-                      "    except Exception:",
-                      "        return MISS"]
-        for i, was_none in self._grad_pattern:
-            lines += [f"    if (c{i}._grad is None) != {was_none}:", "        return MISS"]
-        if self._sources:
+        lines += check_lines(self._call_guards, ns)
+        if self._sources or self._epoch_guards:
             lines += ["    if EPOCH[0] != self._epoch:", "        return MISS"]
         for k, guard in enumerate(self._items.guards):
             lines += guard.check_source(k, ns)
@@ -712,6 +701,7 @@ class Function:
         self.trace_count = 0
         self._warned = set()
         self._eager_keys = set()
+        self._refused: dict = {}  # key -> traces refused for rebinding outside state
         try:
             self._param_names = list(inspect.signature(fn).parameters)
         except (TypeError, ValueError):
@@ -852,6 +842,12 @@ class Function:
             self._fast_spec[(tuple(t.requires_grad for t in leaves), key[2])] = concrete
         return concrete.run(leaves)
 
+    def _warn_once(self, message):
+        if message not in self._warned:
+            self._warned.add(message)
+            warnings.warn(f"tracer.function: {message}", RuntimeWarning,
+                          stacklevel=_user_stacklevel())
+
     def _lookup(self, key):
         bucket = self._cache.get(key)
         if bucket is None:
@@ -870,11 +866,15 @@ class Function:
         return self._fn(*args, **kwargs)
 
     def _eager_for_alias(self, args, kwargs, why):
+        message = (f"{user_location()}: tracer.function {self._name}: {why}; running such "
+                   f"calls eagerly (the compiled function treats its arguments and captures "
+                   f"as separate memory: pass distinct tensors, or .clone() one, to run it "
+                   f"compiled)")
+        if self.fullgraph:
+            raise TracingError(message)
         if "alias" not in self._warned:
             self._warned.add("alias")
-            warnings.warn(f"tracer.function {self._name}: {why}; running such calls eagerly "
-                          f"(the compiled function treats its arguments and captures as "
-                          f"separate memory)", RuntimeWarning, stacklevel=_user_stacklevel())
+            warnings.warn(message, RuntimeWarning, stacklevel=_user_stacklevel())
         logs.log("recompiles", f"{self._name}: {why}; running this call eagerly")
         return self._fn(*args, **kwargs)
 
@@ -958,6 +958,16 @@ class Function:
             self._explain_retrace(key, names)
             try:
                 concrete = self._trace(args, kwargs, leaves, names, tree)
+            except StateRebound as exc:
+                if self.fullgraph:
+                    raise TracingError(exc.message) from None
+                self._warn_once(exc.message)
+                # Once more and these arguments run eagerly for good (a lazily made
+                # buffer is rebound on the first call only).
+                self._refused[key] = self._refused.get(key, 0) + 1
+                if self._refused[key] >= 2:
+                    self._eager_keys.add(key)
+                return None
             except GradientThroughControlFlow as exc:
                 # Correct gradients need eager autograd here: run this signature eagerly.
                 if "control-grad" not in self._warned:
@@ -968,6 +978,12 @@ class Function:
                 self._eager_keys.add(key)
                 return None
             concrete.backend_name = self.backend
+            for source, why in concrete.frozen:
+                message = (f"{_where_defined(self._fn)}: {self._name} reads {source}, "
+                           f"{why}")
+                if self.fullgraph:
+                    raise TracingError(message)
+                self._warn_once(message)
             self.trace_count += 1
             if not concrete.one_shot:
                 self._cache.setdefault(key, []).append(concrete)
@@ -1147,9 +1163,13 @@ def trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
     leaf_values = [t._data for t in traced_leaves]
     targs, tkwargs = _rebuild(tree, traced_leaves, args, kwargs, static_argnums,
                               static_argnames, param_names)
+    roots = _state_roots(fn, args, kwargs)
+    snapshot = Snapshot(roots)
+    recorder = Recorder()
     try:
         with tr:
-            out = fn(*targs, **tkwargs)
+            with recorder:
+                out = fn(*targs, **tkwargs)
             out_leaves, out_names = [], []
             out_tree = flatten(out, out_leaves, "out", out_names)
             _refuse_symbolic_outputs(out_tree, name)
@@ -1168,9 +1188,15 @@ def trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
                                                                  leaf_values)
     finally:
         _restore_captures(tr)
+        rebound = snapshot.changes()
+        snapshot.restore(rebound)
+    refuse_rebinding(fn, name, rebound, recorder, roots)
     caps = tr.capture_order
+    _link_grad_aliases(caps)
     capture_names, sources, root_guards = _find_sources(fn, args, kwargs,
                                                         [s.tensor for s in caps])
+    found_guards, frozen = collect_guards(recorder, fn, [s.tensor for s in caps],
+                                          [r for r in roots if not isinstance(r[1], Tensor)])
     grad_owner = []
     for s in caps:
         grad_owner.append(getattr(s, "grad_owner", None))
@@ -1207,13 +1233,20 @@ def trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
     grad_pattern = tuple((i, s.grad is None) for i, s in enumerate(caps)
                          if getattr(s, "grad_owner", None) is None and i in grad_touched)
     signature = ", ".join(f"{n}: {v.type}" for n, v in zip(names, graph.inputs))
+    # (a root also found by collect_guards - a closure variable - is checked once)
+    found = {(g.source, id(g.expected)) for g in found_guards if g.kind == "identity"}
+    guards = [Guard("identity", desc, "{0}()", (get,), obj) for desc, get, obj in root_guards
+              if (desc, id(obj)) not in found]
+    guards += [Guard("is_none", f"{capture_names[i]}.grad", "{0}._grad", (caps[i].tensor,),
+                     was_none) for i, was_none in grad_pattern]
+    guards += found_guards
     return ConcreteFunction(
         name, graph, raw, program, tree, out_tree, names, signature,
         captures=[s.tensor for s in caps], capture_grad_owner=grad_owner,
         update_targets=tuple(targets),
         grad_pattern=grad_pattern, sources=sources, one_shot=bool(created_targets),
         differentiable=differentiable, trace_seconds=t1 - t0, compile_seconds=t2 - t1,
-        created_targets=created_targets, root_guards=root_guards, out_alias=out_alias,
+        created_targets=created_targets, guards=guards, frozen=frozen, out_alias=out_alias,
         item_state=ItemState(tr.item_guards.values(), tr.item_writes.values()))
 
 
@@ -1345,37 +1378,6 @@ def _drop_temporaries(tr: Trace, reachable: set):
             del tr.created_mutated[key]
 
 
-def _reachable_tensor_ids(fn, args, kwargs) -> set:
-    """Ids of tensors the caller can reach after the call: through arguments, closure
-    variables and globals - modules' parameters and buffers, optimizers' state."""
-    found = set()
-
-    def visit(obj, depth):
-        if isinstance(obj, Tensor):
-            found.add(id(obj))
-        elif isinstance(obj, Module):
-            found.update(id(p) for p in obj.parameters())
-            found.update(id(b) for b in obj.buffers())
-        elif isinstance(obj, Optimizer):
-            for st in obj.state.values():
-                for v in st.values():
-                    visit(v, depth + 1)
-        elif depth < 2 and isinstance(obj, (list, tuple)):
-            for x in obj:
-                visit(x, depth + 1)
-        elif depth < 2 and isinstance(obj, dict):
-            for x in obj.values():
-                visit(x, depth + 1)
-        elif depth < 1 and hasattr(obj, "__dict__") and not isinstance(
-                obj, (type, types.ModuleType)) and not callable(obj):
-            for x in list(vars(obj).values()):
-                visit(x, depth + 1)
-
-    for _desc, _get, obj, _free in _roots(fn, args, kwargs):
-        visit(obj, 0)
-    return found
-
-
 def _restore_captures(tr: Trace):
     restore_items(tr)
     # Also the .grad of reachable tensors the trace never captured (it failed half-way).
@@ -1390,166 +1392,6 @@ def _restore_captures(tr: Trace):
         t._version[0] = s.version
     for t, orig in tr.created_mutated.values():
         t._data = orig
-
-
-def _roots(fn, args, kwargs):
-    """Where a call reaches outside objects from: (description, getter, object, is_free) for
-    each argument, closure variable and global the function's code names. Free (closure and
-    global) roots can be rebound between calls; arguments are part of the cache key."""
-    for i, a in enumerate(args):
-        yield _arg_name(fn, i), (lambda a=a: a), a, False
-    for k, v in kwargs.items():
-        yield k, (lambda v=v: v), v, False
-    code = getattr(fn, "__code__", None)
-    if code is None:
-        return
-    for var, cell in zip(code.co_freevars, getattr(fn, "__closure__", None) or ()):
-        try:
-            obj = cell.cell_contents
-        except ValueError:
-            continue
-        yield var, (lambda cell=cell: cell.cell_contents), obj, True
-    g = getattr(fn, "__globals__", {})
-    for gname in _global_names(code):
-        if gname in g:
-            yield gname, (lambda g=g, gname=gname: g[gname]), g[gname], True
-
-
-def _global_names(code) -> list:
-    """Names read by `code` and by the lambdas and functions nested in it (a tracer.cond
-    branch written inline reads `model` from there)."""
-    names = dict.fromkeys(code.co_names)
-    for c in code.co_consts:
-        if isinstance(c, types.CodeType):
-            names.update(dict.fromkeys(_global_names(c)))
-    return list(names)
-
-
-def _plain_object(obj) -> bool:
-    """An instance of a user class (not a function, class or module) whose attributes may
-    hold tensors, modules and optimizers."""
-    return hasattr(obj, "__dict__") and not isinstance(obj, (type, types.ModuleType)) \
-        and not callable(obj)
-
-
-def _entry_grads(fn, args, kwargs) -> dict:
-    """id -> (tensor, .grad) for every parameter the call can reach, before it runs."""
-    found = {}
-
-    def visit(obj, depth=0):
-        if isinstance(obj, Tensor):
-            found.setdefault(id(obj), (obj, obj.grad))
-        elif isinstance(obj, Module):
-            for p in obj.parameters():
-                found.setdefault(id(p), (p, p.grad))
-        elif isinstance(obj, Optimizer):
-            for group in obj.param_groups:
-                for p in group["params"]:
-                    found.setdefault(id(p), (p, p.grad))
-        elif depth == 0 and isinstance(obj, (list, tuple)):
-            for x in obj:
-                visit(x, 1)
-        elif depth == 0 and _plain_object(obj):
-            for x in list(vars(obj).values()):  # a trainer object holding model and opt
-                visit(x, 1)
-
-    for _desc, _get, obj, free in _roots(fn, args, kwargs):
-        if free or not isinstance(obj, Tensor):  # tensor arguments are traced, not captured
-            visit(obj)
-    return found
-
-
-def _find_sources(fn, args, kwargs, captured):
-    """Name each captured tensor by where it lives, and how to find it again."""
-    wanted = {id(t): i for i, t in enumerate(captured)}
-    names = [""] * len(captured)
-    sources = []
-    root_guards = []
-
-    def visit_module(root_desc, get_root, module):
-        found = False
-        for pname, p in list(module.named_parameters()) + list(module.named_buffers()):
-            i = wanted.get(id(p))
-            if i is not None and not names[i]:
-                names[i] = f"{root_desc}.{pname}"
-                sources.append((i, _Source(names[i], _path_resolver(get_root, pname))))
-                found = True
-        return found
-
-    def visit(root_desc, get_root, obj, depth=0):
-        """Name the captures found under `obj`; True if there were any."""
-        if isinstance(obj, Tensor):
-            i = wanted.get(id(obj))
-            if i is not None and not names[i]:
-                names[i] = root_desc
-                sources.append((i, _Source(root_desc, get_root)))
-                return True
-        elif isinstance(obj, Module):
-            return visit_module(root_desc, get_root, obj)
-        elif isinstance(obj, Optimizer):
-            found = False
-            params = [p for g in obj.param_groups for p in g["params"]]
-            for k, p in enumerate(params):
-                for sname, st in obj.state.get(p, {}).items():
-                    j = wanted.get(id(st)) if isinstance(st, Tensor) else None
-                    if j is not None and not names[j]:
-                        names[j] = f"{root_desc}.state[{k}][{sname!r}]"
-                        found = True
-            if found:
-                # opt.load_state_dict() replaces the state dict: the captured buffers are
-                # then stale, so its identity is checked at every call.
-                root_guards.append((f"{root_desc}.state", lambda o=obj: o.state, obj.state))
-            return found
-        elif depth == 0 and _plain_object(obj):
-            # A trainer or a plain class's `self`: name self.scale, self.model.0.weight, and
-            # guard the attributes (rebinding self.scale has no epoch to announce it).
-            found = False
-            for attr, value in list(vars(obj).items()):
-                get = (lambda get_root=get_root, attr=attr: getattr(get_root(), attr))
-                if visit(f"{root_desc}.{attr}", get, value, 1):
-                    root_guards.append((f"{root_desc}.{attr}", get, value))
-                    found = True
-            return found
-        return False
-
-    for desc, get, obj, free in _roots(fn, args, kwargs):
-        if visit(desc, get, obj) and free:
-            root_guards.append((desc, get, obj))
-    for i, t in enumerate(captured):
-        if not names[i] and isinstance(t, LiveScalar):
-            names[i] = f"{t.name or 'a Python number'}, read at each call"
-        elif not names[i]:
-            names[i] = f"<tensor {_sig_text(t.shape, t.dtype)}>"
-    return names, sources, tuple(root_guards)
-
-
-def _arg_name(fn, i):
-    try:
-        return list(inspect.signature(fn).parameters)[i]
-    except (TypeError, ValueError, IndexError):
-        return f"arg{i}"
-
-
-def _path_resolver(get_root, path):
-    parts = path.split(".")
-
-    def resolve():
-        obj = get_root()
-        for p in parts:
-            if isinstance(obj, Module):
-                d = obj.__dict__
-                if p in d["_parameters"]:
-                    obj = d["_parameters"][p]
-                elif p in d["_buffers"]:
-                    obj = d["_buffers"][p]
-                elif p in d["_modules"]:
-                    obj = d["_modules"][p]
-                else:
-                    obj = getattr(obj, p)
-            else:
-                obj = getattr(obj, p)
-        return obj
-    return resolve
 
 
 __all__ = ["function", "Function", "ConcreteFunction", "TensorSpec", "run_eagerly",

@@ -38,8 +38,9 @@ class Parameter(Tensor):
         return (Parameter, (Tensor._wrap(self._data), self.requires_grad))
 
 
-# Bumped whenever a Parameter or sub-Module is (re)assigned on any Module: the tracer's
-# guards re-check where captured parameters come from only when this has moved.
+# Bumped whenever any attribute of any Module is (re)assigned (parameters, sub-Modules, plain
+# attributes) and by train()/eval(): the tracer's guards re-check where captured parameters
+# come from, and the plain attributes a trace read (`training`, `p`), only when this moved.
 STRUCTURE_EPOCH = [0]
 
 
@@ -74,6 +75,7 @@ class Module:
             store = self._buffers  # stays a buffer, as in PyTorch
         else:
             object.__setattr__(self, name, value)
+            STRUCTURE_EPOCH[0] += 1  # (the tracer guards plain attributes: self.p, ...)
             return
         for other in (params, self._buffers, modules):
             if other is not store:
@@ -166,6 +168,7 @@ class Module:
     def train(self, mode: bool = True):
         for m in self.modules():
             object.__setattr__(m, "training", bool(mode))
+        STRUCTURE_EPOCH[0] += 1  # (the tracer guards `training`)
         return self
 
     def eval(self):

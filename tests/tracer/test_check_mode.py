@@ -304,7 +304,9 @@ def test_a_state_only_difference_is_reported_by_where_the_state_lives():
     assert "state state['w']:" in msg and "output" not in msg.split("\n")[1]
 
 
-def test_module_attributes_changed_only_while_tracing_are_reported():
+def test_module_attributes_rebound_inside_run_eagerly_and_agree():
+    """A Python side effect on a module (self.calls += 1) makes the call run eagerly
+    (tracer.discover refuses the rebinding): check mode then finds nothing to report."""
     class Counter(nn.Module):
         def __init__(self):
             super().__init__()
@@ -317,11 +319,11 @@ def test_module_attributes_changed_only_while_tracing_are_reported():
 
     net = Counter()
     f = tracer.function(lambda x: net(x).sum(), backend="interpret", check=True)
-    with pytest.raises(tracer.CheckError) as info:
+    with pytest.warns(RuntimeWarning, match="test_check_mode.py"):
         with eager.no_grad():
             f(eager.ones(2, 3))
-            f(eager.ones(2, 3))  # the trace does not count: eager leaves 2, compiled 1
-    assert "state net.calls: eager leaves 2, compiled 1" in str(info.value)
+            f(eager.ones(2, 3))
+    assert net.calls == 2
 
 
 def test_pass_that_changes_a_value_is_named(monkeypatch):

@@ -1,0 +1,511 @@
+"""What a trace read from the Python world, found while it runs, turned into guards.
+
+`Recorder` watches the trace with `sys.settrace`: every user code object that ran (the
+decorated function, helpers, `forward` methods, nested functions, cond branches), its globals
+and closure, and every Module called. `collect_guards` then walks from those roots:
+
+- globals and closure variables each user function names: by value (numbers, str, None,
+  tuples of them), by identity otherwise;
+- entries of dicts, lists, tuples, namespaces, plain objects and user classes reached from
+  them whose name the user's code mentions: numbers by value, captured tensors by identity;
+- plain attributes of every Module reached (`training`, `p`, `eps`): by value, checked when
+  eager.nn.module.STRUCTURE_EPOCH moves (attribute writes and train()/eval() move it).
+
+`Snapshot` records the same containers before the trace so that state the traced function
+rebinds (`self.total = self.total + x`, `state["m"] = ...`) is found, undone and reported.
+"""
+from __future__ import annotations
+
+import gc
+import os
+import sys
+import sysconfig
+import types
+
+import numpy as np
+
+from eager.errors import _is_library_file
+from eager.nn.module import Module
+from eager.optim import Optimizer
+from eager.tensor import Tensor
+
+from .captures import _global_names
+from .guards import Guard, is_scalar
+
+MAX_DEPTH = 4
+# Benchmarks only (benchmarks/guard_cost.py): False makes collect_guards find nothing, to
+# measure what the guards found while tracing cost per call. Never for real use: unsound.
+COLLECT = [True]
+_MODULE_CALL = Module.__call__.__code__
+_MODULE_SETATTR = Module.__setattr__.__code__
+_SKIP_PREFIXES = tuple({p for p in (sysconfig.get_paths().get(k) for k in (
+    "stdlib", "platstdlib", "purelib", "platlib")) if p})
+_MODULE_STORES = ("_parameters", "_buffers", "_modules")
+
+
+def is_user_file(filename: str) -> bool:
+    return not (filename.startswith("<") or _is_library_file(filename)
+                or filename.startswith(_SKIP_PREFIXES))
+
+
+class Recorder:
+    """Active only while a trace runs (sys.settrace): which user code ran, with which
+    closures; which Modules were called; where user code set a Module attribute."""
+
+    def __init__(self):
+        self.codes: dict = {}      # code -> its globals dict
+        self.cells: dict = {}      # code -> list of closure-variable values seen
+        self.selves: dict = {}     # id -> Module or user object a method ran on
+        self.setattr_lines: dict = {}  # (id(module), name) -> "file.py:LINE"
+        self._user: dict = {}      # code -> is user code (memo)
+
+    # sys.settrace, not setprofile: its global function sees only "call" events (no C calls,
+    # no returns). A debugger's or coverage's tracer that was active is chained, and is back
+    # when the trace ends. The per-call part is a closure over locals: it runs for every
+    # Python call the trace makes.
+    def __enter__(self):
+        prev = self._prev = sys.gettrace()
+        memo = self._user
+        record = self._record
+
+        def event(frame, ev, arg):
+            code = frame.f_code
+            kind = memo.get(code)
+            if kind is None:
+                kind = memo[code] = _kind_of(code)
+            if kind:
+                record(frame, code, kind)
+            if prev is not None:
+                return prev(frame, ev, arg)
+            return None
+
+        sys.settrace(event)
+        return self
+
+    def __exit__(self, *exc):
+        sys.settrace(self._prev)
+        return False
+
+    def _record(self, frame, code, kind):
+        if kind == _MODULE_CALL_KIND:
+            m = frame.f_locals.get("self")
+            self.selves.setdefault(id(m), m)
+            return
+        if kind == _SETATTR_KIND:
+            caller = frame.f_back
+            if caller is not None and _kind_of(caller.f_code) == _USER_KIND:
+                f_locals = frame.f_locals
+                key = (id(f_locals.get("self")), f_locals.get("name"))
+                self.setattr_lines.setdefault(
+                    key, f"{os.path.basename(caller.f_code.co_filename)}:{caller.f_lineno}")
+            return
+        self.codes.setdefault(code, frame.f_globals)
+        is_method = code.co_argcount and code.co_varnames[0] == "self"
+        if code.co_freevars or is_method:
+            f_locals = frame.f_locals
+            if code.co_freevars:
+                self.cells.setdefault(code, []).append(
+                    tuple(f_locals.get(v) for v in code.co_freevars))
+            if is_method:
+                obj = f_locals.get("self")
+                self.selves.setdefault(id(obj), obj)
+
+    def names_read(self) -> set:
+        """Attribute, global and string-key names the user's code that ran mentions."""
+        names = set()
+        for code in self.codes:
+            _code_names(code, names)
+        return names
+
+
+_USER_KIND, _MODULE_CALL_KIND, _SETATTR_KIND = 1, 2, 3
+
+
+def _kind_of(code) -> int:
+    """What Recorder does with a call of `code`: nothing (0), record user code, note the
+    Module called, note where user code set a Module attribute."""
+    if code is _MODULE_CALL:
+        return _MODULE_CALL_KIND
+    if code is _MODULE_SETATTR:
+        return _SETATTR_KIND
+    return _USER_KIND if is_user_file(code.co_filename) else 0
+
+
+def _code_names(code, out: set):
+    out.update(code.co_names)
+    for c in code.co_consts:
+        if isinstance(c, str):
+            out.add(c)
+        elif isinstance(c, tuple):
+            out.update(x for x in c if isinstance(x, str))
+        elif isinstance(c, types.CodeType):
+            _code_names(c, out)
+
+
+def _functions_of(code, seen_cells, candidates) -> list:
+    """The function objects running `code` whose closure holds the values seen: looked for
+    among `candidates` first (the decorated function, what globals and closures name), in
+    the whole heap only if none is there (gc.get_referrers costs ~50 ms in a big process)."""
+    def matches(f):
+        if not (isinstance(f, types.FunctionType) and f.__code__ is code and f.__closure__):
+            return False
+        try:
+            values = tuple(c.cell_contents for c in f.__closure__)
+        except ValueError:
+            return False
+        return any(len(v) == len(values) and all(a is b for a, b in zip(v, values))
+                   for v in seen_cells)
+
+    found = [f for f in candidates if matches(f)]
+    if not found:
+        found = [f for f in gc.get_referrers(code) if matches(f)]
+    return found
+
+
+def _candidates(root_fn, recorder) -> list:
+    """Function objects reachable by name from the code that ran (see _functions_of)."""
+    out = {}
+    todo = [root_fn, getattr(root_fn, "__func__", None), getattr(root_fn, "forward", None)]
+    for code, g in recorder.codes.items():
+        todo.extend(g.get(name) for name in code.co_names)
+    while todo:
+        f = todo.pop()
+        f = getattr(f, "__func__", f)
+        if not isinstance(f, types.FunctionType) or id(f) in out:
+            continue
+        out[id(f)] = f
+        for cell in f.__closure__ or ():
+            try:
+                todo.append(cell.cell_contents)
+            except ValueError:
+                pass
+    return list(out.values())
+
+
+def _nested_codes(codes) -> set:
+    """Code objects defined inside other code that ran: their functions (and cells) are
+    made afresh at each call, nothing to guard beyond the enclosing function's."""
+    out = set()
+    for code in codes:
+        for c in code.co_consts:
+            if isinstance(c, types.CodeType):
+                out.add(c)
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# walking the reachable state
+
+def _key(k) -> str:
+    """`k` as a literal inside a Guard template (str.format escapes braces)."""
+    return repr(k).replace("{", "{{").replace("}", "}}")
+
+
+def _plain_object(obj) -> bool:
+    """A namespace or an instance of a user class: state a user keeps tensors and settings
+    in (library objects - threading.Event, loggers - are not walked)."""
+    if obj.__class__ is types.SimpleNamespace:
+        return True
+    return hasattr(obj, "__dict__") and not isinstance(
+        obj, (type, types.ModuleType, Tensor, Module, Optimizer)) and not callable(obj) \
+        and _user_class(obj.__class__)
+
+
+def _user_class(obj) -> bool:
+    return isinstance(obj, type) and is_user_file(
+        getattr(sys.modules.get(obj.__module__), "__file__", None) or "<")
+
+
+class _Walker:
+    """Guards for the entries reached from roots (bounded depth, each object once)."""
+
+    def __init__(self, names, captured_ids):
+        self.names = names
+        self.captured = captured_ids
+        self.guards: list = []
+        self.frozen: list = []     # (source, what) of values that cannot be guarded
+        self._seen: set = set()
+        self._modules: set = set()
+
+    def entry(self, source, template, anchor, value, depth, epoch=False, named=True,
+              indexed=False):
+        """Guard `value`, found at `template` on `anchor`; walk into it. True if anything
+        under it was guarded. `named`: the user's code names it (a global, an attribute, a
+        string key); `indexed`: an element of a list or tuple."""
+        if is_scalar(value):
+            if named:
+                self.guards.append(Guard("value", source, template, (anchor,), value, epoch))
+            return named
+        if isinstance(value, Tensor):
+            if id(value) in self.captured:
+                self.guards.append(Guard("identity", source, template, (anchor,), value, epoch))
+                return True
+            return False
+        if isinstance(value, np.ndarray):
+            # (elements of lists are often only counted - len(arrays) - so not reported)
+            if named and not indexed:
+                why = ("a numpy array: its contents are read once, at trace time; pass it as a "
+                       "tensor argument")
+                self.frozen.append((source, why))
+            return False
+        if isinstance(value, types.ModuleType):
+            return False
+        inner = self.walk(source, value, depth + 1)
+        if inner or (named and not isinstance(value, (types.FunctionType, types.BuiltinFunctionType,
+                                                        types.MethodType, type))):
+            self.guards.append(Guard("identity", source, template, (anchor,), value, epoch))
+            return True
+        if named and callable(value):
+            # A helper function or class rebound (act = relu -> gelu) changes the trace.
+            self.guards.append(Guard("identity", source, template, (anchor,), value, epoch))
+            return True
+        return inner
+
+    def walk(self, source, obj, depth) -> bool:
+        if depth > MAX_DEPTH or id(obj) in self._seen:
+            return False
+        self._seen.add(id(obj))
+        found = False
+        if isinstance(obj, Module):
+            self.module(source, obj)
+            return True
+        if isinstance(obj, Optimizer):
+            return False  # hyperparameters are read live (eager/optim.py)
+        if isinstance(obj, dict):
+            for k, v in list(obj.items()):
+                if isinstance(k, (str, int)):
+                    named = not isinstance(k, str) or k in self.names
+                    found |= self.entry(f"{source}[{k!r}]", "{0}[" + _key(k) + "]", obj, v, depth,
+                                        named=named)
+        elif isinstance(obj, (list, tuple)):
+            for i, v in enumerate(list(obj)):
+                found |= self.entry(f"{source}[{i}]", f"{{0}}[{i}]", obj, v, depth,
+                                    indexed=True)
+        elif _plain_object(obj):
+            for k, v in list(vars(obj).items()):
+                found |= self.entry(f"{source}.{k}", "{0}.__dict__[" + _key(k) + "]", obj, v, depth,
+                                    named=k in self.names)
+            found |= self.walk(f"{type(obj).__name__}", type(obj), depth)
+        elif _user_class(obj):
+            for k, v in list(vars(obj).items()):
+                if not k.startswith("__"):
+                    found |= self.entry(f"{obj.__name__}.{k}", "{0}.__dict__[" + _key(k) + "]", obj,
+                                        v, depth, named=k in self.names)
+        return found
+
+    def module(self, source, root: Module):
+        for path, m in _named_modules(root, source):
+            if id(m) in self._modules:
+                continue
+            self._modules.add(id(m))
+            for k, v in list(m.__dict__.items()):
+                if k in _MODULE_STORES or k.startswith("__"):
+                    continue
+                self.entry(f"{path}.{k}", "{0}.__dict__[" + _key(k) + "]", m, v, 0, epoch=True)
+            for k, b in m._buffers.items():
+                if id(b) in self.captured:
+                    template = "{0}._buffers[" + _key(k) + "]"
+                    self.guards.append(Guard("identity", f"{path}.{k}", template, (m,), b, True))
+            if _user_class(type(m)):
+                self.walk(type(m).__name__, type(m), 1)
+
+
+def _named_modules(root, prefix):
+    out = [(prefix, root)]
+    for name, m in root.named_modules():
+        if name:
+            out.append((f"{prefix}.{name}", m))
+    return out
+
+
+def collect_guards(recorder: Recorder, root_fn, captured, extra_roots=()):
+    """(guards, frozen) for what the trace recorded: see the module docstring."""
+    if not COLLECT[0]:
+        return [], []
+    names = recorder.names_read()
+    walker = _Walker(names, {id(t) for t in captured})
+    root_globals = getattr(root_fn, "__globals__", None)
+    candidates = None
+    nested = _nested_codes(recorder.codes)
+    for code, g in recorder.codes.items():
+        prefix = "G" if g is root_globals else f"G[{g.get('__name__', '?')}]"
+        for name in _global_names(code):
+            if name in g:
+                walker.entry(f"{prefix}[{name!r}]", "{0}[" + _key(name) + "]", g, g[name], 0)
+        if not code.co_freevars or code in nested:
+            continue
+        if candidates is None:
+            candidates = _candidates(root_fn, recorder)
+        for f in _functions_of(code, recorder.cells.get(code, ()), candidates):
+            for var, cell in zip(code.co_freevars, f.__closure__):
+                try:
+                    value = cell.cell_contents
+                except ValueError:
+                    continue
+                walker.entry(var, "{0}.cell_contents", cell, value, 0)
+    for desc, obj in extra_roots:
+        walker.walk(desc, obj, 0)
+    for obj in recorder.selves.values():
+        if isinstance(obj, Module) or _plain_object(obj):
+            walker.walk(f"<{type(obj).__name__} self>", obj, 0)
+    return dedupe(walker.guards), walker.frozen
+
+
+def dedupe(guards) -> list:
+    """Each assumption once: one fetch of one object checked once."""
+    seen = set()
+    out = []
+    for g in guards:
+        key = (g.kind, g.template, tuple(id(o) for o in g.objects))
+        if key not in seen:
+            seen.add(key)
+            out.append(g)
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# side effects: state the traced function rebinds
+
+class Snapshot:
+    """The entries of the containers and objects reachable before the trace, to find (and
+    undo) what the traced function rebound."""
+
+    def __init__(self, roots):
+        self.entries: list = []   # (source, container, key, kind, value before)
+        self._seen: set = set()
+        for desc, obj in roots:
+            self._take(desc, obj, 0)
+
+    def _take(self, source, obj, depth):
+        if depth > MAX_DEPTH or id(obj) in self._seen or isinstance(
+                obj, (Tensor, Optimizer, types.ModuleType, type)) or is_scalar(obj):
+            return
+        self._seen.add(id(obj))
+        if isinstance(obj, Module):
+            for path, m in _named_modules(obj, source):
+                self._seen.add(id(m))
+                for store in ("_buffers", "_parameters"):
+                    for k, v in list(m.__dict__[store].items()):
+                        self.entries.append((f"{path}.{k}", m.__dict__[store], k, "item", v))
+                for k, v in list(m.__dict__.items()):
+                    if k not in _MODULE_STORES:
+                        self.entries.append((f"{path}.{k}", m, k, "attr", v))
+                        self._take(f"{path}.{k}", v, depth + 1)
+        elif isinstance(obj, dict):
+            for k, v in list(obj.items()):
+                self.entries.append((f"{source}[{k!r}]", obj, k, "item", v))
+                self._take(f"{source}[{k!r}]", v, depth + 1)
+        elif isinstance(obj, list):
+            for i, v in enumerate(list(obj)):
+                self.entries.append((f"{source}[{i}]", obj, i, "item", v))
+                self._take(f"{source}[{i}]", v, depth + 1)
+        elif isinstance(obj, tuple):
+            for i, v in enumerate(obj):
+                self._take(f"{source}[{i}]", v, depth + 1)
+        elif _plain_object(obj):
+            for k, v in list(vars(obj).items()):
+                self.entries.append((f"{source}.{k}", obj, k, "attr", v))
+                self._take(f"{source}.{k}", v, depth + 1)
+
+    def changes(self) -> list:
+        """(source, container, key, kind, value before) of every entry now different."""
+        out = []
+        for entry in self.entries:
+            _source, obj, key, kind, before = entry
+            try:
+                now = obj[key] if kind == "item" else obj.__dict__.get(key, _GONE)
+            except (KeyError, IndexError):
+                now = _GONE
+            if now is not before and not (is_scalar(now) and is_scalar(before)
+                                          and now.__class__ is before.__class__
+                                          and now == before):
+                out.append(entry)
+        return out
+
+    @staticmethod
+    def restore(changes):
+        for _source, obj, key, kind, before in changes:
+            if kind == "item":
+                obj[key] = before
+            else:
+                obj.__dict__[key] = before
+
+
+_GONE = object()
+
+
+def traced_leftovers(roots, captured_ids) -> list:
+    """Sources of traced tensors stored into reachable state the snapshot did not cover."""
+    from .trace import TracedValue
+
+    found = []
+    walker_seen = set()
+
+    def visit(source, obj, depth):
+        if depth > MAX_DEPTH or id(obj) in walker_seen:
+            return
+        walker_seen.add(id(obj))
+        if isinstance(obj, Tensor):
+            if obj._data.__class__ is TracedValue:
+                found.append(source)
+            return
+        if isinstance(obj, Module):
+            for path, m in _named_modules(obj, source):
+                for store in ("_buffers", "_parameters"):
+                    for k, v in m.__dict__[store].items():
+                        visit(f"{path}.{k}", v, depth + 1)
+        elif isinstance(obj, dict):
+            for k, v in list(obj.items()):
+                visit(f"{source}[{k!r}]", v, depth + 1)
+        elif isinstance(obj, (list, tuple)):
+            for i, v in enumerate(list(obj)):
+                visit(f"{source}[{i}]", v, depth + 1)
+        elif _plain_object(obj):
+            for k, v in list(vars(obj).items()):
+                visit(f"{source}.{k}", v, depth + 1)
+
+    for desc, obj in roots:
+        visit(desc, obj, 0)
+    return found
+
+
+class StateRebound(Exception):
+    """The traced function rebinds outside state; `.message` says where (see
+    `refuse_rebinding`). Function runs such a call eagerly, or raises a TracingError under
+    fullgraph=True."""
+
+    def __init__(self, message):
+        super().__init__(message)
+        self.message = message
+
+
+def _where_defined(fn) -> str:
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        code = getattr(getattr(type(fn), "forward", None), "__code__", None)
+    if code is None:
+        return "<unknown>"
+    return f"{os.path.basename(code.co_filename)}:{code.co_firstlineno}"
+
+
+def refuse_rebinding(fn, name, changes, recorder: Recorder, roots):
+    """Raise StateRebound (or TracingError when it cannot be undone) if the trace rebound
+    reachable state: a trace would make that change once, eager at every call."""
+    from .trace import TracingError
+
+    if changes:
+        what = []
+        for source, obj, key, _kind, _before in changes[:4]:
+            loc = recorder.setattr_lines.get((id(obj), key)) or _where_defined(fn)
+            what.append(f"{loc}: {source}")
+        raise StateRebound(
+            f"{'; '.join(what)}: {name} rebinds this outside state while tracing; a trace "
+            f"would make that change only once. These arguments run eagerly (as written). To "
+            f"compile it, update the state in place (buf.copy_(new), buf.mul_(0.5).add_(g)) "
+            f"or return the new value and assign it outside the function")
+    leftovers = traced_leftovers(roots, set())
+    if leftovers:
+        raise TracingError(
+            f"{_where_defined(fn)}: {name} stores a traced tensor into "
+            f"{', '.join(leftovers[:4])}, which tracing cannot undo; update the state in "
+            f"place (copy_) or return the value")
