@@ -21,20 +21,8 @@ import eager.nn.functional as F
 # nn, cast, clone, inplace_temp, inplace_capture, inplace_arg (in-place on arguments),
 # nonfinite (NaN/inf/-0.0 in inputs), backward_inside (loss.backward() in the function).
 KNOWN_BUGGY = {
-    "inplace_view": "in-place ops and slice assignment through views [item 1]",
-    "module_mode": "model.train()/eval() between calls not guarded [item 3]",
-    "optim_hparams": "optimizer hyperparameters other than lr frozen [item 7]",
-    "inplace_capture_0d": "a 0-d captured tensor read, then updated in place: the read "
-                          "sees the update [item 13]",
-    "clone_capture": "clone/copy_ of captured tensors baked in at trace time [item 13]",
-    "noop_output": "an output that is an input or a no-op view of it loses grad_fn [item 9]",
-    "getitem_0d": "backward of a 0-d getitem crashes compiled [item 11]",
     "inplace_autograd": "in-place op on a value backward needs: eager raises at backward, "
                         "compiled does not [fuzz finding F3, not fixed]",
-    "join_mixed_dtype": "cat/stack of mixed dtypes: eager promotes, traced raises [item 13]",
-    "reduce_size1": "a reduction over a size-1 dimension or a 0-d tensor: KeyError on numba "
-                    "[item 13]; var backward where N - correction = 0 is not NaN on numba "
-                    "[item 11]",
     "grad_after_backward": "an output whose graph a backward inside consumed: compiled "
                            "requires_grad=False, eager True [fuzz finding F2, not fixed]",
 }

@@ -119,8 +119,6 @@ def test_inplace_on_a_value_saved_for_backward_raises(backend):
 
 
 # ---------------------------------------------------------------- other items of issue 13
-@pytest.mark.xfail(strict=True, reason="issue 13 item 13 (numerics): a reduction over a "
-                   "leading size-1 dimension raises KeyError on numba")
 @pytest.mark.parametrize("body", [lambda x: x.sum(dim=-2, keepdim=True),
                                   lambda x: eager.logsumexp(x, dim=0),
                                   lambda x: x.softmax(0)],
@@ -129,15 +127,11 @@ def test_reduction_over_a_leading_size_one_dim(body):
     assert_same(body, _seeded((1, 4)), "numba")
 
 
-@pytest.mark.xfail(strict=True, reason="issue 13 item 13 (numerics): stack of mixed dtypes "
-                   "raises when traced")
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_stack_of_mixed_dtypes(backend):
     assert_same(lambda a: eager.stack([a > 0, a], dim=0), _seeded((4,)), backend)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 13 item 1 (inplace): a view does not see an "
-                   "in-place update of its base inside a trace")
 @pytest.mark.parametrize("case", ["row_of_base", "reshape_of_base", "permute_of_temp"])
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_a_view_sees_an_update_of_its_base(case, backend):
@@ -162,8 +156,6 @@ def test_a_view_sees_an_update_of_its_base(case, backend):
     assert_same(body, _seeded((3, 4)), backend)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 13 item 1 (inplace): slice assignment inside a "
-                   "trace raises NotImplementedError")
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_slice_assignment_of_an_argument(backend):
     def f(a, b):
@@ -173,15 +165,11 @@ def test_slice_assignment_of_an_argument(backend):
     assert_same(f, _seeded((4,), (3, 4)), backend)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 13 item 9 (callpaths): an output that is the "
-                   "input loses its autograd link")
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_returning_the_argument_keeps_requires_grad(backend):
     assert_same(lambda a, b: a, _seeded((3, 1), (4,), grad=True), backend)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 13 item 7 (lead): Adam betas changed between "
-                   "calls are frozen at trace time")
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_adam_betas_changed_between_calls(backend):
     def train(compiled):
@@ -207,8 +195,6 @@ def test_adam_betas_changed_between_calls(backend):
     assert compare_values(train(False), train(True)) is None
 
 
-@pytest.mark.xfail(strict=True, reason="issue 13 item 11 (numerics): var backward where "
-                   "N - correction = 0 is finite on numba (eager: NaN)")
 def test_var_backward_of_a_0d_tensor():
     # The fuzzer's programs 444 and 553: numba gave 1.0 and -2.0, not only -0.0.
     def make():
@@ -217,8 +203,6 @@ def test_var_backward_of_a_0d_tensor():
     assert_same(lambda a: a.var(dim=-1), make, "numba", backward=lambda outs: outs[0])
 
 
-@pytest.mark.xfail(strict=True, reason="issue 13 item 13 (first bullet): a 0-d captured "
-                   "tensor read and then updated in place; the earlier read sees the update")
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_a_0d_capture_read_before_its_in_place_update(backend):
     # The fuzzer's program 117.

@@ -71,9 +71,7 @@ def test_division_by_zero_keeps_the_sign_of_zero_after_minus_zero(backend):
 
 
 @pytest.mark.parametrize("backend_", [
-    pytest.param("numba", marks=pytest.mark.xfail(
-        reason="the kernels' fast-math flag nsz drops the sign of zero (the `fastmath` work)",
-        strict=False)),
+    "numba",
     "interpret"])
 def test_adding_zero_is_not_simplified_away_where_it_changes_minus_zero(backend_):
     # -0.0 + 0.0 is +0.0 (1 / it is +inf): the passes keep x + 0.0 and drop only x + (-0.0)
@@ -299,9 +297,7 @@ def test_var_over_a_dimension_of_size_1_compiles(backend):
 
 
 @pytest.mark.parametrize("backend_", [
-    pytest.param("numba", marks=pytest.mark.xfail(
-        reason="the kernels' fast-math flags fold NaN - NaN to -0.0 (the `fastmath` work)",
-        strict=False)),
+    "numba",
     "interpret"])
 def test_var_gradient_where_n_minus_correction_is_0_is_nan(backend_):
     data = np.array([[1.0, -2.0, 3.0]], np.float32)
