@@ -30,8 +30,9 @@ class RMSprop(Optimizer):
         _check_range("momentum value", momentum)
         _check_range("weight_decay value", weight_decay)
         _check_range("alpha value", alpha)
-        super().__init__(params, {"lr": lr, "alpha": alpha, "eps": eps, "weight_decay": weight_decay,
-                                      "momentum": momentum, "centered": centered, "maximize": maximize})
+        super().__init__(params, {"lr": lr, "alpha": alpha, "eps": eps,
+                                  "weight_decay": weight_decay, "momentum": momentum,
+                                  "centered": centered, "maximize": maximize})
 
     @no_grad()
     def step(self, closure=None):

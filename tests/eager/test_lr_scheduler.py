@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import eager
-import eager.optim as optim
+from eager import optim
 from eager.optim import lr_scheduler
 
 STEPS = 20

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import eager
-import eager.optim as optim
+from eager import optim
 
 STEPS = 20
 
@@ -22,7 +22,8 @@ def _grads(seed, shapes):
 # `state` is a dict the reference keeps across steps.
 
 def ref_sgd(th, g, st, hp, t):
-    mu, tau, wd, lr = hp.get("momentum", 0), hp.get("dampening", 0), hp.get("weight_decay", 0), hp["lr"]
+    mu, tau, lr = hp.get("momentum", 0), hp.get("dampening", 0), hp["lr"]
+    wd = hp.get("weight_decay", 0)
     if hp.get("maximize"):
         g = -g
     g = g + wd * th
@@ -91,7 +92,8 @@ def ref_radam(th, g, st, hp, t):
     rho_t = rho_inf - 2 * t * b2 ** t / (1 - b2 ** t)
     if rho_t > 5:
         lt = math.sqrt(1 - b2 ** t) / (np.sqrt(st["v"]) + eps)
-        rt = math.sqrt((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t))
+        rt = math.sqrt((rho_t - 4) * (rho_t - 2) * rho_inf
+                       / ((rho_inf - 4) * (rho_inf - 2) * rho_t))
         return th - lr * mhat * lt * rt
     return th - lr * mhat
 
@@ -216,7 +218,7 @@ def test_state_dict_round_trip_continues_identically(case):
     loaded from it continues exactly as the original does."""
     opt_cls, _, hp0, hp1 = case
     rng = np.random.default_rng(3)
-    init = [rng.standard_normal((4,)).astype(np.float32), rng.standard_normal((2, 2)).astype(np.float32)]
+    init = [rng.standard_normal(s).astype(np.float32) for s in [(4,), (2, 2)]]
 
     def make():
         ps = [eager.tensor(a, requires_grad=True) for a in init]

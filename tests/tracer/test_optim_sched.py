@@ -5,10 +5,9 @@ import numpy as np
 import pytest
 
 import eager
-import eager.nn as nn
 import eager.nn.functional as F
-import eager.optim as optim
 import tracer
+from eager import nn, optim
 from eager.nn.utils import clip_grad_norm_
 from eager.optim import lr_scheduler
 
