@@ -12,6 +12,7 @@ import numpy as np
 
 from .. import functions as T
 from ..autograd import no_grad
+from ..dispatch import tracing
 from ..tensor import Tensor
 
 
@@ -46,7 +47,8 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
     >>> norm = clip_grad_norm_(model.parameters(), max_norm=1.0)
 
     `foreach` is accepted and ignored. With `error_if_nonfinite`, a NaN or infinite total norm
-    raises RuntimeError (this reads the norm, so it cannot run inside a compiled function).
+    raises RuntimeError and leaves the gradients as they were (in a compiled step too: the
+    check runs when the step does).
     """
     grads = [p.grad for p in _tensors(parameters) if p.grad is not None]
     max_norm, norm_type = float(max_norm), float(norm_type)
@@ -57,11 +59,14 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
         wide = np.result_type(*(n.dtype for n in norms))
         norms = [T.cast(n, wide) for n in norms]
     total = _vector_norm(T.stack(norms), norm_type)
-    if error_if_nonfinite and not bool(T.isfinite(total)):
-        raise RuntimeError(
-            f"The total norm of order {norm_type} for gradients from `parameters` is "
-            "non-finite, so it cannot be clipped. To disable this error and scale the "
-            "gradients by the non-finite norm anyway, set `error_if_nonfinite=False`")
+    if error_if_nonfinite:
+        message = (f"The total norm of order {norm_type} for gradients from `parameters` is "
+                   "non-finite, so it cannot be clipped. To disable this error and scale the "
+                   "gradients by the non-finite norm anyway, set `error_if_nonfinite=False`")
+        if tracing():  # checked when the compiled step runs, before any gradient is scaled
+            total = T.check_finite(total, message)
+        elif not bool(T.isfinite(total)):
+            raise RuntimeError(message)
     coef = T.clamp(max_norm / (total + 1e-6), None, 1.0)
     for g in grads:
         g.mul_(T.cast(coef, g.dtype) if coef.dtype != g.dtype else coef)

@@ -153,3 +153,31 @@ def test_reduce_lr_on_plateau_with_the_returned_loss():
         _assert_same(m_e, m_c, o_e, o_c)
     assert o_c.param_groups[0]["lr"] < 0.01 / 4  # (a relative threshold of 10: never better)
     assert compiled.trace_count == 1
+
+
+@pytest.mark.parametrize("backend", ["interpret", "numba"])
+def test_clip_grad_norm_error_if_nonfinite_when_the_compiled_step_runs(backend):
+    """error_if_nonfinite needs the norm's value: the compiled step checks it when it runs
+    (no retrace, no .item()) and raises RuntimeError before any parameter changes."""
+    model, opt, _ = _setup(OPTIMIZERS["SGD"], lambda o: None)
+
+    def body(x, y):
+        loss = F.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        norm = clip_grad_norm_(model.parameters(), 0.5, error_if_nonfinite=True)
+        opt.step()
+        return norm
+
+    compiled = tracer.function(body, backend=backend)
+    x, y = _data(0)
+    assert np.isfinite(compiled(x, y).item())
+    before = [p.detach().numpy().copy() for p in model.parameters()]
+    bad = eager.tensor(np.where(np.arange(30).reshape(5, 6) == 7, np.nan, 1.0)
+                       .astype(np.float32))
+    with pytest.raises(RuntimeError, match="non-finite"):
+        compiled(bad, y)
+    for p, b in zip(model.parameters(), before):
+        np.testing.assert_array_equal(p.detach().numpy(), b)
+    compiled(x, y)
+    assert compiled.trace_count == 1
