@@ -16,6 +16,9 @@ import warnings
 from bisect import bisect_right
 from collections import Counter
 
+from ..dispatch import tracing
+from ..errors import user_location
+
 __all__ = [
     "CosineAnnealingLR",
     "ExponentialLR",
@@ -32,6 +35,19 @@ __all__ = [
 
 def _lr(group) -> float:
     return dict.__getitem__(group, "lr")
+
+
+def _not_traced(scheduler):
+    """A scheduler is Python state (its epoch count) a trace would run once and freeze: it
+    steps between calls of a compiled training step, never inside one."""
+    if tracing():
+        name = type(scheduler).__name__
+        raise RuntimeError(
+            f"{name}.step() inside a compiled function (at {user_location()}): the trace "
+            f"would run it once and every later call would repeat that step's learning rate. "
+            f"Call scheduler.step() between calls of the compiled step, outside it (the "
+            f"optimizer reads the new rate at every call, without retracing), and create "
+            f"schedulers outside it too")
 
 
 class LRScheduler:
@@ -64,6 +80,7 @@ class LRScheduler:
         return self._last_lr
 
     def step(self, epoch=None):
+        _not_traced(self)
         self._step_count += 1
         if epoch is None:
             self.last_epoch += 1
@@ -371,6 +388,7 @@ class SequentialLR(LRScheduler):
         self._last_lr = self._schedulers[0].get_last_lr()
 
     def step(self):
+        _not_traced(self)
         self.last_epoch += 1
         idx = bisect_right(self._milestones, self.last_epoch)
         scheduler = self._schedulers[idx]
@@ -446,6 +464,7 @@ class ReduceLROnPlateau:
         return self._last_lr
 
     def step(self, metrics, epoch=None):
+        _not_traced(self)
         current = float(metrics)
         self.last_epoch = self.last_epoch + 1 if epoch is None else epoch
         if self.is_better(current, self.best):

@@ -68,10 +68,11 @@ def _assert_same(m_e, m_c, o_e, o_c):
                                        atol=2e-6, err_msg=f"state[{i}][{k!r}]")
 
 
-def _train(opt_name, sched_name, backend, steps=6, clip=None):
+def _train(opt_name, sched_name, backend, steps=6, clip=None, extra=None):
     make_opt, make_sched = OPTIMIZERS[opt_name], SCHEDULERS[sched_name]
     m_e, o_e, s_e = _setup(make_opt, make_sched)
     m_c, o_c, s_c = _setup(make_opt, make_sched)
+    x_e, x_c = (extra(o_e), extra(o_c)) if extra is not None else (None, None)
 
     def body(model, opt, x, y):
         loss = F.cross_entropy(model(x), y)
@@ -91,6 +92,9 @@ def _train(opt_name, sched_name, backend, steps=6, clip=None):
         np.testing.assert_allclose(nc.item(), ne.item(), rtol=1e-5)
         s_e.step()
         s_c.step()
+        if extra is not None:
+            x_e.step()
+            x_c.step()
         assert s_c.get_last_lr() == s_e.get_last_lr()
         lrs.add(s_e.get_last_lr()[0])
         _assert_same(m_e, m_c, o_e, o_c)
@@ -181,3 +185,62 @@ def test_clip_grad_norm_error_if_nonfinite_when_the_compiled_step_runs(backend):
         np.testing.assert_array_equal(p.detach().numpy(), b)
     compiled(x, y)
     assert compiled.trace_count == 1
+
+
+@pytest.mark.parametrize("make_sched", [
+    lambda o: lr_scheduler.ExponentialLR(o, gamma=0.5),
+    lambda o: lr_scheduler.SequentialLR(o, [lr_scheduler.LinearLR(o),
+                                            lr_scheduler.StepLR(o, 2)], milestones=[2]),
+    lambda o: lr_scheduler.ReduceLROnPlateau(o),
+], ids=["ExponentialLR", "SequentialLR", "ReduceLROnPlateau"])
+def test_scheduler_step_inside_the_compiled_step_is_refused(make_sched):
+    """Traced once, a scheduler's step would repeat its first rate at every call: refused,
+    naming the user's line, instead of a silently frozen schedule."""
+    model, opt, sched = _setup(OPTIMIZERS["Adam"], make_sched)
+
+    def body(x, y):
+        loss = F.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if isinstance(sched, lr_scheduler.ReduceLROnPlateau):
+            sched.step(loss)
+        else:
+            sched.step()
+        return loss
+
+    compiled = tracer.function(body, backend="interpret")
+    with pytest.raises(RuntimeError, match=r"step\(\) inside a compiled function "
+                                           r"\(at test_optim_sched.py:\d+\)"):
+        compiled(*_data(0))
+
+
+@pytest.mark.parametrize("opt_name,key,values", [
+    ("RMSprop", "alpha", [0.99, 0.9, 0.5]),
+    ("RMSprop", "momentum", [0.5, 0.9, 0.1]),
+    ("Adagrad", "lr_decay", [0.05, 0.5, 0.0]),
+    ("Adadelta", "rho", [0.9, 0.5, 0.99]),
+    ("NAdam", "momentum_decay", [4e-3, 0.1, 0.5]),
+    ("NAdam", "betas", [(0.9, 0.999), (0.5, 0.9)]),
+    ("RAdam", "eps", [1e-8, 1e-2]),
+    ("Adamax", "betas", [(0.9, 0.999), (0.6, 0.8)]),
+])
+def test_other_hyperparameters_change_without_retrace(opt_name, key, values):
+    """Any number an optimizer feeds to its update is read at every call, as lr is."""
+    def schedule(o):
+        return _Setter(o, key, values)
+
+    compiled = _train(opt_name, "StepLR", "interpret", extra=schedule)
+    assert compiled.trace_count == 1
+
+
+class _Setter:
+    """Sets group[key] to the next of `values` at each step (a hand-written schedule)."""
+
+    def __init__(self, opt, key, values):
+        self.opt, self.key, self.values, self.i = opt, key, values, 0
+
+    def step(self):
+        self.i += 1
+        for g in self.opt.param_groups:
+            g[self.key] = self.values[self.i % len(self.values)]
