@@ -6,7 +6,7 @@ at every call of a compiled step, so a schedule never causes a retrace.
 
 Each scheduler computes the new rate from the current one (PyTorch's chainable form, so two
 schedulers on one optimizer compose) and has the closed form PyTorch uses for
-``step(epoch)``.
+``step(epoch)``. `verbose` is accepted and ignored (PyTorch deprecated it).
 """
 from __future__ import annotations
 
@@ -54,7 +54,8 @@ class LRScheduler:
     """The base: `last_epoch` counts the steps taken, `base_lrs` are the groups'
     ``initial_lr``, `get_last_lr()` the rates the last step set."""
 
-    def __init__(self, optimizer, last_epoch: int = -1):
+    def __init__(self, optimizer, last_epoch: int = -1,
+                 verbose="deprecated"):
         self.optimizer = optimizer
         if last_epoch == -1:
             for group in optimizer.param_groups:
@@ -110,7 +111,8 @@ _LRScheduler = LRScheduler  # PyTorch's older name, still used by scripts
 class LambdaLR(LRScheduler):
     """lr = initial_lr * lr_lambda(epoch), one function or one per group."""
 
-    def __init__(self, optimizer, lr_lambda, last_epoch: int = -1):
+    def __init__(self, optimizer, lr_lambda, last_epoch: int = -1,
+                 verbose="deprecated"):
         n = len(optimizer.param_groups)
         if isinstance(lr_lambda, (list, tuple)):
             if len(lr_lambda) != n:
@@ -142,7 +144,8 @@ class LambdaLR(LRScheduler):
 class StepLR(LRScheduler):
     """lr = initial_lr * gamma ** (epoch // step_size)."""
 
-    def __init__(self, optimizer, step_size: int, gamma: float = 0.1, last_epoch: int = -1):
+    def __init__(self, optimizer, step_size: int, gamma: float = 0.1, last_epoch: int = -1,
+                 verbose="deprecated"):
         self.step_size = step_size
         self.gamma = gamma
         super().__init__(optimizer, last_epoch)
@@ -161,7 +164,8 @@ class StepLR(LRScheduler):
 class MultiStepLR(LRScheduler):
     """lr = initial_lr * gamma ** (number of milestones <= epoch)."""
 
-    def __init__(self, optimizer, milestones, gamma: float = 0.1, last_epoch: int = -1):
+    def __init__(self, optimizer, milestones, gamma: float = 0.1, last_epoch: int = -1,
+                 verbose="deprecated"):
         self.milestones = Counter(milestones)
         self.gamma = gamma
         super().__init__(optimizer, last_epoch)
@@ -181,7 +185,8 @@ class MultiStepLR(LRScheduler):
 class ExponentialLR(LRScheduler):
     """lr = initial_lr * gamma ** epoch."""
 
-    def __init__(self, optimizer, gamma: float, last_epoch: int = -1):
+    def __init__(self, optimizer, gamma: float, last_epoch: int = -1,
+                 verbose="deprecated"):
         self.gamma = gamma
         super().__init__(optimizer, last_epoch)
 
@@ -199,7 +204,8 @@ class CosineAnnealingLR(LRScheduler):
     """lr = eta_min + (initial_lr - eta_min) (1 + cos(pi epoch / T_max)) / 2 (SGDR without
     restarts; past T_max it rises again, as PyTorch's does)."""
 
-    def __init__(self, optimizer, T_max: int, eta_min: float = 0.0, last_epoch: int = -1):
+    def __init__(self, optimizer, T_max: int, eta_min: float = 0.0, last_epoch: int = -1,
+                 verbose="deprecated"):
         self.T_max = T_max
         self.eta_min = eta_min
         super().__init__(optimizer, last_epoch)
@@ -229,7 +235,8 @@ class LinearLR(LRScheduler):
     total_iters steps (a warmup)."""
 
     def __init__(self, optimizer, start_factor: float = 1.0 / 3, end_factor: float = 1.0,
-                 total_iters: int = 5, last_epoch: int = -1):
+                 total_iters: int = 5, last_epoch: int = -1,
+                 verbose="deprecated"):
         if not 0 < start_factor <= 1:
             raise ValueError("Starting multiplicative factor expected to be greater than 0 "
                              "and less or equal to 1.")
@@ -274,7 +281,8 @@ class OneCycleLR(LRScheduler):
     def __init__(self, optimizer, max_lr, total_steps=None, epochs=None, steps_per_epoch=None,
                  pct_start=0.3, anneal_strategy="cos", cycle_momentum=True,
                  base_momentum=0.85, max_momentum=0.95, div_factor=25.0,
-                 final_div_factor=1e4, three_phase=False, last_epoch=-1):
+                 final_div_factor=1e4, three_phase=False, last_epoch=-1,
+                 verbose="deprecated"):
         if total_steps is None:
             if epochs is None or steps_per_epoch is None:
                 raise ValueError("You must define either total_steps OR (epochs AND "
@@ -365,7 +373,8 @@ class SequentialLR(LRScheduler):
     """`schedulers[i]` runs from `milestones[i-1]` on (a warmup, then a decay); each takes over
     restarted at its epoch 0."""
 
-    def __init__(self, optimizer, schedulers, milestones, last_epoch: int = -1):
+    def __init__(self, optimizer, schedulers, milestones, last_epoch: int = -1,
+                 verbose="deprecated"):
         if len(schedulers) < 1:
             raise ValueError("SequentialLR expects at least one scheduler")
         for i, s in enumerate(schedulers):
@@ -420,7 +429,8 @@ class ReduceLROnPlateau:
     outside a compiled step, with the loss the step returned)."""
 
     def __init__(self, optimizer, mode="min", factor=0.1, patience=10, threshold=1e-4,
-                 threshold_mode="rel", cooldown=0, min_lr=0, eps=1e-8):
+                 threshold_mode="rel", cooldown=0, min_lr=0, eps=1e-8,
+                 verbose="deprecated"):
         if factor >= 1.0:
             raise ValueError("Factor should be < 1.0.")
         if mode not in ("min", "max"):

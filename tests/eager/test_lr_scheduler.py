@@ -185,3 +185,10 @@ def test_sequential_lr_checks_its_arguments():
                                         lr_scheduler.StepLR(other, 2)], milestones=[3])
     with pytest.raises(ValueError, match="milestone"):
         lr_scheduler.SequentialLR(opt, [lr_scheduler.StepLR(opt, 2)], milestones=[3])
+
+
+def test_verbose_is_accepted_as_in_older_scripts():
+    opt = _opt()
+    lr_scheduler.ReduceLROnPlateau(opt, "min", verbose=True)
+    lr_scheduler.StepLR(opt, 3, verbose=False).step()
+    assert opt.param_groups[0]["lr"] == BASE[0]
