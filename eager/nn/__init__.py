@@ -1,45 +1,11 @@
 """eager.nn: modules, parameters, layers and losses (PyTorch's API)."""
-from . import functional, init, utils
-from .layers import (
-                     GELU,
-                     CrossEntropyLoss,
-                     Dropout,
-                     Embedding,
-                     Identity,
-                     LayerNorm,
-                     Linear,
-                     ModuleList,
-                     MSELoss,
-                     NLLLoss,
-                     ReLU,
-                     Sequential,
-                     Sigmoid,
-                     SiLU,
-                     Softmax,
-                     Tanh,
-)
+from . import functional, init
+from .layers import (CrossEntropyLoss, Dropout, Embedding, GELU, Identity, LayerNorm, Linear,
+                     ModuleList, MSELoss, NLLLoss, ReLU, Sequential, Sigmoid, SiLU, Softmax,
+                     Tanh)
 from .module import Module, Parameter
+from . import utils  # noqa: F401 - eager.nn.utils, as torch.nn.utils (clip_grad_norm_)
 
-__all__ = [
-                     "GELU",
-                     "CrossEntropyLoss",
-                     "Dropout",
-                     "Embedding",
-                     "Identity",
-                     "LayerNorm",
-                     "Linear",
-                     "MSELoss",
-                     "Module",
-                     "ModuleList",
-                     "NLLLoss",
-                     "Parameter",
-                     "ReLU",
-                     "Sequential",
-                     "SiLU",
-                     "Sigmoid",
-                     "Softmax",
-                     "Tanh",
-                     "functional",
-                     "init",
-                     "utils",
-]
+__all__ = ["functional", "init", "Module", "Parameter", "Linear", "Sequential", "ModuleList",
+           "Identity", "ReLU", "GELU", "Tanh", "Sigmoid", "SiLU", "Softmax", "LayerNorm",
+           "Embedding", "Dropout", "CrossEntropyLoss", "MSELoss", "NLLLoss"]

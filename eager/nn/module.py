@@ -177,7 +177,7 @@ class Module:
         return self
 
     def zero_grad(self, set_to_none: bool = True):
-        from ..optim.optimizer import _zeroed
+        from ..optim import _zeroed
 
         for p in self.parameters():
             if set_to_none:

@@ -8,7 +8,7 @@ changes them between calls.
 from . import lr_scheduler
 from .adam import Adam, Adamax, AdamW, NAdam, RAdam
 from .adaptive import Adadelta, Adagrad, RMSprop
-from .optimizer import Optimizer, ParamGroup
+from .optimizer import Optimizer, ParamGroup, _zeroed  # noqa: F401 - (nn.Module.zero_grad)
 from .sgd import SGD
 
 __all__ = [
