@@ -51,6 +51,9 @@ class ParamGroup(dict):
 class Optimizer:
     def __init__(self, params, defaults: dict):
         self.defaults = dict(defaults)
+        if isinstance(params, (Tensor, set, frozenset)):
+            raise TypeError("params argument given to the optimizer should be an iterable of "
+                            f"Tensors or dicts (a list), but got {type(params).__name__}")
         params = list(params)
         if not params:
             raise ValueError("optimizer got an empty parameter list")
@@ -66,6 +69,9 @@ class Optimizer:
         group = ParamGroup(group)
         group.name = f"optimizer.param_groups[{len(self.param_groups)}]"
         ps = _params(group, "params")
+        if isinstance(ps, (set, frozenset)):
+            raise TypeError("optimizer parameters need to be organized in ordered collections "
+                            "(a list), but the ordering of tensors in sets changes between runs")
         dict.__setitem__(group, "params", [ps] if isinstance(ps, Tensor) else list(ps))
         for p in _params(group, "params"):
             if not isinstance(p, Tensor):

@@ -199,6 +199,10 @@ def test_per_group_options_fill_from_the_defaults():
     assert opt.param_groups[2]["alpha"] == 0.5 and opt.param_groups[2]["lr"] == 0.1
     with pytest.raises(ValueError, match="more than one parameter group"):
         opt.add_param_group({"params": [a]})
+    with pytest.raises(TypeError, match="ordered collections"):
+        opt.add_param_group({"params": {eager.zeros(1, requires_grad=True)}})
+    with pytest.raises(TypeError, match="iterable of Tensors"):
+        optim.Adam(a)
 
 
 def test_added_group_is_stepped_with_its_own_options():
