@@ -56,7 +56,7 @@ VIEWS = {"reshape", "permute", "broadcast_to", "getitem"}
 REDUCTIONS = {"sum", "amax"}
 BLAS = {"matmul"}
 NUMPY = {"argmax", "check_class_index", "gather", "scatter_add", "scatter_slice", "slice_update",
-         "cat", "uniform", "normal", "randint"}
+         "cat", "uniform", "normal", "randint", "check_finite"}
 
 LOWERING = {}
 for _name in OPS:

@@ -905,6 +905,12 @@ def check_class_index(idx, size, op):
     return apply(OPS["check_class_index"], idx, size=int(size), what=op)
 
 
+def check_finite(x, what: str):
+    """`x` after checking, when the program runs (traced too), that it holds no NaN or
+    infinity: RuntimeError(what) otherwise."""
+    return apply(OPS["check_finite"], x, what=what)
+
+
 def scatter_add(g, idx, shape):
     return apply(OPS["scatter_add"], g, *idx, shape=tuple(shape))
 

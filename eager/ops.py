@@ -476,6 +476,12 @@ def _check_class_index_impl(idx, size, what):
     return idx.view()
 
 
+def _check_finite_impl(x, what):
+    if not np.isfinite(x).all():
+        raise RuntimeError(what)
+    return x.view()
+
+
 def _relu_impl(x):
     return np.maximum(x, x.dtype.type(0))
 
@@ -731,6 +737,11 @@ register("check_class_index", I, 1, _check_class_index_impl,
          doc="The index tensor itself, after checking every value is in [0, size): an "
              "IndexError otherwise (class labels, embedding rows; numpy's indexing would wrap "
              "a negative index around). Runs when the program runs, traced or not.")
+register("check_finite", I, 1, _check_finite_impl, lambda x, what: x, params=("what",),
+         view="whole", vjp=lambda g, out, x, what: (g,),
+         doc="The tensor itself, after checking every value is finite: RuntimeError(what) "
+             "otherwise (clip_grad_norm_(error_if_nonfinite=True) in a compiled step). Runs "
+             "when the program runs, traced or not.")
 register("scatter_add", I, -1, _scatter_add_impl, _scatter_add_infer,
          vjp=lambda g, out, v, *idx, shape: (fn.gather(g, idx),) + (None,) * len(idx),
          saves=(1, 2, 3, 4, 5, 6, 7, 8), params=("shape",),

@@ -4,6 +4,7 @@ from .layers import (CrossEntropyLoss, Dropout, Embedding, GELU, Identity, Layer
                      ModuleList, MSELoss, NLLLoss, ReLU, Sequential, Sigmoid, SiLU, Softmax,
                      Tanh)
 from .module import Module, Parameter
+from . import utils  # noqa: F401 - eager.nn.utils, as torch.nn.utils (clip_grad_norm_)
 
 __all__ = ["functional", "init", "Module", "Parameter", "Linear", "Sequential", "ModuleList",
            "Identity", "ReLU", "GELU", "Tanh", "Sigmoid", "SiLU", "Softmax", "LayerNorm",

@@ -221,6 +221,8 @@ OP_CASES.update({
     "check_class_index": [Case("check_class_index",
                                lambda w, idx: (F.embedding(idx, w) + 1,),
                                shapes([(5, 3), (4,)], None, [(5, 3), (0,)], ints={1: (0, 5)}))],
+    "check_finite": [Case("check_finite", lambda a: (EF.check_finite(a * 2, "not finite") + 1,),
+                          shapes([(3, 5)], [()], [(0, 3)]), specials=False)],
     "scatter_add": [Case("scatter_add", _scatter_adds,
                          shapes([(6, 3), (6,)], None, [(0, 3), (0,)], ints={1: (0, 4)}))],
     "scatter_slice": [Case("scatter_slice", _scatter_slices, shapes([(4, 3)], None, None))],

@@ -1147,6 +1147,8 @@ OPINFOS: list[OpInfo] = [
     _e("gather", "gather", _index_call, lambda a, key: a[key], gather_samples, ALL, gather_grad),
     _e("embedding", "check_class_index", lambda w, idx: NF.embedding(idx, w),
        lambda w, idx: w[idx], embedding_samples, ALL),
+    _e("check_finite", "check_finite", lambda a: EF.check_finite(a, "not finite"),
+       pointwise(lambda a: a), unary_samples(special=False), FLOATS, unary_grad()),
     _e("scatter_add", "scatter_add", _scatter_add_call, _scatter_add_ref, scatter_add_samples,
        NUMERIC, _grad_of(scatter_add_samples)),
     # random
