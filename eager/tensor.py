@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import device as _device
 from . import dtypes
 from . import functions as F
 from . import dispatch as _dispatch
@@ -502,10 +503,26 @@ class Tensor:
         return F.getitem(self, key)
 
     # ---------------------------------------------------------------- dtype methods
-    def to(self, dtype) -> "Tensor":
-        if isinstance(dtype, str) and dtype == "cpu":
-            return self
-        return F.cast(self, dtype)
+    def to(self, *args, **kwargs) -> "Tensor":
+        """`to(dtype)`, `to(device, dtype=None)`, `to(other)`, `to(device=, dtype=, copy=)`,
+        as in PyTorch; the device must be the CPU (eager/device.py)."""
+        dtype, copy = _device.parse_to(args, kwargs, "to")
+        out = self if dtype is None or dtype == self.dtype else F.cast(self, dtype)
+        return out.clone() if copy and out is self else out
+
+    @property
+    def device(self):
+        return _device.CPU
+
+    is_cuda = False
+    is_cpu = True
+
+    def cpu(self) -> "Tensor":
+        return self
+
+    def cuda(self, device=None, non_blocking=False) -> "Tensor":
+        _device.check_device("cuda" if device is None else device, "cuda")
+        return self
 
     def float(self) -> "Tensor":
         return F.cast(self, dtypes.float32)

@@ -3,8 +3,10 @@ from . import functional, init
 from .layers import (CrossEntropyLoss, Dropout, Embedding, GELU, Identity, LayerNorm, Linear,
                      ModuleList, MSELoss, NLLLoss, ReLU, Sequential, Sigmoid, SiLU, Softmax,
                      Tanh)
+from .containers import Flatten, ModuleDict, ParameterDict, ParameterList, Unflatten
 from .module import Module, Parameter
 
 __all__ = ["functional", "init", "Module", "Parameter", "Linear", "Sequential", "ModuleList",
            "Identity", "ReLU", "GELU", "Tanh", "Sigmoid", "SiLU", "Softmax", "LayerNorm",
-           "Embedding", "Dropout", "CrossEntropyLoss", "MSELoss", "NLLLoss"]
+           "Embedding", "Dropout", "CrossEntropyLoss", "MSELoss", "NLLLoss", "ModuleDict",
+           "ParameterList", "ParameterDict", "Flatten", "Unflatten"]
