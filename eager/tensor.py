@@ -379,6 +379,10 @@ class Tensor:
     def copy_(self, src) -> "Tensor":
         self._check_inplace("copy_")
         src = F.as_tensor(src, "copy_")
+        if not _state.grad_enabled and src.requires_grad:
+            # Under no_grad the copy has no history: without this, copying a tensor that
+            # requires grad (p2.copy_(p1)) would hand its grad_fn/requires_grad to self.
+            src = src.detach()
         if src.dtype != self.dtype:
             src = F.cast(src, self.dtype)
         return self._inplace("copy_", F.expand(src, self.shape))
