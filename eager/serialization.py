@@ -221,9 +221,8 @@ def _make_tensor(arr, node):
     from .nn.module import Parameter
 
     dtype = dtypes.canonical(arr.dtype)
-    arr = np.ascontiguousarray(arr, dtype=dtype)
-    if not arr.flags.writeable:
-        arr = arr.copy()
+    if arr.dtype != dtype or not arr.flags.c_contiguous or not arr.flags.writeable:
+        arr = np.array(arr, dtype=dtype, order="C")  # (ascontiguousarray makes 0-d 1-d)
     t = Tensor._wrap(arr)
     requires_grad = bool(node.get("requires_grad")) and dtype.kind == "f"
     if node.get("parameter"):
