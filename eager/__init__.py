@@ -38,7 +38,8 @@ from .functions import (  # noqa: E402
     stack, std, stop_gradient, sub, sum, tanh, tensor, transpose, var,
     unsqueeze, where, zeros, zeros_like,
 )
-from .device import device, with_device as _with_device  # noqa: E402
+# (as_tensor: PyTorch's, with dtype= and device=, over the internal helper imported above)
+from .device import as_tensor, device, with_device as _with_device  # noqa: E402
 from . import cuda  # noqa: E402
 from .autograd import inference_mode  # noqa: E402
 

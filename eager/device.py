@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import functools
 
+import numpy as np
+
 from .errors import user_location
 
 _KNOWN_TYPES = ("cpu", "cuda", "mps", "xpu", "meta", "hip", "xla", "ipu", "vulkan", "mkldnn")
@@ -175,3 +177,18 @@ def parse_to(args, kwargs, op: str = "to"):
             raise TypeError(f"{op}(): expected a dtype or a device, got {dtype!r} "
                             f"(at {user_location()})") from exc
     return dtype, copy
+
+
+def as_tensor(data, dtype=None, device=None):
+    """PyTorch's `as_tensor`: `data` itself when it is already a tensor of that dtype, a
+    tensor sharing memory with a numpy array of a supported dtype, else a new tensor."""
+    from . import dtypes, functions
+    from .tensor import Tensor
+
+    check_device(device, "as_tensor")
+    if isinstance(data, Tensor):
+        return data if dtype is None else data.to(dtype)
+    if isinstance(data, np.ndarray) and data.dtype == dtypes.canonical(data.dtype) and (
+            dtype is None or dtypes.canonical(dtype) == data.dtype):
+        return functions.from_numpy(data)
+    return functions.tensor(data, dtype=dtype)

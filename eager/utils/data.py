@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import bisect
 import math
-import multiprocessing
-import queue
 import random as _pyrandom
 import sys
 import traceback
@@ -376,6 +374,8 @@ class _MultiProcessIter:
 
     def __init__(self, loader, base_seed):
         self._loader = loader
+        import multiprocessing  # (not at import time: most programs never start workers)
+
         n = loader.num_workers
         ctx = loader.multiprocessing_context
         if ctx is None:
@@ -419,6 +419,8 @@ class _MultiProcessIter:
         return self
 
     def _get(self):
+        import queue
+
         timeout = self._loader.timeout
         while True:
             try:

@@ -78,6 +78,18 @@ def test_a_non_cpu_device_raises_naming_the_cpu_only_runtime_and_the_line(make):
     assert "test_devices.py" in str(info.value)
 
 
+def test_as_tensor_shares_numpy_memory_and_takes_dtype_and_device():
+    a = np.ones(3, np.float32)
+    t = eager.as_tensor(a, device="cpu")
+    a[0] = 5.0
+    assert t.tolist() == [5.0, 1.0, 1.0]
+    assert eager.as_tensor(t) is t and eager.as_tensor(t, dtype=eager.float64).dtype == \
+        eager.float64
+    assert eager.as_tensor([1, 2], dtype=eager.float64).tolist() == [1.0, 2.0]
+    with pytest.raises(RuntimeError, match="CPU only"):
+        eager.as_tensor(a, device="cuda")
+
+
 def test_to_rejects_what_is_neither_a_device_nor_a_dtype():
     with pytest.raises(TypeError):
         eager.ones(2).to("float128x")
