@@ -39,7 +39,8 @@ from .functions import (  # noqa: E402
     unsqueeze, where, zeros, zeros_like,
 )
 # (as_tensor: PyTorch's, with dtype= and device=, over the internal helper imported above)
-from .device import as_tensor, device, with_device as _with_device  # noqa: E402
+from .device import (as_tensor, device, get_default_device, set_default_device,  # noqa: E402
+                     with_device as _with_device)
 from . import cuda  # noqa: E402
 from .autograd import inference_mode  # noqa: E402
 

@@ -113,6 +113,15 @@ def check_device(dev, op: str = "device") -> device:
     return CPU
 
 
+def set_default_device(dev) -> None:
+    """PyTorch's `set_default_device`: the CPU (or None) is accepted; anything else raises."""
+    check_device(dev, "set_default_device")
+
+
+def get_default_device() -> device:
+    return CPU
+
+
 def is_device_like(value) -> bool:
     """True for what `.to()` reads as a device: a device object or a device string."""
     if isinstance(value, device):

@@ -101,6 +101,10 @@ def test_state_dict_key_order_follows_pytorch_and_skips_non_persistent_buffers()
     # Re-registering as persistent puts it back in the state.
     m2.register_buffer("cache", m2.cache, persistent=True)
     assert "cache" in m2.state_dict()
+    m2.register_buffer("cache", m2.cache, persistent=False)
+    del m2.cache
+    m2.register_buffer("cache", eager.zeros(2))
+    assert "cache" in m2.state_dict()
 
 
 def test_register_buffer_rejects_bad_names_and_values_as_pytorch():
@@ -253,3 +257,11 @@ def test_compiled_training_step_over_container_model_matches_eager(backend):
         assert got.item() == pytest.approx(want.item(), rel=1e-5, abs=1e-6)
     np.testing.assert_allclose(m1.gates[0].detach().numpy(), m2.gates[0].detach().numpy(),
                                rtol=1e-5, atol=1e-6)
+    # So is a buffer replaced by assignment, and one re-registered.
+    for m in (m1, m2):
+        m.offset = eager.full((3,), -2.0)
+    assert "offset" in dict(m1.named_buffers())
+    assert compiled(x, y).item() == pytest.approx(step(m2, o2, x, y).item(), rel=1e-5)
+    for m in (m1, m2):
+        m.register_buffer("offset", eager.tensor([0.5, -0.5, 3.0]))
+    assert compiled(x, y).item() == pytest.approx(step(m2, o2, x, y).item(), rel=1e-5)

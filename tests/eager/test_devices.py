@@ -78,6 +78,17 @@ def test_a_non_cpu_device_raises_naming_the_cpu_only_runtime_and_the_line(make):
     assert "test_devices.py" in str(info.value)
 
 
+def test_default_device_is_the_cpu():
+    eager.set_default_device("cpu")
+    eager.set_default_device(None)
+    assert eager.get_default_device() == eager.device("cpu")
+    assert eager.ones(1).get_device() == -1
+    with pytest.raises(RuntimeError, match="CPU only"):
+        eager.set_default_device("cuda")
+    with eager.device("cpu"):
+        assert eager.zeros(1).device.type == "cpu"
+
+
 def test_as_tensor_shares_numpy_memory_and_takes_dtype_and_device():
     a = np.ones(3, np.float32)
     t = eager.as_tensor(a, device="cpu")
