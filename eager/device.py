@@ -20,7 +20,7 @@ from .errors import user_location
 _KNOWN_TYPES = ("cpu", "cuda", "mps", "xpu", "meta", "hip", "xla", "ipu", "vulkan", "mkldnn")
 
 
-class device:  # noqa: N801 - PyTorch's name
+class device:  # (lower case: PyTorch's name)
     """A device description: `device("cpu")`, `device("cuda", 0)`, `device("cuda:1")`.
 
     Making a non-CPU device object is allowed (as in PyTorch, scripts build one before
@@ -29,7 +29,7 @@ class device:  # noqa: N801 - PyTorch's name
 
     __slots__ = ("type", "index")
 
-    def __init__(self, type, index=None):  # noqa: A002 - PyTorch's argument name
+    def __init__(self, type, index=None):  # (`type`: PyTorch's argument name)
         if isinstance(type, device):
             if index is not None:
                 raise ValueError("device(): an index cannot be given with a device object")
@@ -182,7 +182,7 @@ def parse_to(args, kwargs, op: str = "to"):
     if dtype is not None:
         try:
             dtype = dtypes.canonical(dtype)
-        except Exception as exc:  # noqa: BLE001 - re-raised with the user's line
+        except Exception as exc:  # (re-raised with the user's line)
             raise TypeError(f"{op}(): expected a dtype or a device, got {dtype!r} "
                             f"(at {user_location()})") from exc
     return dtype, copy

@@ -46,7 +46,7 @@ class Generator:
         self._seed = int(np.random.SeedSequence().entropy % (2 ** 63))
         self._rng = np.random.default_rng(self._seed)
 
-    def manual_seed(self, seed: int) -> "Generator":
+    def manual_seed(self, seed: int) -> Generator:
         self._seed = int(seed)
         self._rng = np.random.default_rng(self._seed)
         return self
@@ -60,7 +60,7 @@ class Generator:
     def get_state(self) -> dict:
         return self._rng.bit_generator.state
 
-    def set_state(self, state: dict) -> "Generator":
+    def set_state(self, state: dict) -> Generator:
         self._rng.bit_generator.state = state
         return self
 

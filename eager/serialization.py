@@ -113,7 +113,7 @@ def _encode(obj, path, arrays, ids, keep):
                                      for i, v in enumerate(obj)]}
     hint = ""
     if hasattr(obj, "state_dict"):
-        hint = f"; save its state_dict() and restore with load_state_dict()"
+        hint = "; save its state_dict() and restore with load_state_dict()"
     raise TypeError(f"eager.save: cannot save {path} of type {type(obj).__name__}: the format "
                     f"(a zip of JSON and .npy arrays, no pickle) holds tensors, numpy arrays, "
                     f"numbers, strings, None and dicts/lists/tuples of them{hint} "

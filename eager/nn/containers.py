@@ -8,17 +8,15 @@ ParameterDict, Flatten, Unflatten.
 """
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Mapping
 
 from .. import functions as T
-from .module import Module, Parameter, STRUCTURE_EPOCH
+from .module import STRUCTURE_EPOCH, Module, Parameter
 
 
 def _pairs(values, what):
     """(key, value) pairs from a mapping or an iterable of pairs, keeping their order."""
-    if isinstance(values, (OrderedDict, dict, ModuleDict, ParameterDict)) \
-            or isinstance(values, Mapping):
+    if isinstance(values, (Mapping, ModuleDict, ParameterDict)):
         return list(values.items())
     pairs = []
     for i, item in enumerate(values):
@@ -116,11 +114,11 @@ class ParameterList(Module):
     def __iadd__(self, parameters):
         return self.extend(parameters)
 
-    def append(self, value) -> "ParameterList":
+    def append(self, value) -> ParameterList:
         self.register_parameter(str(len(self)), _as_parameter(value))
         return self
 
-    def extend(self, values) -> "ParameterList":
+    def extend(self, values) -> ParameterList:
         for v in values:
             self.append(v)
         return self

@@ -189,7 +189,7 @@ class Module:
         for _, b in self.named_buffers(recurse=recurse):
             yield b
 
-    def get_submodule(self, target: str) -> "Module":
+    def get_submodule(self, target: str) -> Module:
         """The sub-module at dotted path `target` ("" is this module), as in PyTorch."""
         if target == "":
             return self
@@ -202,7 +202,7 @@ class Module:
             mod = mod._modules[item]
         return mod
 
-    def get_parameter(self, target: str) -> "Parameter":
+    def get_parameter(self, target: str) -> Parameter:
         mod_path, _, name = target.rpartition(".")
         mod = self.get_submodule(mod_path)
         if name not in mod._parameters or mod._parameters[name] is None:

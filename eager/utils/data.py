@@ -40,7 +40,7 @@ class Dataset:
     def __getitem__(self, index):
         raise NotImplementedError(f"{type(self).__name__} must define __getitem__")
 
-    def __add__(self, other: "Dataset") -> "ConcatDataset":
+    def __add__(self, other: Dataset) -> ConcatDataset:
         return ConcatDataset([self, other])
 
 
@@ -120,7 +120,7 @@ def random_split(dataset, lengths, generator=None) -> list:
     n = len(dataset)
     lengths = list(lengths)
     if math.isclose(sum(lengths), 1) and sum(lengths) <= 1:
-        counts = [int(math.floor(n * frac)) for frac in lengths]
+        counts = [math.floor(n * frac) for frac in lengths]
         for i in range(n - sum(counts)):
             counts[i % len(counts)] += 1
         lengths = counts

@@ -220,7 +220,7 @@ class TinyGPT(nn.Module):
 
     def forward(self, idx):
         t = self.transformer
-        b, n = idx.shape
+        n = idx.shape[1]
         x = t.wte(idx) + t.wpe(eager.arange(n, device=idx.device))
         h = t.ln_1(x)
         qkv = t.attn(h)
