@@ -38,9 +38,6 @@ class Parameter(Tensor):
         return (Parameter, (Tensor._wrap(self._data), self.requires_grad))
 
 
-IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
-
-
 # Bumped whenever a Parameter or sub-Module is (re)assigned on any Module: the tracer's
 # guards re-check where captured parameters come from only when this has moved.
 STRUCTURE_EPOCH = [0]
@@ -351,3 +348,7 @@ class Module:
 
     def __dir__(self):
         return list(super().__dir__()) + list(self._parameters) + list(self._modules)
+
+
+# What load_state_dict returns, as PyTorch's `_IncompatibleKeys`.
+IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
