@@ -41,7 +41,7 @@ from .functions import (  # noqa: E402
 # (as_tensor: PyTorch's, with dtype= and device=, over the internal helper imported above)
 from .device import (as_tensor, device, get_default_device, set_default_device,  # noqa: E402
                      with_device as _with_device)
-from . import cuda  # noqa: E402
+from . import backends, cuda  # noqa: E402
 from .autograd import inference_mode  # noqa: E402
 
 # PyTorch's device= (and pin_memory=) on every creation function, checked in one place.

@@ -30,3 +30,11 @@ def synchronize(device=None) -> None:
 
 def is_bf16_supported() -> bool:
     return False
+
+
+def current_device() -> int:
+    """Raises, as PyTorch built without CUDA does: there is no CUDA device."""
+    from .device import check_device
+
+    check_device("cuda", "eager.cuda.current_device")
+    return 0  # (not reached)

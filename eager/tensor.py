@@ -524,6 +524,12 @@ class Tensor:
     def get_device(self) -> int:
         return -1  # PyTorch's answer for a CPU tensor
 
+    def pin_memory(self) -> "Tensor":
+        return self  # (page-locking helps copies to a GPU; there is none)
+
+    def is_pinned(self) -> bool:
+        return False
+
     def cpu(self) -> "Tensor":
         return self
 

@@ -78,6 +78,18 @@ def test_a_non_cpu_device_raises_naming_the_cpu_only_runtime_and_the_line(make):
     assert "test_devices.py" in str(info.value)
 
 
+def test_accelerator_switches_scripts_set_are_accepted_and_report_no_accelerator():
+    eager.backends.cuda.matmul.allow_tf32 = True
+    eager.backends.cudnn.allow_tf32 = True
+    eager.backends.cudnn.benchmark = True
+    assert eager.backends.mps.is_available() is False
+    assert eager.backends.cudnn.is_available() is False
+    x = eager.ones(2)
+    assert x.pin_memory() is x and not x.is_pinned()
+    with pytest.raises(RuntimeError, match="CPU only"):
+        eager.cuda.current_device()
+
+
 def test_default_device_is_the_cpu():
     eager.set_default_device("cpu")
     eager.set_default_device(None)
