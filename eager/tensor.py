@@ -510,6 +510,8 @@ class Tensor:
     def to(self, *args, **kwargs) -> "Tensor":
         """`to(dtype)`, `to(device, dtype=None)`, `to(other)`, `to(device=, dtype=, copy=)`,
         as in PyTorch; the device must be the CPU (eager/device.py)."""
+        if not kwargs and len(args) == 1 and isinstance(args[0], (np.dtype, type)):
+            return F.cast(self, args[0])  # the common to(dtype), without parsing overloads
         dtype, copy = _device.parse_to(args, kwargs, "to")
         out = self if dtype is None or dtype == self.dtype else F.cast(self, dtype)
         return out.clone() if copy and out is self else out

@@ -349,6 +349,8 @@ def _worker_loop(dataset, fetch, index_queue, result_queue, worker_id, num_worke
         batch_no, indices = job
         try:
             result = fetch(dataset, indices)
+        except KeyboardInterrupt:
+            return  # Ctrl-C reaches the main process too; it raises and stops the workers
         except Exception as exc:  # noqa: BLE001 - re-raised in the main process
             result = _WorkerError(exc, worker_id)
         result_queue.put((batch_no, result))
