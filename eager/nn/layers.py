@@ -83,17 +83,47 @@ class Sequential(Module):
 
 
 class ModuleList(Module):
-    def __init__(self, modules=()):
+    def __init__(self, modules=None):
         super().__init__()
-        for m in modules:
+        for m in modules or ():
             self.append(m)
 
     def append(self, m):
         self.add_module(str(len(self._modules)), m)
         return self
 
+    def extend(self, modules):
+        for m in modules:
+            self.append(m)
+        return self
+
+    def __iadd__(self, modules):
+        return self.extend(modules)
+
+    def insert(self, index: int, m) -> None:
+        mods = list(self._modules.values())
+        mods.insert(index, m)
+        self._renumber(mods)
+
+    def _renumber(self, mods):
+        # As PyTorch: names stay "0".."n-1", so state_dict keys follow positions.
+        self._modules.clear()
+        for i, m in enumerate(mods):
+            self.add_module(str(i), m)
+
     def __getitem__(self, i):
+        if isinstance(i, slice):
+            return ModuleList(list(self._modules.values())[i])
         return list(self._modules.values())[i]
+
+    def __setitem__(self, i: int, m) -> None:
+        key = list(self._modules)[i]  # (IndexError as a list gives it)
+        self.add_module(key, m)
+
+    def __delitem__(self, i) -> None:
+        mods = list(self._modules.values())
+        del mods[i]
+        self._renumber(mods)
 
     def __len__(self):
         return len(self._modules)

@@ -33,6 +33,23 @@ def test_module_dict_registers_in_order_and_behaves_like_a_dict():
                                         heads.a.weight, heads.a.bias).detach().numpy())
 
 
+def test_module_list_edits_keep_positional_names():
+    blocks = nn.ModuleList([nn.Linear(2, 2) for _ in range(3)])
+    first, last = blocks[0], blocks[-1]
+    blocks += [nn.Tanh()]
+    blocks.insert(0, nn.ReLU())
+    assert [type(b).__name__ for b in blocks] == ["ReLU", "Linear", "Linear", "Linear", "Tanh"]
+    assert blocks[1] is first and blocks[3] is last
+    del blocks[0]
+    blocks[3] = nn.Sigmoid()
+    assert isinstance(blocks[1:3], nn.ModuleList) and len(blocks[1:3]) == 2
+    assert list(blocks.state_dict()) == ["0.weight", "0.bias", "1.weight", "1.bias",
+                                         "2.weight", "2.bias"]
+    assert isinstance(blocks[3], nn.Sigmoid)
+    with pytest.raises(IndexError):
+        blocks[7] = nn.ReLU()
+
+
 def test_parameter_list_and_dict_register_wrap_and_index():
     plist = nn.ParameterList([nn.Parameter(eager.ones(2)), eager.zeros(3)])
     plist.append(eager.full((1,), 5.0))
