@@ -21,7 +21,7 @@ from . import tensor as _tensor
 from .tensor import Tensor
 from . import autograd
 from .autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
-from .random import manual_seed, get_rng_state, set_rng_state
+from .random import Generator, manual_seed, get_rng_state, set_rng_state
 
 # Bind the late references that keep the hot path free of imports.
 _dispatch._Tensor = Tensor
@@ -38,9 +38,24 @@ from .functions import (  # noqa: E402
     stack, std, stop_gradient, sub, sum, tanh, tensor, transpose, var,
     unsqueeze, where, zeros, zeros_like,
 )
+# (as_tensor: PyTorch's, with dtype= and device=, over the internal helper imported above)
+from .device import (as_tensor, device, get_default_device, set_default_device,  # noqa: E402
+                     with_device as _with_device)
+from . import backends, cuda  # noqa: E402
+from .autograd import inference_mode  # noqa: E402
+
+# PyTorch's device= (and pin_memory=) on every creation function, checked in one place.
+for _name in ("tensor", "zeros", "ones", "full", "zeros_like", "ones_like", "full_like",
+              "arange", "linspace", "eye", "rand", "randn", "randint", "rand_like",
+              "randn_like"):
+    globals()[_name] = _with_device(getattr(_functions, _name))
+del _name
+
 from . import nn  # noqa: E402
 from . import optim  # noqa: E402
 from .nn.functional import softmax, log_softmax  # noqa: E402
+from . import utils  # noqa: E402
+from .serialization import load, save  # noqa: E402
 
 Tensor.softmax = _tensor._method(softmax)          # x.softmax(dim), as in PyTorch
 Tensor.log_softmax = _tensor._method(log_softmax)

@@ -29,3 +29,52 @@ def get_rng_state() -> dict:
 
 def set_rng_state(state: dict) -> None:
     _generator.bit_generator.state = state
+
+
+class Generator:
+    """A random generator of its own (PyTorch's `torch.Generator`), for `DataLoader(shuffle=
+    True, generator=g)`, `RandomSampler` and `random_split`: seeding it repeats their order
+    without touching the global generator.
+
+    >>> g = Generator().manual_seed(0)
+    """
+
+    def __init__(self, device="cpu"):
+        from .device import check_device
+
+        check_device(device, "Generator")
+        self._seed = int(np.random.SeedSequence().entropy % (2 ** 63))
+        self._rng = np.random.default_rng(self._seed)
+
+    def manual_seed(self, seed: int) -> Generator:
+        self._seed = int(seed)
+        self._rng = np.random.default_rng(self._seed)
+        return self
+
+    def seed(self) -> int:
+        return self.manual_seed(int(np.random.SeedSequence().entropy % (2 ** 63)))._seed
+
+    def initial_seed(self) -> int:
+        return self._seed
+
+    def get_state(self) -> dict:
+        return self._rng.bit_generator.state
+
+    def set_state(self, state: dict) -> Generator:
+        self._rng.bit_generator.state = state
+        return self
+
+    @property
+    def device(self):
+        from .device import CPU
+
+        return CPU
+
+
+def numpy_generator(generator=None) -> np.random.Generator:
+    """The numpy generator behind `generator` (an eager.Generator), or the global one."""
+    if generator is None:
+        return _generator
+    if not isinstance(generator, Generator):
+        raise TypeError(f"expected an eager.Generator, got {type(generator).__name__}")
+    return generator._rng

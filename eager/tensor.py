@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import device as _device
 from . import dtypes
 from . import functions as F
 from . import dispatch as _dispatch
@@ -403,6 +404,10 @@ class Tensor:
     def copy_(self, src) -> "Tensor":
         self._check_inplace("copy_")
         src = F.as_tensor(src, "copy_")
+        if not _state.grad_enabled and src.requires_grad:
+            # Under no_grad the copy has no history: without this, copying a tensor that
+            # requires grad (p2.copy_(p1)) would hand its grad_fn/requires_grad to self.
+            src = src.detach()
         if src.dtype != self.dtype:
             src = F.cast(src, self.dtype)
         return self._inplace("copy_", F.expand(src, self.shape))
@@ -548,10 +553,37 @@ class Tensor:
         return F.getitem(self, key)
 
     # ---------------------------------------------------------------- dtype methods
-    def to(self, dtype) -> "Tensor":
-        if isinstance(dtype, str) and dtype == "cpu":
-            return self
-        return F.cast(self, dtype)
+    def to(self, *args, **kwargs) -> "Tensor":
+        """`to(dtype)`, `to(device, dtype=None)`, `to(other)`, `to(device=, dtype=, copy=)`,
+        as in PyTorch; the device must be the CPU (eager/device.py)."""
+        if not kwargs and len(args) == 1 and isinstance(args[0], (np.dtype, type)):
+            return F.cast(self, args[0])  # the common to(dtype), without parsing overloads
+        dtype, copy = _device.parse_to(args, kwargs, "to")
+        out = self if dtype is None or dtype == self.dtype else F.cast(self, dtype)
+        return out.clone() if copy and out is self else out
+
+    @property
+    def device(self):
+        return _device.CPU
+
+    is_cuda = False
+    is_cpu = True
+
+    def get_device(self) -> int:
+        return -1  # PyTorch's answer for a CPU tensor
+
+    def pin_memory(self) -> "Tensor":
+        return self  # (page-locking helps copies to a GPU; there is none)
+
+    def is_pinned(self) -> bool:
+        return False
+
+    def cpu(self) -> "Tensor":
+        return self
+
+    def cuda(self, device=None, non_blocking=False) -> "Tensor":
+        _device.check_device("cuda" if device is None else device, "cuda")
+        return self
 
     def float(self) -> "Tensor":
         return F.cast(self, dtypes.float32)

@@ -3,9 +3,11 @@ from . import functional, init
 from .layers import (CrossEntropyLoss, Dropout, Embedding, GELU, Identity, LayerNorm, Linear,
                      ModuleList, MSELoss, NLLLoss, ReLU, Sequential, Sigmoid, SiLU, Softmax,
                      Tanh)
+from .containers import Flatten, ModuleDict, ParameterDict, ParameterList, Unflatten
 from .module import Module, Parameter
 from . import utils  # noqa: F401 - eager.nn.utils, as torch.nn.utils (clip_grad_norm_)
 
 __all__ = ["functional", "init", "Module", "Parameter", "Linear", "Sequential", "ModuleList",
            "Identity", "ReLU", "GELU", "Tanh", "Sigmoid", "SiLU", "Softmax", "LayerNorm",
-           "Embedding", "Dropout", "CrossEntropyLoss", "MSELoss", "NLLLoss"]
+           "Embedding", "Dropout", "CrossEntropyLoss", "MSELoss", "NLLLoss", "ModuleDict",
+           "ParameterList", "ParameterDict", "Flatten", "Unflatten"]

@@ -9,6 +9,7 @@ import numpy as np
 from .. import functions as T
 from . import functional as F
 from . import init
+from ..device import check_device
 from .module import Module, Parameter
 
 
@@ -19,8 +20,10 @@ def _empty(*shape):
 class Linear(Module):
     """y = x @ W.T + b; W and b ~ U(-1/sqrt(in), 1/sqrt(in)) as in PyTorch."""
 
-    def __init__(self, in_features: int, out_features: int, bias: bool = True, dtype=None):
+    def __init__(self, in_features: int, out_features: int, bias: bool = True, device=None,
+                 dtype=None):
         super().__init__()
+        check_device(device, "nn.Linear")
         self.in_features = in_features
         self.out_features = out_features
         self.weight = _empty(out_features, in_features)
@@ -80,17 +83,47 @@ class Sequential(Module):
 
 
 class ModuleList(Module):
-    def __init__(self, modules=()):
+    def __init__(self, modules=None):
         super().__init__()
-        for m in modules:
+        for m in modules or ():
             self.append(m)
 
     def append(self, m):
         self.add_module(str(len(self._modules)), m)
         return self
 
+    def extend(self, modules):
+        for m in modules:
+            self.append(m)
+        return self
+
+    def __iadd__(self, modules):
+        return self.extend(modules)
+
+    def insert(self, index: int, m) -> None:
+        mods = list(self._modules.values())
+        mods.insert(index, m)
+        self._renumber(mods)
+
+    def _renumber(self, mods):
+        # As PyTorch: names stay "0".."n-1", so state_dict keys follow positions.
+        self._modules.clear()
+        for i, m in enumerate(mods):
+            self.add_module(str(i), m)
+
     def __getitem__(self, i):
+        if isinstance(i, slice):
+            return ModuleList(list(self._modules.values())[i])
         return list(self._modules.values())[i]
+
+    def __setitem__(self, i: int, m) -> None:
+        key = list(self._modules)[i]  # (IndexError as a list gives it)
+        self.add_module(key, m)
+
+    def __delitem__(self, i) -> None:
+        mods = list(self._modules.values())
+        del mods[i]
+        self._renumber(mods)
 
     def __len__(self):
         return len(self._modules)
@@ -150,8 +183,9 @@ class Softmax(Module):
 
 class LayerNorm(Module):
     def __init__(self, normalized_shape, eps: float = 1e-5, elementwise_affine: bool = True,
-                 bias: bool = True):
+                 bias: bool = True, device=None, dtype=None):
         super().__init__()
+        check_device(device, "nn.LayerNorm")
         if isinstance(normalized_shape, int):
             normalized_shape = (normalized_shape,)
         self.normalized_shape = tuple(normalized_shape)
@@ -163,6 +197,8 @@ class LayerNorm(Module):
         else:
             self.weight = None
             self.bias = None
+        if dtype is not None:
+            self.to(dtype)
 
     def forward(self, x):
         return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
@@ -173,11 +209,14 @@ class LayerNorm(Module):
 
 
 class Embedding(Module):
-    def __init__(self, num_embeddings: int, embedding_dim: int):
+    def __init__(self, num_embeddings: int, embedding_dim: int, device=None, dtype=None):
         super().__init__()
+        check_device(device, "nn.Embedding")
         self.num_embeddings = num_embeddings
         self.embedding_dim = embedding_dim
         self.weight = Parameter(T.randn(num_embeddings, embedding_dim))
+        if dtype is not None:
+            self.to(dtype)
 
     def forward(self, idx):
         return F.embedding(idx, self.weight)

@@ -1,7 +1,7 @@
 """nn.Module and nn.Parameter, with PyTorch's semantics."""
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import OrderedDict, namedtuple
 
 import numpy as np
 
@@ -51,6 +51,7 @@ class Module:
         object.__setattr__(self, "_parameters", OrderedDict())
         object.__setattr__(self, "_buffers", OrderedDict())
         object.__setattr__(self, "_modules", OrderedDict())
+        object.__setattr__(self, "_non_persistent_buffers_set", set())
         object.__setattr__(self, "training", True)
 
     def __setattr__(self, name, value):
@@ -95,6 +96,7 @@ class Module:
         for store in (self._parameters, self._buffers, self._modules):
             if name in store:
                 del store[name]
+                self.__dict__.get("_non_persistent_buffers_set", set()).discard(name)
                 return
         object.__delattr__(self, name)
 
@@ -106,8 +108,26 @@ class Module:
         else:
             setattr(self, name, param)
 
-    def register_buffer(self, name, tensor):
+    def register_buffer(self, name, tensor, persistent: bool = True):
+        """A tensor that is module state but not a parameter (running statistics, masks):
+        moved by `to()`, saved by `state_dict()` unless `persistent=False`."""
+        if "_buffers" not in self.__dict__:
+            raise AttributeError("cannot assign buffer before Module.__init__() call")
+        if not isinstance(name, str):
+            raise TypeError(f"buffer name should be a string. Got {type(name).__name__}")
+        if "." in name or name == "":
+            raise KeyError(f"buffer name can't contain \".\" or be empty, got {name!r}")
+        if (name in self.__dict__ or name in self._parameters or name in self._modules) \
+                and name not in self._buffers:
+            raise KeyError(f"attribute '{name}' already exists")
+        if tensor is not None and not isinstance(tensor, Tensor):
+            raise TypeError(f"cannot assign '{type(tensor).__name__}' object to buffer "
+                            f"'{name}' (eager Tensor or None required)")
         self._buffers[name] = tensor
+        if persistent:
+            self._non_persistent_buffers_set.discard(name)
+        else:
+            self._non_persistent_buffers_set.add(name)
         STRUCTURE_EPOCH[0] += 1
 
     def add_module(self, name, module):
@@ -140,12 +160,12 @@ class Module:
         for _, m in self.named_children():
             yield m
 
-    def named_parameters(self, prefix="", recurse=True):
+    def named_parameters(self, prefix="", recurse=True, remove_duplicate=True):
         seen = set()
         mods = self.named_modules(prefix) if recurse else [(prefix, self)]
         for mname, m in mods:
             for name, p in m._parameters.items():
-                if p is None or id(p) in seen:
+                if p is None or (remove_duplicate and id(p) in seen):
                     continue
                 seen.add(id(p))
                 yield (f"{mname}.{name}" if mname else name), p
@@ -154,15 +174,89 @@ class Module:
         for _, p in self.named_parameters(recurse=recurse):
             yield p
 
-    def named_buffers(self, prefix=""):
-        for mname, m in self.named_modules(prefix):
+    def named_buffers(self, prefix="", recurse=True, remove_duplicate=True):
+        seen = set()
+        mods = self.named_modules(prefix) if recurse else [(prefix, self)]
+        for mname, m in mods:
             for name, b in m._buffers.items():
-                if b is not None:
-                    yield (f"{mname}.{name}" if mname else name), b
+                if b is None or (remove_duplicate and id(b) in seen):
+                    continue
+                seen.add(id(b))
+                yield (f"{mname}.{name}" if mname else name), b
 
-    def buffers(self):
-        for _, b in self.named_buffers():
+    def buffers(self, recurse=True):
+        for _, b in self.named_buffers(recurse=recurse):
             yield b
+
+    def get_submodule(self, target: str) -> Module:
+        """The sub-module at dotted path `target` ("" is this module), as in PyTorch."""
+        if target == "":
+            return self
+        mod = self
+        for item in target.split("."):
+            if not isinstance(mod, Module) or item not in mod._modules \
+                    or mod._modules[item] is None:
+                raise AttributeError(f"{type(mod).__name__} has no attribute `{item}` "
+                                     f"(looking up submodule {target!r})")
+            mod = mod._modules[item]
+        return mod
+
+    def get_parameter(self, target: str) -> Parameter:
+        mod_path, _, name = target.rpartition(".")
+        mod = self.get_submodule(mod_path)
+        if name not in mod._parameters or mod._parameters[name] is None:
+            raise AttributeError(f"{type(mod).__name__} has no parameter `{name}`")
+        return mod._parameters[name]
+
+    def get_buffer(self, target: str) -> Tensor:
+        mod_path, _, name = target.rpartition(".")
+        mod = self.get_submodule(mod_path)
+        if name not in mod._buffers or mod._buffers[name] is None:
+            raise AttributeError(f"{type(mod).__name__} has no buffer `{name}`")
+        return mod._buffers[name]
+
+    # -------------------------------------------------------------- device and dtype
+    def to(self, *args, **kwargs):
+        """`to(device)`, `to(dtype)`, `to(device, dtype)`, `to(tensor)`: the device must be
+        the CPU; a floating dtype converts every floating parameter and buffer in place
+        (the Parameter objects stay, so optimizers built before keep working)."""
+        from ..device import parse_to
+
+        dtype, _ = parse_to(args, kwargs, "Module.to")
+        if dtype is not None:
+            if dtype.kind != "f":
+                raise TypeError(f"nn.Module.to only accepts floating point dtypes, but got "
+                                f"desired dtype={dtype}")
+            self._cast_floating(dtype)
+        return self
+
+    def _cast_floating(self, dtype):
+        for m in self.modules():
+            for store in (m._parameters, m._buffers):
+                for t in store.values():
+                    if t is None or t.dtype.kind != "f" or t.dtype == dtype:
+                        continue
+                    # A new array (its dtype differs): a compiled function that captured
+                    # this tensor sees the change and traces again.
+                    t._data = t._data.astype(dtype)
+                    t._version[0] += 1
+                    if t._grad is not None:
+                        t._grad = Tensor._wrap(t._grad._data.astype(dtype))
+
+    def cpu(self):
+        return self
+
+    def cuda(self, device=None):
+        from ..device import check_device
+
+        check_device("cuda" if device is None else device, "Module.cuda")
+        return self
+
+    def float(self):
+        return self.to(np.float32)
+
+    def double(self):
+        return self.to(np.float64)
 
     # -------------------------------------------------------------- modes
     def train(self, mode: bool = True):
@@ -195,17 +289,29 @@ class Module:
         return self
 
     # -------------------------------------------------------------- state
-    def state_dict(self):
-        out = OrderedDict()
-        for name, p in self.named_parameters():
-            out[name] = p.detach()
-        for name, b in self.named_buffers():
-            out[name] = b.detach()
+    def state_dict(self, destination=None, prefix: str = "", keep_vars: bool = False):
+        """Parameters and persistent buffers by dotted name, as PyTorch orders them: each
+        module's own parameters, then its buffers, then its children in registration
+        order. A tensor shared under two names (tied weights) appears under both."""
+        out = OrderedDict() if destination is None else destination
+        for name, t in self._state_items(prefix):
+            out[name] = t if keep_vars else t.detach()
         return out
 
+    def _state_items(self, prefix=""):
+        for name, p in self._parameters.items():
+            if p is not None:
+                yield prefix + name, p
+        for name, b in self._buffers.items():
+            if b is not None and name not in self.__dict__.get("_non_persistent_buffers_set",
+                                                               ()):
+                yield prefix + name, b
+        for name, m in self._modules.items():
+            if m is not None:
+                yield from m._state_items(prefix + name + ".")
+
     def load_state_dict(self, state_dict, strict: bool = True):
-        own = dict(self.named_parameters())
-        own.update(self.named_buffers())
+        own = dict(self._state_items())
         missing = [k for k in own if k not in state_dict]
         unexpected = [k for k in state_dict if k not in own]
         if strict and (missing or unexpected):
@@ -224,7 +330,7 @@ class Module:
                                        f"{src.shape} from checkpoint, the shape in current "
                                        f"model is {t.shape}")
                 t.copy_(src)
-        return missing, unexpected
+        return IncompatibleKeys(missing, unexpected)
 
     # -------------------------------------------------------------- repr
     def extra_repr(self) -> str:
@@ -245,3 +351,7 @@ class Module:
 
     def __dir__(self):
         return list(super().__dir__()) + list(self._parameters) + list(self._modules)
+
+
+# What load_state_dict returns, as PyTorch's `_IncompatibleKeys`.
+IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])

@@ -1,0 +1,4 @@
+"""eager.utils: `eager.utils.data` (datasets, samplers, DataLoader), as in PyTorch."""
+from . import data
+
+__all__ = ["data"]
