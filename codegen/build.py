@@ -46,6 +46,7 @@ import functools
 import hashlib
 import importlib.machinery
 import importlib.util
+import linecache
 import os
 import re
 import shutil
@@ -56,6 +57,9 @@ import threading
 import types
 from pathlib import Path
 from typing import Any, Dict, List, Sequence, Tuple
+
+from . import cache
+from .cache import CACHE_DIR_ENV, CacheDirPermissionError  # noqa: F401 - public here too
 
 __all__ = [
     "CacheDirPermissionError",
@@ -71,9 +75,6 @@ __all__ = [
 
 #: Name of the synthetic package under which generated modules are registered.
 KERNEL_PACKAGE = "tracejit_kernels"
-
-#: Environment variable overriding the cache directory.
-CACHE_DIR_ENV = "TRACEJIT_CACHE_DIR"
 
 _HEADER_PREFIX = b"# tracejit-sha256: "
 _DIGEST_LEN = 16
@@ -106,70 +107,16 @@ _ENTRIES: Dict[Tuple[str, str], Any] = {}
 _TRACKED: List[List[Any]] = []
 
 
-class CacheDirPermissionError(PermissionError):
-    """The kernel cache directory is not private to the current user."""
-
-
-# --------------------------------------------------------------------------
-# cache directory
-# --------------------------------------------------------------------------
-
-def _cache_dir_path() -> Path:
-    env = os.environ.get(CACHE_DIR_ENV)
-    if env:
-        return Path(env).expanduser().absolute()
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    if xdg and os.path.isabs(xdg):
-        base = Path(xdg)
-    else:
-        base = Path.home() / ".cache"
-    return (base / "tracejit").absolute()
-
-
-def _check_private(path: Path) -> None:
-    st = os.stat(path)
-    if not stat.S_ISDIR(st.st_mode):
-        raise NotADirectoryError(
-            f"tracejit cache path {str(path)!r} exists but is not a directory; "
-            f"remove it or set {CACHE_DIR_ENV} to another location")
-    if not hasattr(os, "geteuid"):  # pragma: no cover - non-POSIX
-        return
-    mode = stat.S_IMODE(st.st_mode)
-    uid = os.geteuid()
-    problems = []
-    if mode & 0o022:
-        problems.append(f"it is writable by group or others (mode {mode:#o})")
-    if st.st_uid != uid:
-        problems.append(f"it is owned by uid {st.st_uid}, not by the current "
-                        f"user (uid {uid})")
-    if problems:
-        raise CacheDirPermissionError(
-            f"refusing to use tracejit cache directory {str(path)!r}: "
-            f"{' and '.join(problems)}; generated code is imported from this "
-            f"directory, so it must be private (mode {mode:#o}). Fix it with "
-            f"'chmod 700 {path}' (as its owner), or set {CACHE_DIR_ENV} to a "
-            f"private directory.")
-
-
 def cache_dir() -> Path:
     """Return the kernel cache directory, creating it (mode 0700) if needed.
 
     The location is ``$TRACEJIT_CACHE_DIR`` if set, else
     ``$XDG_CACHE_HOME/tracejit``, else ``~/.cache/tracejit``; the environment
     is read on every call.  Raises :class:`CacheDirPermissionError` (a
-    :class:`PermissionError`) if the directory is writable by group/others or
-    not owned by the current user.
+    :class:`PermissionError`) if it or its ``__pycache__`` is a symlink, open to
+    group/others or not owned by the current user (see codegen.cache).
     """
-    path = _cache_dir_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        os.mkdir(path, 0o700)
-    except FileExistsError:
-        pass
-    else:
-        os.chmod(path, 0o700)  # mkdir's mode is subject to the umask
-    _check_private(path)
-    return path
+    return cache.checked_dir()
 
 
 # --------------------------------------------------------------------------
@@ -235,10 +182,10 @@ def _file_bytes(source: str) -> bytes:
 
 
 def _file_is_valid(path: Path) -> bool:
-    """True if ``path`` exists and its body matches its sha256 header."""
+    """True if ``path`` is a regular file of ours whose body matches its sha256 header."""
     try:
-        data = path.read_bytes()
-    except FileNotFoundError:
+        data = cache.read_private(path)
+    except OSError:
         return False
     header, sep, body = data.partition(b"\n")
     if not sep or not header.startswith(_HEADER_PREFIX):
@@ -291,6 +238,8 @@ def _kernel_package(directory: Path) -> types.ModuleType:
     # ``import tracejit_kernels.<name>`` (e.g. when unpickling a kernel in a
     # worker process) also finds the files.
     path_list = pkg.__path__
+    if directory is None:  # (a module in memory)
+        return pkg
     d = str(directory)
     if d in path_list:
         path_list.remove(d)
@@ -337,22 +286,62 @@ def _sync_cache_hits() -> None:
                 entry[1] = hits
 
 
-def _write_source(path: Path, source: str) -> None:
-    """Write a kernel's module file unless it is there intact (a file that does not match
-    its sha256 header is rewritten: a rebuild)."""
-    if not _file_is_valid(path):
-        existed = path.exists()
-        _atomic_write(path, _file_bytes(source))
-        _bump("modules_written")
-        if existed:
-            _bump("rebuilds")
+def _write_source(path: Path, source: str) -> bool:
+    """Write a kernel's module file unless it is there intact (a file that is not exactly
+    what this source writes, a symlink or not ours is replaced: a rebuild). False when the
+    cache cannot take it (a full disk, a read-only file system): the kernel is then
+    compiled in memory."""
+    expected = _file_bytes(source)
+    try:
+        data = cache.read_private(path)
+    except FileNotFoundError:
+        data = None
+    except OSError:
+        data = b""  # (a symlink, or not ours: replaced, never read)
+    if data == expected:
+        return True
+    try:
+        _atomic_write(path, expected)
+    except OSError as exc:
+        _disk_trouble(path.parent, exc)
+        return False
+    _bump("modules_written")
+    if data is not None:
+        _bump("rebuilds")
+    _after_write(path.parent)
+    return True
+
+
+def _disk_trouble(directory: Path, exc: OSError) -> None:
+    """Say once per process that the cache could not be written, and carry on in memory."""
+    message = (f"tracejit: cannot write to the kernel cache {directory} ({type(exc).__name__}:"
+               f" {exc}); compiling in memory meanwhile (nothing is lost but the cache)")
+    if message not in _LOGGED:
+        _LOGGED.add(message)
+        cache.log.warning("%s", message)
+
+
+def _in_use() -> set:
+    return {modname.rpartition(".")[2] for _, modname in list(_MODULES) + list(_ENTRIES)}
+
+
+def _after_write(directory: Path) -> None:
+    """The bound (TRACEJIT_CACHE_MAX_BYTES), checked whenever this process writes."""
+    try:
+        cache.prune(directory, keep=_in_use())
+    except OSError:  # pragma: no cover - pruning is best effort
+        pass
 
 
 def _names(source: str, name_hint: str):
-    """(cache directory, file stem, module name) of a kernel's source."""
-    directory = cache_dir()
+    """(cache directory or None: in memory, file stem, module name) of a kernel's source."""
+    directory = cache.usable_dir()
     stem = f"{_sanitize_hint(name_hint)}_{_source_digest(source)}"
     return directory, stem, f"{KERNEL_PACKAGE}.{stem}"
+
+
+#: The module global telling `njit` that a module has no file, so no disk cache.
+IN_MEMORY_FLAG = "__tracejit_in_memory__"
 
 
 def load_module(source: str, name_hint: str) -> types.ModuleType:
@@ -360,6 +349,9 @@ def load_module(source: str, name_hint: str) -> types.ModuleType:
 
     The file is ``<cache_dir>/<name_hint>_<digest>.py`` and the module is
     registered as ``tracejit_kernels.<name_hint>_<digest>`` before it runs.
+    What runs is the text checked against the file, never a second read of it (nor a
+    ``.pyc``). Without a usable cache directory (refused, read-only, full) the module is
+    made in memory and Numba compiles it without its disk cache.
     Loading the same source again in the same process (with the same cache
     directory) returns the same module object without touching the disk.
     ``name_hint`` is sanitised to an identifier.
@@ -374,18 +366,27 @@ def load_module(source: str, name_hint: str) -> types.ModuleType:
         module = _MODULES.get(key)
         if module is not None:
             return module
-
-        path = directory / f"{stem}.py"
-        _write_source(path, source)
-        pkg = _kernel_package(directory)
-        spec = importlib.util.spec_from_file_location(modname, path)
-        if spec is None or spec.loader is None:  # pragma: no cover
-            raise ImportError(f"cannot create an import spec for {path}")
-        module = importlib.util.module_from_spec(spec)
+        text = _file_bytes(source).decode("utf-8")
+        if directory is not None and _write_source(directory / f"{stem}.py", source):
+            cache.scrub_numba_files(directory)
+            path = directory / f"{stem}.py"
+            pkg = _kernel_package(directory)
+            spec = importlib.util.spec_from_file_location(modname, path)
+            if spec is None or spec.loader is None:  # pragma: no cover
+                raise ImportError(f"cannot create an import spec for {path}")
+            module = importlib.util.module_from_spec(spec)
+            filename = str(path)
+        else:
+            pkg = _kernel_package(None)
+            module = types.ModuleType(modname)
+            filename = f"<tracejit kernel {stem} (in memory)>"
+            module.__file__ = filename
+            setattr(module, IN_MEMORY_FLAG, True)
+            linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
         previous = sys.modules.get(modname)
         sys.modules[modname] = module
         try:
-            spec.loader.exec_module(module)
+            exec(compile(text, filename, "exec"), module.__dict__)
         except BaseException:
             if previous is not None:
                 sys.modules[modname] = previous
@@ -421,12 +422,16 @@ def load_kernel(source: str, name_hint: str) -> Tuple[Any, str, str]:
     """
     directory, stem, modname = _names(source, name_hint)
     key = (str(directory), modname)
-    path = str(directory / f"{stem}.py")
+    path = (str(directory / f"{stem}.py") if directory is not None
+            else f"<tracejit kernel {stem} (in memory)>")
     with _LOCK:
         entry = _ENTRIES.get(key)
         if entry is not None:
             return entry, modname, path
-        if FAST_CACHE_LOAD and not _disable_jit() and (directory / f"{stem}.tjo").exists():
+        if directory is not None:
+            cache.record_at_exit(directory, compile_stats)
+        if (directory is not None and FAST_CACHE_LOAD and not _disable_jit()
+                and (directory / f"{stem}.tjo").exists()):
             entry = _load_object(directory, stem, modname, source)
         if entry is None:
             disp = load_module(source, name_hint).kernel
@@ -446,10 +451,11 @@ def _load_object(directory: Path, stem: str, modname: str, source: str):
                                                      _host_magic()))
     except Exception as exc:  # noqa: BLE001 - Numba's path serves, and rewrites the file
         _log_once(f"object file {path.name} not loaded ({type(exc).__name__}: {exc})")
-        try:
-            path.unlink()
-        except OSError:
-            pass
+        for stale in (path, path.with_suffix(objload.DIGEST_SUFFIX)):
+            try:
+                stale.unlink()
+            except OSError:
+                pass
         _bump("rebuilds")
         return None
     if entry is None:
@@ -460,6 +466,7 @@ def _load_object(directory: Path, stem: str, modname: str, source: str):
     # The source stays next to its object, checked as load_module checks it: it is what
     # a user reads, and what Numba compiles should the object go.
     _write_source(directory / f"{stem}.py", source)
+    cache.touch(path)  # (used: pruned last)
     _bump("objects_loaded")
     return entry
 
@@ -558,20 +565,87 @@ def njit(signature: str, **options):
         return numba.njit(signature, **options)
 
     def wrap(fn):
-        disp = numba.njit(**options)(fn)
+        opts = dict(options)
+        disp = _dispatcher(numba, fn, opts)  # (drops "cache" from opts when it cannot be)
         obj = None
-        if FAST_CACHE_LOAD and options.get("cache"):
+        if FAST_CACHE_LOAD and opts.get("cache"):
             obj = _load_cached(disp, signature)
         if obj is None:
-            disp.compile(signature)
+            disp = _compile(numba, fn, disp, signature, opts)
             obj = _compiled_object(disp.overloads[disp.signatures[0]])
-        if FAST_CACHE_LOAD and options.get("cache") and obj and fn.__name__ == "kernel":
+        if FAST_CACHE_LOAD and opts.get("cache") and obj and fn.__name__ == "kernel":
             # (the module's entry: the functions it calls are linked into its object)
-            _write_object(fn, signature, obj, disp.overloads[disp.signatures[0]], options)
+            _write_object(fn, signature, obj, disp.overloads[disp.signatures[0]], opts)
         disp.disable_compile()
         return disp
 
     return wrap
+
+
+def _dispatcher(numba, fn, opts: dict):
+    """``numba.njit(**opts)(fn)``, with Numba's disk cache only where it belongs: in the
+    checked cache directory's ``__pycache__``. A module made in memory has no file to
+    cache against, and where that ``__pycache__`` cannot be written Numba would pick a
+    directory of its own (under the user's home) that tracejit never checked: both
+    compile without the disk cache."""
+    if opts.get("cache"):
+        if fn.__globals__.get(IN_MEMORY_FLAG):
+            del opts["cache"]
+        else:
+            try:
+                disp = numba.njit(**opts)(fn)
+                where = Path(disp._cache._cache_path)
+            except Exception as exc:  # noqa: BLE001 - RuntimeError: no locator
+                where, exc_seen = None, exc
+            else:
+                exc_seen = None
+            home = Path(fn.__code__.co_filename).parent / cache.PYCACHE
+            if where == home:
+                return disp
+            _disk_trouble(home.parent, exc_seen or OSError(f"Numba chose {where}"))
+            del opts["cache"]
+    return numba.njit(**opts)(fn)
+
+
+def _compile(numba, fn, disp, signature: str, opts: dict):
+    """`disp.compile(signature)`, healing Numba's disk cache: a save that fails (a full
+    disk) leaves the kernel compiled in memory; a load that fails (a corrupt index or data
+    file) deletes that kernel's Numba files, says so in one log line, and compiles again,
+    saving fresh files."""
+    try:
+        disp.compile(signature)
+        return disp
+    except Exception as exc:  # noqa: BLE001
+        if disp.overloads:  # compiled; saving it failed
+            _disk_trouble(Path(fn.__code__.co_filename).parent, exc)
+            return disp
+        removed = _remove_numba_files(disp) if opts.get("cache") else []
+        if not removed:
+            raise
+        cache.log.warning("tracejit: deleted corrupt Numba cache files %s (%s: %s); "
+                          "compiling %s again", ", ".join(removed), type(exc).__name__,
+                          str(exc).splitlines()[0][:200] if str(exc) else "",
+                          fn.__module__)
+    disp = numba.njit(**opts)(fn)
+    disp.compile(signature)
+    return disp
+
+
+def _remove_numba_files(disp) -> list:
+    """Delete the index and data files of `disp`'s function; their names."""
+    try:
+        cache_file = disp._cache._cache_file
+        directory = Path(cache_file._cache_path)
+        prefix = cache_file._index_name[:-len(".nbi")] + "."
+        found = [p for p in directory.iterdir() if p.name.startswith(prefix)]
+    except Exception:  # noqa: BLE001 - another Numba layout: nothing healed
+        return []
+    for p in found:
+        try:
+            p.unlink()
+        except OSError:
+            pass
+    return [p.name for p in found]
 
 
 def _compiled_object(cres):
