@@ -325,10 +325,11 @@ def _in_use() -> set:
     return {modname.rpartition(".")[2] for _, modname in list(_MODULES) + list(_ENTRIES)}
 
 
-def _after_write(directory: Path) -> None:
-    """The bound (TRACEJIT_CACHE_MAX_BYTES), checked whenever this process writes."""
+def _after_write(directory: Path, stem: str = "") -> None:
+    """The bound (TRACEJIT_CACHE_MAX_BYTES), checked whenever this process writes (`stem`:
+    a kernel being loaded, in use too)."""
     try:
-        cache.prune(directory, keep=_in_use())
+        cache.prune(directory, keep=_in_use() | {stem})
     except OSError:  # pragma: no cover - pruning is best effort
         pass
 
@@ -576,6 +577,8 @@ def njit(signature: str, **options):
         if FAST_CACHE_LOAD and opts.get("cache") and obj and fn.__name__ == "kernel":
             # (the module's entry: the functions it calls are linked into its object)
             _write_object(fn, signature, obj, disp.overloads[disp.signatures[0]], opts)
+        if opts.get("cache") and fn.__name__ == "kernel":  # (its files are all written now)
+            _after_write(Path(fn.__code__.co_filename).parent, fn.__module__.rpartition(".")[2])
         disp.disable_compile()
         return disp
 
@@ -672,6 +675,8 @@ def _write_object(fn, signature: str, obj: bytes, cres, options: dict) -> None:
                                     cres.library.codegen.magic_tuple())
         if not nrt_file.exists():
             objload.write_nrt(nrt_file, cres.library.codegen, _atomic_write)
+    except OSError as exc:  # a full disk, a read-only cache: the kernel works all the same
+        _disk_trouble(Path(fn.__code__.co_filename).parent, exc)
     except Exception as exc:  # noqa: BLE001 - the kernel works; later loads take Numba's path
         _log_once(f"object file for {fn.__module__} not written ({type(exc).__name__}: "
                   f"{exc})")

@@ -431,7 +431,7 @@ def main(argv=None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     if command == "clear":
-        from . import build
+        from .. import build
 
         build.clear_cache()
         print(f"cleared {directory}")
@@ -448,6 +448,3 @@ def main(argv=None) -> int:
           f"compiles: {d['compiles']}")
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())
