@@ -50,7 +50,6 @@ import linecache
 import os
 import re
 import shutil
-import stat
 import sys
 import tempfile
 import threading
@@ -58,7 +57,7 @@ import types
 from pathlib import Path
 from typing import Any, Dict, List, Sequence, Tuple
 
-from . import cache
+from . import cache, numbacache
 from .cache import CACHE_DIR_ENV, CacheDirPermissionError  # noqa: F401 - public here too
 
 __all__ = [
@@ -303,22 +302,13 @@ def _write_source(path: Path, source: str) -> bool:
     try:
         _atomic_write(path, expected)
     except OSError as exc:
-        _disk_trouble(path.parent, exc)
+        cache.disk_trouble(path.parent, exc)
         return False
     _bump("modules_written")
     if data is not None:
         _bump("rebuilds")
     _after_write(path.parent)
     return True
-
-
-def _disk_trouble(directory: Path, exc: OSError) -> None:
-    """Say once per process that the cache could not be written, and carry on in memory."""
-    message = (f"tracejit: cannot write to the kernel cache {directory} ({type(exc).__name__}:"
-               f" {exc}); compiling in memory meanwhile (nothing is lost but the cache)")
-    if message not in _LOGGED:
-        _LOGGED.add(message)
-        cache.log.warning("%s", message)
 
 
 def _in_use() -> set:
@@ -341,8 +331,7 @@ def _names(source: str, name_hint: str):
     return directory, stem, f"{KERNEL_PACKAGE}.{stem}"
 
 
-#: The module global telling `njit` that a module has no file, so no disk cache.
-IN_MEMORY_FLAG = "__tracejit_in_memory__"
+IN_MEMORY_FLAG = numbacache.IN_MEMORY_FLAG
 
 
 def load_module(source: str, name_hint: str) -> types.ModuleType:
@@ -566,89 +555,28 @@ def njit(signature: str, **options):
         return numba.njit(signature, **options)
 
     def wrap(fn):
-        opts = dict(options)
-        disp = _dispatcher(numba, fn, opts)  # (drops "cache" from opts when it cannot be)
-        obj = None
-        if FAST_CACHE_LOAD and opts.get("cache"):
-            obj = _load_cached(disp, signature)
-        if obj is None:
-            disp = _compile(numba, fn, disp, signature, opts)
-            obj = _compiled_object(disp.overloads[disp.signatures[0]])
-        if FAST_CACHE_LOAD and opts.get("cache") and obj and fn.__name__ == "kernel":
-            # (the module's entry: the functions it calls are linked into its object)
-            _write_object(fn, signature, obj, disp.overloads[disp.signatures[0]], opts)
-        if opts.get("cache") and fn.__name__ == "kernel":  # (its files are all written now)
-            _after_write(Path(fn.__code__.co_filename).parent, fn.__module__.rpartition(".")[2])
-        disp.disable_compile()
-        return disp
+        with numbacache.interrupts_deferred():
+            return _njit_one(numba, fn, signature, dict(options))
 
     return wrap
 
 
-def _dispatcher(numba, fn, opts: dict):
-    """``numba.njit(**opts)(fn)``, with Numba's disk cache only where it belongs: in the
-    checked cache directory's ``__pycache__``. A module made in memory has no file to
-    cache against, and where that ``__pycache__`` cannot be written Numba would pick a
-    directory of its own (under the user's home) that tracejit never checked: both
-    compile without the disk cache."""
-    if opts.get("cache"):
-        if fn.__globals__.get(IN_MEMORY_FLAG):
-            del opts["cache"]
-        else:
-            try:
-                disp = numba.njit(**opts)(fn)
-                where = Path(disp._cache._cache_path)
-            except Exception as exc:  # noqa: BLE001 - RuntimeError: no locator
-                where, exc_seen = None, exc
-            else:
-                exc_seen = None
-            home = Path(fn.__code__.co_filename).parent / cache.PYCACHE
-            if where == home:
-                return disp
-            _disk_trouble(home.parent, exc_seen or OSError(f"Numba chose {where}"))
-            del opts["cache"]
-    return numba.njit(**opts)(fn)
-
-
-def _compile(numba, fn, disp, signature: str, opts: dict):
-    """`disp.compile(signature)`, healing Numba's disk cache: a save that fails (a full
-    disk) leaves the kernel compiled in memory; a load that fails (a corrupt index or data
-    file) deletes that kernel's Numba files, says so in one log line, and compiles again,
-    saving fresh files."""
-    try:
-        disp.compile(signature)
-        return disp
-    except Exception as exc:  # noqa: BLE001
-        if disp.overloads:  # compiled; saving it failed
-            _disk_trouble(Path(fn.__code__.co_filename).parent, exc)
-            return disp
-        removed = _remove_numba_files(disp) if opts.get("cache") else []
-        if not removed:
-            raise
-        cache.log.warning("tracejit: deleted corrupt Numba cache files %s (%s: %s); "
-                          "compiling %s again", ", ".join(removed), type(exc).__name__,
-                          str(exc).splitlines()[0][:200] if str(exc) else "",
-                          fn.__module__)
-    disp = numba.njit(**opts)(fn)
-    disp.compile(signature)
+def _njit_one(numba, fn, signature: str, opts: dict):
+    """One `njit` kernel function: its dispatcher, compiled or loaded (see `njit`)."""
+    disp = numbacache.dispatcher(numba, fn, opts)  # (drops "cache" when it cannot be)
+    obj = None
+    if FAST_CACHE_LOAD and opts.get("cache"):
+        obj = _load_cached(disp, signature)
+    if obj is None:
+        disp = numbacache.compile_healing(numba, fn, disp, signature, opts)
+        obj = _compiled_object(disp.overloads[disp.signatures[0]])
+    if FAST_CACHE_LOAD and opts.get("cache") and obj and fn.__name__ == "kernel":
+        # (the module's entry: the functions it calls are linked into its object)
+        _write_object(fn, signature, obj, disp.overloads[disp.signatures[0]], opts)
+    if opts.get("cache") and fn.__name__ == "kernel":  # (its files are all written now)
+        _after_write(Path(fn.__code__.co_filename).parent, fn.__module__.rpartition(".")[2])
+    disp.disable_compile()
     return disp
-
-
-def _remove_numba_files(disp) -> list:
-    """Delete the index and data files of `disp`'s function; their names."""
-    try:
-        cache_file = disp._cache._cache_file
-        directory = Path(cache_file._cache_path)
-        prefix = cache_file._index_name[:-len(".nbi")] + "."
-        found = [p for p in directory.iterdir() if p.name.startswith(prefix)]
-    except Exception:  # noqa: BLE001 - another Numba layout: nothing healed
-        return []
-    for p in found:
-        try:
-            p.unlink()
-        except OSError:
-            pass
-    return [p.name for p in found]
 
 
 def _compiled_object(cres):
@@ -676,7 +604,7 @@ def _write_object(fn, signature: str, obj: bytes, cres, options: dict) -> None:
         if not nrt_file.exists():
             objload.write_nrt(nrt_file, cres.library.codegen, _atomic_write)
     except OSError as exc:  # a full disk, a read-only cache: the kernel works all the same
-        _disk_trouble(Path(fn.__code__.co_filename).parent, exc)
+        cache.disk_trouble(Path(fn.__code__.co_filename).parent, exc)
     except Exception as exc:  # noqa: BLE001 - the kernel works; later loads take Numba's path
         _log_once(f"object file for {fn.__module__} not written ({type(exc).__name__}: "
                   f"{exc})")

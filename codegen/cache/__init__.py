@@ -165,6 +165,15 @@ def usable_dir():
         return None
 
 
+def disk_trouble(directory: Path, exc: OSError) -> None:
+    """Say once per process that the cache could not be written, and carry on in memory."""
+    message = (f"tracejit: cannot write to the kernel cache {directory} ({type(exc).__name__}:"
+               f" {exc}); compiling in memory meanwhile (nothing is lost but the cache)")
+    if message not in _TOLD:
+        _TOLD.add(message)
+        log.warning("%s", message)
+
+
 def forget_checks() -> None:
     """Check again at next use (tests; `clear`)."""
     with _LOCK:

@@ -407,7 +407,7 @@ def test_ctrl_c_during_a_cold_compile_raises_once_in_the_program(tmp_path):
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
     report = json.loads(out.strip().splitlines()[-1])
-    assert report["interrupts"] == 1, report  # once, in the program; the next call compiled
+    assert report["interrupts"] == 1, (report, err)  # once, in the program; the next call compiled
     assert report["ok"] and not report["fallbacks"], report
     assert _gone(child)
 
