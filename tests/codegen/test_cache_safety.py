@@ -148,6 +148,50 @@ def test_symlinked_object_file_is_not_loaded(tmp_path):
     assert run(cache)[0]["stats"]["objects_loaded"] == 1
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give a file to another user")
+def test_module_and_object_files_not_owned_by_the_user_are_not_used(tmp_path):
+    cache = tmp_path / "kernels"
+    run(cache)
+    (obj,) = objects(cache)
+    (source,) = cache.glob("fn_*.py")
+    for p in (obj, obj.with_suffix(".sum"), source):
+        os.chown(p, 65534, 65534)
+    report, _ = run(cache)
+    assert report["ok"] and not report["fallbacks"] and not report["warnings"], report
+    assert report["stats"]["objects_loaded"] == 0 and report["stats"]["rebuilds"] == 2
+    for p in (obj, source):  # replaced by the user's own files
+        assert p.stat().st_uid == os.geteuid()
+
+
+def test_symlinked_or_foreign_directories_are_refused(tmp_path, monkeypatch):
+    """In-process: the checks of the directory and its __pycache__ (each process's first
+    use), and the message naming the fix."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir(mode=0o700)
+    link = tmp_path / "link"
+    link.symlink_to(elsewhere)
+    with pytest.raises(kcache.CacheDirPermissionError, match="it is a symlink"):
+        kcache.check(link)
+    cache = tmp_path / "kernels"
+    cache.mkdir(mode=0o700)
+    (cache / "__pycache__").symlink_to(elsewhere)
+    with pytest.raises(kcache.CacheDirPermissionError, match="__pycache__.*symlink"):
+        kcache.check(cache)
+    readable = tmp_path / "readable"
+    readable.mkdir()
+    os.chmod(readable, 0o755)  # (the README always said 0700: 0755 no longer passes)
+    with pytest.raises(kcache.CacheDirPermissionError, match="readable by group or others"):
+        kcache.check(readable)
+    fresh = tmp_path / "fresh"
+    old = os.umask(0)
+    try:
+        kcache.check(fresh)
+    finally:
+        os.umask(old)
+    assert [oct(os.stat(d).st_mode & 0o777) for d in (fresh, fresh / "__pycache__")] == \
+        [oct(0o700)] * 2
+
+
 # --------------------------------------------------------------------------
 # loading never crashes
 # --------------------------------------------------------------------------
