@@ -25,8 +25,11 @@ is also written as ``<cache_dir>/<name_hint>_<digest>.tjo`` (see objload), and
 
 Integrity: files are written atomically (temp file + ``os.replace``) and their
 first line is ``# tracejit-sha256: <hex>``, the sha256 of the remaining bytes.
-A file whose content does not match its header (truncated, corrupted, edited)
-is rewritten before being imported and the ``rebuilds`` counter is bumped.
+A file that is not exactly what its source writes (truncated, corrupted, edited, a
+symlink, another user's) is rewritten before being imported and the ``rebuilds`` counter is
+bumped; what runs is the checked text (``exec`` under the file's name), never a second read
+of the file nor a ``.pyc``. The directory itself is checked first (codegen.cache); without
+a usable one, modules are made in memory and compiled without Numba's disk cache.
 This module never unpickles anything; only Numba reads its own index/data
 files (``__pycache__/*.nbi`` / ``*.nbc``) next to the generated sources.
 
@@ -307,7 +310,7 @@ def _write_source(path: Path, source: str) -> bool:
     _bump("modules_written")
     if data is not None:
         _bump("rebuilds")
-    _after_write(path.parent)
+    _after_write(path.parent, path.stem)
     return True
 
 

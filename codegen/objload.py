@@ -14,7 +14,11 @@ here, more than half of what a warm first call may cost.
 File format, never unpickled: line 1 is ``# tracejit-object-sha256: <hex>`` over the rest,
 line 2 a JSON header, then the object file's bytes. The header names the module the object
 belongs to, the symbols the object needs from elsewhere, and the target it was compiled for
-(triple, CPU name, CPU features: Numba's own cache key). A file whose hash, target or
+(triple, CPU name, CPU features: Numba's own cache key). Next to it, ``<stem>.sum`` holds
+the sha256 of the file as written; the file is read only as a regular file of the user's
+(no symlink) matching that digest, then elfcheck checks every ELF structure LLVM's loader
+reads and recomputes the symbols the object needs (LLVM aborts the process on a malformed
+object: no exception to catch). A file whose digest, hash, target or
 symbols do not check out is not loaded, and the caller takes Numba's path instead, which
 writes the file afresh. Only objects the loader can serve are written: no ``parallel=True``
 kernels (they need Numba's thread pool), and none whose environment holds constants or

@@ -369,8 +369,11 @@ def record_at_exit(directory: Path, stats_fn) -> None:
             _REGISTERED.append(str(directory))
         return
     _REGISTERED.append(str(directory))
+    pid = os.getpid()
 
     def save():
+        if os.getpid() != pid:  # (a forked child of the user's exiting: not its counts)
+            return
         try:
             stats = stats_fn()
         except Exception:  # noqa: BLE001 - interpreter shutting down
