@@ -3,6 +3,8 @@ fresh process and print one JSON line (results checked against eager, counters, 
 
     python _safety_child.py [ROWS]              # one call, rows x 8 input
     python _safety_child.py mutate N SEED       # N object-file mutations, one process
+    python _safety_child.py llvm-load N SEED    # N mutated objects the ELF checks pass,
+                                                # each loaded into a fresh LLVM engine
     python _safety_child.py slow-child MARKER   # the compile-ahead child sleeps (signals)
 
 TRACEJIT_CACHE_DIR comes from the environment.
@@ -83,6 +85,48 @@ def mutations(n: int, seed: int) -> dict:
     return {"ok": ok, "objects": len(objects), "mutated_objects_loaded": loaded}
 
 
+def llvm_loads(n: int, seed: int) -> dict:
+    """Objects mutated (mostly in their section table and what follows) that the ELF checks
+    pass are loaded and linked by LLVM (not run: their machine code may be anything) in
+    fresh engines: none may abort the process. The digest check is what keeps such objects
+    out in real use; this checks the ELF checks' part alone."""
+    import struct
+
+    import llvmlite.binding as ll
+
+    from codegen import elfcheck, objload
+
+    run(4)
+    directory = codegen.cache_dir()
+    engine = objload._engine(sorted(directory.glob("nrt-*.tjo"))[0])
+    (path,) = [p for p in directory.glob("*.tjo") if not p.name.startswith("nrt-")]
+    _, obj = objload._unpack(path.read_bytes())
+    shoff, = struct.unpack_from("<Q", obj, 0x28)
+    rng = np.random.default_rng(seed)
+    passed, refused_by_llvm = 0, 0
+    for _ in range(n):
+        data = bytearray(obj)
+        for _ in range(rng.integers(1, 4)):
+            data[rng.integers(shoff if rng.integers(2) else 0, len(data))] = rng.integers(256)
+        try:
+            elfcheck.check(bytes(data))
+        except elfcheck.ObjectFileError:
+            continue
+        passed += 1
+        triple, cpu, features = engine.magic
+        tm = ll.Target.from_triple(triple).create_target_machine(  # (each engine owns one)
+            cpu=cpu, features=features, reloc="static", codemodel="jitdefault", jit=True)
+        empty = ll.parse_assembly("")
+        empty.triple = triple
+        ee = ll.create_mcjit_compiler(empty, tm)
+        try:
+            ee.add_object_file(ll.ObjectFileRef.from_data(bytes(data)))
+            ee.finalize_object()
+        except Exception:  # noqa: BLE001 - refused with an exception: fine
+            refused_by_llvm += 1
+    return {"ok": True, "passed_checks": passed, "refused_by_llvm": refused_by_llvm}
+
+
 def slow_child(marker: str) -> dict:
     """A cold compile whose compile-ahead child writes its pid to `marker` and sleeps:
     the test signals the process group (or kills this process) meanwhile."""
@@ -123,6 +167,8 @@ def main() -> None:
         warnings.simplefilter("always")
         if args and args[0] == "mutate":
             report = mutations(int(args[1]), int(args[2]))
+        elif args and args[0] == "llvm-load":
+            report = llvm_loads(int(args[1]), int(args[2]))
         elif args and args[0] == "slow-child":
             report = slow_child(args[1])
         else:

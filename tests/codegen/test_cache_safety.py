@@ -237,6 +237,17 @@ def test_elf_checks_refuse_and_never_crash_on_mutated_objects(tmp_path):
     assert refused > 300  # (bytes of machine code changed still parse: the digest refuses)
 
 
+def test_objects_the_elf_checks_pass_never_abort_llvm(tmp_path):
+    """Behind the digest, the ELF checks alone: mutated objects they pass are loaded by
+    LLVM in a subprocess (fresh engines, code never run), and none aborts it (before the
+    checks covered string-table ends, section types and flags, symbol kinds and relocation
+    kinds: "LLVM ERROR: ... non-null terminated", "allocation of TLS not implemented",
+    "Unresolved symbol type!")."""
+    cache = tmp_path / "kernels"
+    report, _ = run(cache, "llvm-load", str(max(MUTATIONS * 4, 160)), "11")
+    assert report["ok"] and report["passed_checks"] > 20, report
+
+
 def test_malformed_symbol_name_offset_is_refused_not_fatal(tmp_path):
     """The issue's SIGABRT ("st_name past the end of the string table"), checked first."""
     cache = tmp_path / "kernels"
