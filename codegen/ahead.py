@@ -8,7 +8,12 @@ training step: 6, ~1 s of Numba), `start` forks a child that compiles the last f
 and reports each one done on a pipe. The program compiles its own kernels meanwhile;
 `wait` blocks until the child has reported the kernel the program needs next, which then
 loads from the cache as in any later process. The child never runs a kernel, prints
-nothing (its stdout and stderr are /dev/null) and leaves through `os._exit`.
+nothing (its stdout and stderr are /dev/null) and leaves through `os._exit`. It is
+invisible to the program: forked without the at-fork hooks a user registered, it runs
+none of the program's signal handlers (a signal to the process group ends it quietly)
+nor its atexit handlers, and it dies with the program, even a program killed by SIGKILL.
+Ctrl-C while the program waits for it stops it and raises KeyboardInterrupt in the
+program only.
 
 Nothing depends on the child: a kernel it did not report (it failed, died, or stalled past
 STALL_SECONDS) is compiled by the program itself, exactly as without it. The child is not
@@ -22,6 +27,7 @@ a disk-cache hit, though the program loads it from the disk.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import select
 import signal
@@ -111,7 +117,11 @@ class Ahead:
     def wait(self, source: str) -> None:
         """Return once the child has compiled `source`, or failed to, or will not."""
         while source in self.pending and source not in self.reported and self.fd is not None:
-            ready, _, _ = select.select([self.fd], [], [], STALL_SECONDS)
+            try:
+                ready, _, _ = select.select([self.fd], [], [], STALL_SECONDS)
+            except BaseException:  # Ctrl-C: stop the child, raise in the program only
+                self.close()
+                raise
             if not ready:  # stalled: the program compiles the rest itself
                 self.close()
                 break
@@ -219,6 +229,58 @@ def _emit_all(program) -> dict:
     return out
 
 
+_LIBC = []
+
+
+def _libc():
+    if not _LIBC:
+        # PyDLL: the call keeps the GIL, as os.fork does (CDLL would release it)
+        _LIBC.append(ctypes.PyDLL(None, use_errno=True))
+    return _LIBC[0]
+
+
+def _fork() -> int:
+    """fork(2) without Python's at-fork hooks: those a user registered
+    (``os.register_at_fork``) must not run in a child that only compiles. Forking happens
+    only while no other Python thread runs, so what the standard library's hooks fix up
+    (other threads' locks and states) has nothing to fix; C libraries' ``pthread_atfork``
+    handlers run as with ``os.fork``."""
+    try:
+        fork = _libc().fork
+    except (OSError, AttributeError):
+        return os.fork()
+    fork.restype = ctypes.c_int
+    pid = fork()
+    if pid < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+    return pid
+
+
+def _become_invisible(parent: int) -> None:
+    """In the child, first: die with the program (even when it is SIGKILLed: Linux's
+    parent-death signal, plus a check that it is still there, for the race before that),
+    and run none of its signal handlers (Ctrl-C or SIGTERM to the process group ends the
+    child quietly; the program handles the signal once) nor wake its event loop."""
+    try:
+        _libc().prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:
+        os._exit(0)
+    try:
+        signal.set_wakeup_fd(-1)
+    except (ValueError, OSError):  # (not the main thread: no Python handler runs here)
+        pass
+    for signum in signal.valid_signals():
+        try:
+            handler = signal.getsignal(signum)
+            if callable(handler) or signum == signal.SIGINT:
+                signal.signal(signum, signal.SIG_DFL)
+        except (ValueError, OSError, TypeError):
+            pass
+
+
 def start(program) -> Ahead:
     """Fork a child compiling the later part of `program`'s kernels, when that can help."""
     if not (ENABLED and sys.platform.startswith("linux") and hasattr(os, "fork")) \
@@ -245,7 +307,8 @@ def start(program) -> Ahead:
             # Python 3.12+ warns when the process has other OS threads (BLAS's idle pool:
             # fork-safe); Python threads were ruled out above.
             warnings.simplefilter("ignore", DeprecationWarning)
-            pid = os.fork()
+            parent = os.getpid()
+            pid = _fork()
     except OSError:
         os.close(r)
         os.close(w)
@@ -253,6 +316,7 @@ def start(program) -> Ahead:
     if pid == 0:  # the child: compile, report, leave without any of the parent's clean-up
         code = 0
         try:
+            _become_invisible(parent)
             os.close(r)
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, 1)

@@ -25,8 +25,11 @@ is also written as ``<cache_dir>/<name_hint>_<digest>.tjo`` (see objload), and
 
 Integrity: files are written atomically (temp file + ``os.replace``) and their
 first line is ``# tracejit-sha256: <hex>``, the sha256 of the remaining bytes.
-A file whose content does not match its header (truncated, corrupted, edited)
-is rewritten before being imported and the ``rebuilds`` counter is bumped.
+A file that is not exactly what its source writes (truncated, corrupted, edited, a
+symlink, another user's) is rewritten before being imported and the ``rebuilds`` counter is
+bumped; what runs is the checked text (``exec`` under the file's name), never a second read
+of the file nor a ``.pyc``. The directory itself is checked first (codegen.cache); without
+a usable one, modules are made in memory and compiled without Numba's disk cache.
 This module never unpickles anything; only Numba reads its own index/data
 files (``__pycache__/*.nbi`` / ``*.nbc``) next to the generated sources.
 
@@ -47,16 +50,19 @@ import functools
 import hashlib
 import importlib.machinery
 import importlib.util
+import linecache
 import os
 import re
 import shutil
-import stat
 import sys
 import tempfile
 import threading
 import types
 from pathlib import Path
 from typing import Any, Dict, List, Sequence, Tuple
+
+from . import cache, numbacache
+from .cache import CACHE_DIR_ENV, CacheDirPermissionError  # noqa: F401 - public here too
 
 __all__ = [
     "CacheDirPermissionError",
@@ -72,9 +78,6 @@ __all__ = [
 
 #: Name of the synthetic package under which generated modules are registered.
 KERNEL_PACKAGE = "tracejit_kernels"
-
-#: Environment variable overriding the cache directory.
-CACHE_DIR_ENV = "TRACEJIT_CACHE_DIR"
 
 _HEADER_PREFIX = b"# tracejit-sha256: "
 _DIGEST_LEN = 16
@@ -107,70 +110,16 @@ _ENTRIES: Dict[Tuple[str, str], Any] = {}
 _TRACKED: List[List[Any]] = []
 
 
-class CacheDirPermissionError(PermissionError):
-    """The kernel cache directory is not private to the current user."""
-
-
-# --------------------------------------------------------------------------
-# cache directory
-# --------------------------------------------------------------------------
-
-def _cache_dir_path() -> Path:
-    env = os.environ.get(CACHE_DIR_ENV)
-    if env:
-        return Path(env).expanduser().absolute()
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    if xdg and os.path.isabs(xdg):
-        base = Path(xdg)
-    else:
-        base = Path.home() / ".cache"
-    return (base / "tracejit").absolute()
-
-
-def _check_private(path: Path) -> None:
-    st = os.stat(path)
-    if not stat.S_ISDIR(st.st_mode):
-        raise NotADirectoryError(
-            f"tracejit cache path {str(path)!r} exists but is not a directory; "
-            f"remove it or set {CACHE_DIR_ENV} to another location")
-    if not hasattr(os, "geteuid"):  # pragma: no cover - non-POSIX
-        return
-    mode = stat.S_IMODE(st.st_mode)
-    uid = os.geteuid()
-    problems = []
-    if mode & 0o022:
-        problems.append(f"it is writable by group or others (mode {mode:#o})")
-    if st.st_uid != uid:
-        problems.append(f"it is owned by uid {st.st_uid}, not by the current "
-                        f"user (uid {uid})")
-    if problems:
-        raise CacheDirPermissionError(
-            f"refusing to use tracejit cache directory {str(path)!r}: "
-            f"{' and '.join(problems)}; generated code is imported from this "
-            f"directory, so it must be private (mode {mode:#o}). Fix it with "
-            f"'chmod 700 {path}' (as its owner), or set {CACHE_DIR_ENV} to a "
-            f"private directory.")
-
-
 def cache_dir() -> Path:
     """Return the kernel cache directory, creating it (mode 0700) if needed.
 
     The location is ``$TRACEJIT_CACHE_DIR`` if set, else
     ``$XDG_CACHE_HOME/tracejit``, else ``~/.cache/tracejit``; the environment
     is read on every call.  Raises :class:`CacheDirPermissionError` (a
-    :class:`PermissionError`) if the directory is writable by group/others or
-    not owned by the current user.
+    :class:`PermissionError`) if it or its ``__pycache__`` is a symlink, open to
+    group/others or not owned by the current user (see codegen.cache).
     """
-    path = _cache_dir_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        os.mkdir(path, 0o700)
-    except FileExistsError:
-        pass
-    else:
-        os.chmod(path, 0o700)  # mkdir's mode is subject to the umask
-    _check_private(path)
-    return path
+    return cache.checked_dir()
 
 
 # --------------------------------------------------------------------------
@@ -236,10 +185,10 @@ def _file_bytes(source: str) -> bytes:
 
 
 def _file_is_valid(path: Path) -> bool:
-    """True if ``path`` exists and its body matches its sha256 header."""
+    """True if ``path`` is a regular file of ours whose body matches its sha256 header."""
     try:
-        data = path.read_bytes()
-    except FileNotFoundError:
+        data = cache.read_private(path)
+    except OSError:
         return False
     header, sep, body = data.partition(b"\n")
     if not sep or not header.startswith(_HEADER_PREFIX):
@@ -292,6 +241,8 @@ def _kernel_package(directory: Path) -> types.ModuleType:
     # ``import tracejit_kernels.<name>`` (e.g. when unpickling a kernel in a
     # worker process) also finds the files.
     path_list = pkg.__path__
+    if directory is None:  # (a module in memory)
+        return pkg
     d = str(directory)
     if d in path_list:
         path_list.remove(d)
@@ -338,22 +289,53 @@ def _sync_cache_hits() -> None:
                 entry[1] = hits
 
 
-def _write_source(path: Path, source: str) -> None:
-    """Write a kernel's module file unless it is there intact (a file that does not match
-    its sha256 header is rewritten: a rebuild)."""
-    if not _file_is_valid(path):
-        existed = path.exists()
-        _atomic_write(path, _file_bytes(source))
-        _bump("modules_written")
-        if existed:
-            _bump("rebuilds")
+def _write_source(path: Path, source: str) -> bool:
+    """Write a kernel's module file unless it is there intact (a file that is not exactly
+    what this source writes, a symlink or not ours is replaced: a rebuild). False when the
+    cache cannot take it (a full disk, a read-only file system): the kernel is then
+    compiled in memory."""
+    expected = _file_bytes(source)
+    try:
+        data = cache.read_private(path)
+    except FileNotFoundError:
+        data = None
+    except OSError:
+        data = b""  # (a symlink, or not ours: replaced, never read)
+    if data == expected:
+        return True
+    try:
+        _atomic_write(path, expected)
+    except OSError as exc:
+        cache.disk_trouble(path.parent, exc)
+        return False
+    _bump("modules_written")
+    if data is not None:
+        _bump("rebuilds")
+    _after_write(path.parent, path.stem)
+    return True
+
+
+def _in_use() -> set:
+    return {modname.rpartition(".")[2] for _, modname in list(_MODULES) + list(_ENTRIES)}
+
+
+def _after_write(directory: Path, stem: str = "") -> None:
+    """The bound (TRACEJIT_CACHE_MAX_BYTES), checked whenever this process writes (`stem`:
+    a kernel being loaded, in use too)."""
+    try:
+        cache.prune(directory, keep=_in_use() | {stem})
+    except OSError:  # pragma: no cover - pruning is best effort
+        pass
 
 
 def _names(source: str, name_hint: str):
-    """(cache directory, file stem, module name) of a kernel's source."""
-    directory = cache_dir()
+    """(cache directory or None: in memory, file stem, module name) of a kernel's source."""
+    directory = cache.usable_dir()
     stem = f"{_sanitize_hint(name_hint)}_{_source_digest(source)}"
     return directory, stem, f"{KERNEL_PACKAGE}.{stem}"
+
+
+IN_MEMORY_FLAG = numbacache.IN_MEMORY_FLAG
 
 
 def load_module(source: str, name_hint: str) -> types.ModuleType:
@@ -361,6 +343,9 @@ def load_module(source: str, name_hint: str) -> types.ModuleType:
 
     The file is ``<cache_dir>/<name_hint>_<digest>.py`` and the module is
     registered as ``tracejit_kernels.<name_hint>_<digest>`` before it runs.
+    What runs is the text checked against the file, never a second read of it (nor a
+    ``.pyc``). Without a usable cache directory (refused, read-only, full) the module is
+    made in memory and Numba compiles it without its disk cache.
     Loading the same source again in the same process (with the same cache
     directory) returns the same module object without touching the disk.
     ``name_hint`` is sanitised to an identifier.
@@ -375,18 +360,27 @@ def load_module(source: str, name_hint: str) -> types.ModuleType:
         module = _MODULES.get(key)
         if module is not None:
             return module
-
-        path = directory / f"{stem}.py"
-        _write_source(path, source)
-        pkg = _kernel_package(directory)
-        spec = importlib.util.spec_from_file_location(modname, path)
-        if spec is None or spec.loader is None:  # pragma: no cover
-            raise ImportError(f"cannot create an import spec for {path}")
-        module = importlib.util.module_from_spec(spec)
+        text = _file_bytes(source).decode("utf-8")
+        if directory is not None and _write_source(directory / f"{stem}.py", source):
+            cache.scrub_numba_files(directory)
+            path = directory / f"{stem}.py"
+            pkg = _kernel_package(directory)
+            spec = importlib.util.spec_from_file_location(modname, path)
+            if spec is None or spec.loader is None:  # pragma: no cover
+                raise ImportError(f"cannot create an import spec for {path}")
+            module = importlib.util.module_from_spec(spec)
+            filename = str(path)
+        else:
+            pkg = _kernel_package(None)
+            module = types.ModuleType(modname)
+            filename = f"<tracejit kernel {stem} (in memory)>"
+            module.__file__ = filename
+            setattr(module, IN_MEMORY_FLAG, True)
+            linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
         previous = sys.modules.get(modname)
         sys.modules[modname] = module
         try:
-            spec.loader.exec_module(module)
+            exec(compile(text, filename, "exec"), module.__dict__)
         except BaseException:
             if previous is not None:
                 sys.modules[modname] = previous
@@ -422,12 +416,16 @@ def load_kernel(source: str, name_hint: str) -> Tuple[Any, str, str]:
     """
     directory, stem, modname = _names(source, name_hint)
     key = (str(directory), modname)
-    path = str(directory / f"{stem}.py")
+    path = (str(directory / f"{stem}.py") if directory is not None
+            else f"<tracejit kernel {stem} (in memory)>")
     with _LOCK:
         entry = _ENTRIES.get(key)
         if entry is not None:
             return entry, modname, path
-        if FAST_CACHE_LOAD and not _disable_jit() and (directory / f"{stem}.tjo").exists():
+        if directory is not None:
+            cache.record_at_exit(directory, compile_stats)
+        if (directory is not None and FAST_CACHE_LOAD and not _disable_jit()
+                and (directory / f"{stem}.tjo").exists()):
             entry = _load_object(directory, stem, modname, source)
         if entry is None:
             with setting_up_numba():
@@ -448,10 +446,11 @@ def _load_object(directory: Path, stem: str, modname: str, source: str):
                                                      _host_magic()))
     except Exception as exc:  # noqa: BLE001 - Numba's path serves, and rewrites the file
         _log_once(f"object file {path.name} not loaded ({type(exc).__name__}: {exc})")
-        try:
-            path.unlink()
-        except OSError:
-            pass
+        for stale in (path, path.with_suffix(objload.DIGEST_SUFFIX)):
+            try:
+                stale.unlink()
+            except OSError:
+                pass
         _bump("rebuilds")
         return None
     if entry is None:
@@ -462,6 +461,7 @@ def _load_object(directory: Path, stem: str, modname: str, source: str):
     # The source stays next to its object, checked as load_module checks it: it is what
     # a user reads, and what Numba compiles should the object go.
     _write_source(directory / f"{stem}.py", source)
+    cache.touch(path)  # (used: pruned last)
     _bump("objects_loaded")
     return entry
 
@@ -626,22 +626,30 @@ def njit(signature: str, **options):
         return numba.njit(signature, **options)
 
     def wrap(fn):
-        disp = numba.njit(**options)(fn)
-        obj = None
-        if FAST_CACHE_LOAD and options.get("cache"):
-            obj = _load_cached(disp, signature)
-        if obj is None:
-            disp.compile(signature)
-            obj = _compiled_object(disp.overloads[disp.signatures[0]])
-            if not _SETUP_DONE:
-                _set_up_done()
-        if FAST_CACHE_LOAD and options.get("cache") and obj and fn.__name__ == "kernel":
-            # (the module's entry: the functions it calls are linked into its object)
-            _write_object(fn, signature, obj, disp.overloads[disp.signatures[0]], options)
-        disp.disable_compile()
-        return disp
+        with numbacache.interrupts_deferred():
+            return _njit_one(numba, fn, signature, dict(options))
 
     return wrap
+
+
+def _njit_one(numba, fn, signature: str, opts: dict):
+    """One `njit` kernel function: its dispatcher, compiled or loaded (see `njit`)."""
+    disp = numbacache.dispatcher(numba, fn, opts)  # (drops "cache" when it cannot be)
+    obj = None
+    if FAST_CACHE_LOAD and opts.get("cache"):
+        obj = _load_cached(disp, signature)
+    if obj is None:
+        disp = numbacache.compile_healing(numba, fn, disp, signature, opts)
+        obj = _compiled_object(disp.overloads[disp.signatures[0]])
+        if not _SETUP_DONE:
+            _set_up_done()
+    if FAST_CACHE_LOAD and opts.get("cache") and obj and fn.__name__ == "kernel":
+        # (the module's entry: the functions it calls are linked into its object)
+        _write_object(fn, signature, obj, disp.overloads[disp.signatures[0]], opts)
+    if opts.get("cache") and fn.__name__ == "kernel":  # (its files are all written now)
+        _after_write(Path(fn.__code__.co_filename).parent, fn.__module__.rpartition(".")[2])
+    disp.disable_compile()
+    return disp
 
 
 def _compiled_object(cres):
@@ -668,6 +676,8 @@ def _write_object(fn, signature: str, obj: bytes, cres, options: dict) -> None:
                                     cres.library.codegen.magic_tuple())
         if not nrt_file.exists():
             objload.write_nrt(nrt_file, cres.library.codegen, _atomic_write)
+    except OSError as exc:  # a full disk, a read-only cache: the kernel works all the same
+        cache.disk_trouble(Path(fn.__code__.co_filename).parent, exc)
     except Exception as exc:  # noqa: BLE001 - the kernel works; later loads take Numba's path
         _log_once(f"object file for {fn.__module__} not written ({type(exc).__name__}: "
                   f"{exc})")

@@ -14,7 +14,11 @@ here, more than half of what a warm first call may cost.
 File format, never unpickled: line 1 is ``# tracejit-object-sha256: <hex>`` over the rest,
 line 2 a JSON header, then the object file's bytes. The header names the module the object
 belongs to, the symbols the object needs from elsewhere, and the target it was compiled for
-(triple, CPU name, CPU features: Numba's own cache key). A file whose hash, target or
+(triple, CPU name, CPU features: Numba's own cache key). Next to it, ``<stem>.sum`` holds
+the sha256 of the file as written; the file is read only as a regular file of the user's
+(no symlink) matching that digest, then elfcheck checks every ELF structure LLVM's loader
+reads and recomputes the symbols the object needs (LLVM aborts the process on a malformed
+object: no exception to catch). A file whose digest, hash, target or
 symbols do not check out is not loaded, and the caller takes Numba's path instead, which
 writes the file afresh. Only objects the loader can serve are written: no ``parallel=True``
 kernels (they need Numba's thread pool), and none whose environment holds constants or
@@ -39,59 +43,30 @@ import importlib.machinery
 import importlib.util
 import json
 import os
-import struct
 import sys
 import threading
 import types
 from pathlib import Path
 
+from . import cache, elfcheck
+from .elfcheck import ObjectFileError
+
 FORMAT = 1
 _HEADER_PREFIX = b"# tracejit-object-sha256: "
 SUFFIX = ".tjo"
+#: Next to each object file, the sha256 of its bytes as written (see `read_checked`).
+DIGEST_SUFFIX = ".sum"
 
 _LOCK = threading.RLock()
 _ENGINE = None
 _UNAVAILABLE: list = []   # why this process cannot load objects (once, for the log)
 
 
-class ObjectFileError(Exception):
-    """An object file that must not be loaded (corrupt, other target, unknown symbols)."""
-
-
-# --------------------------------------------------------------------------
-# ELF symbols (to know, before loading, that every symbol an object needs resolves:
-# an unresolved one is a fatal LLVM error, not an exception)
-# --------------------------------------------------------------------------
-
 def elf_symbols(obj: bytes):
-    """(defined, undefined) global symbol names of a 64-bit little-endian ELF object.
-    Weak undefined symbols (allowed to stay unresolved) are not listed."""
-    if obj[:4] != b"\x7fELF" or obj[4] != 2 or obj[5] != 1:
-        raise ObjectFileError("not a 64-bit little-endian ELF object")
-    shoff, = struct.unpack_from("<Q", obj, 0x28)
-    shentsize, shnum = struct.unpack_from("<HH", obj, 0x3A)
-    sections = [struct.unpack_from("<IIQQQQIIQQ", obj, shoff + i * shentsize)
-                for i in range(shnum)]
-    defined, undefined = set(), set()
-    for _name, kind, _fl, _addr, off, size, link, _info, _al, entsize in sections:
-        if kind != 2:  # SHT_SYMTAB
-            continue
-        strtab = sections[link]
-        str_off = strtab[4]
-        for pos in range(off + entsize, off + size, entsize):  # entry 0 is the null symbol
-            st_name, st_info, _other, shndx, _value, _size = struct.unpack_from(
-                "<IBBHQQ", obj, pos)
-            bind = st_info >> 4
-            if bind not in (1, 2) or st_name == 0:  # GLOBAL, WEAK
-                continue
-            end = obj.index(b"\0", str_off + st_name)
-            name = obj[str_off + st_name:end].decode()
-            if shndx == 0:
-                if bind == 1:
-                    undefined.add(name)
-            else:
-                defined.add(name)
-    return sorted(defined), sorted(undefined)
+    """(defined, undefined) global symbol names of a 64-bit little-endian ELF object, every
+    structure LLVM reads checked first (elfcheck). Weak undefined symbols (allowed to stay
+    unresolved) are not listed."""
+    return elfcheck.check(obj)
 
 
 # --------------------------------------------------------------------------
@@ -115,6 +90,26 @@ def _unpack(data: bytes):
     if header.get("format") != FORMAT or len(obj) != header.get("size"):
         raise ObjectFileError("unknown format or wrong size")
     return header, obj
+
+
+def _write_checked(path: Path, data: bytes, write) -> None:
+    """Write an object file and, first, the digest it must match to be loaded."""
+    write(path.with_suffix(DIGEST_SUFFIX), hashlib.sha256(data).hexdigest().encode() + b"\n")
+    write(path, data)
+
+
+def read_checked(path: Path) -> bytes:
+    """An object file's bytes: a regular file of this user's, not through a symlink, that
+    matches the digest recorded when it was written (so an object that does not belong
+    there is refused whatever its own sha256 line says). FileNotFoundError if absent."""
+    data = cache.read_private(path)
+    try:
+        recorded = cache.read_private(path.with_suffix(DIGEST_SUFFIX)).strip()
+    except FileNotFoundError:
+        raise ObjectFileError("no digest recorded for it") from None
+    if hashlib.sha256(data).hexdigest().encode() != recorded:
+        raise ObjectFileError("does not match the digest recorded when it was written")
+    return data
 
 
 def nrt_path(directory: Path, salt: str, magic) -> Path:
@@ -161,7 +156,7 @@ def write_kernel(path: Path, module: str, signature: str, obj: bytes, cres,
         "magic": list(cres.library.codegen.magic_tuple()),
         "undefined": undefined, "size": len(obj),
     }
-    write(path, _pack(header, obj))
+    _write_checked(path, _pack(header, obj), write)
 
 
 def write_nrt(path: Path, codegen, write) -> None:
@@ -175,7 +170,7 @@ def write_nrt(path: Path, codegen, write) -> None:
     _defined, undefined = elf_symbols(obj)
     header = {"format": FORMAT, "module": "nrt", "magic": list(codegen.magic_tuple()),
               "undefined": undefined, "size": len(obj)}
-    write(path, _pack(header, obj))
+    _write_checked(path, _pack(header, obj), write)
 
 
 # --------------------------------------------------------------------------
@@ -302,13 +297,15 @@ class _Engine:
     def add(self, header: dict, obj: bytes) -> None:
         if list(header.get("magic", ())) != list(self.magic):
             raise ObjectFileError("compiled for another target")
-        missing = [s for s in header["undefined"]
+        # (from the object itself, every structure checked: not from its header)
+        defined, undefined = elf_symbols(obj)
+        missing = [s for s in undefined
                    if s not in self.defined and not self.ll.address_of_symbol(s)]
         if missing:
             raise ObjectFileError(f"needs symbols this process lacks: {missing[:5]}")
         self.ee.add_object_file(self.ll.ObjectFileRef.from_data(obj))
         self.ee.finalize_object()
-        self.defined.update(elf_symbols(obj)[0])
+        self.defined.update(defined)
 
 
 # The C math functions Numba binds to its helper library's copies (intrinsics.INTR_MATH).
@@ -324,10 +321,16 @@ def _engine(nrt_file: Path):
             return None
         try:
             engine = _Engine()
-            header, obj = _unpack(nrt_file.read_bytes())
+            header, obj = _unpack(read_checked(nrt_file))
             engine.add(header, obj)
         except Exception as exc:  # noqa: BLE001 - Numba's path serves instead
             _UNAVAILABLE.append(f"{type(exc).__name__}: {exc}")
+            if isinstance(exc, ObjectFileError):  # (Numba's path writes it again)
+                for stale in (nrt_file, nrt_file.with_suffix(DIGEST_SUFFIX)):
+                    try:
+                        stale.unlink()
+                    except OSError:
+                        pass
             return None
         _ENGINE = engine
     return _ENGINE
@@ -344,7 +347,7 @@ def load_kernel(path: Path, module: str, nrt_file: Path):
     as ObjectFileError when the file exists but must not be loaded)."""
     with _LOCK:
         try:
-            data = path.read_bytes()
+            data = read_checked(path)
         except FileNotFoundError:
             return None
         if not nrt_file.exists():

@@ -699,6 +699,15 @@ class Function:
                          and self.input_signature is None)
         self._lock = threading.RLock()
         self.trace_count = 0
+        # Cache bookkeeping for stats() and max_traces' least-recently-used eviction. Calls
+        # are counted once, at the top of __call__; a trace's last use is stamped where the
+        # general path finds it and, for the one-argument fast path, at eviction (the fast
+        # paths stay free of bookkeeping).
+        self._calls = 0
+        self._misses = 0
+        self._eager_calls = 0
+        self._evictions = 0
+        self._compile_seconds = 0.0
         self._warned = set()
         self._eager_keys = set()
         self._refused: dict = {}  # key -> traces refused for rebinding outside state
@@ -749,6 +758,7 @@ class Function:
 
     # -------------------------------------------------------------- calling
     def __call__(self, *args, **kwargs):
+        self._calls += 1
         # Fast path: positional plain-tensor arguments whose signature already has a cached,
         # directly runnable trace. Skips flattening and the general key; guards still run.
         if self._fast and not kwargs and not dispatch._hooked_threads and not _RUN_EAGERLY[0]:
@@ -805,11 +815,13 @@ class Function:
             self._check_signature(leaves, names)
         key = self._key(leaves, tree)
         if key in self._eager_keys:
+            self._eager_calls += 1
             return self._fn(*args, **kwargs)
         concrete = self._lookup(key)
         if concrete is None:
             concrete = self._trace_new(args, kwargs, leaves, names, tree, key)
             if concrete is None:
+                self._eager_calls += 1
                 return self._fn(*args, **kwargs)
         if concrete._alias is not None:
             why = concrete.alias_hazard(leaves)
@@ -854,8 +866,49 @@ class Function:
             return None
         for concrete in bucket:
             if concrete.guard_failure() is None:
+                concrete._last_use = self._calls
                 return concrete
         return None
+
+    def stats(self) -> dict:
+        """What this function's trace cache did: traces held, hits (calls run by a trace it
+        held), misses (calls that traced), evictions (traces dropped at `max_traces`, least
+        recently used first), compile seconds (tracing excluded).
+
+        >>> f = tracer.function(lambda x: x * 2, max_traces=8)
+        >>> f.stats()["traces"]
+        0
+        """
+        held = sum(len(b) for b in self._cache.values())
+        return {"traces": held, "hits": self._calls - self._misses - self._eager_calls,
+                "misses": self._misses, "evictions": self._evictions,
+                "compile_seconds": self._compile_seconds}
+
+    def _evict_least_recently_used(self) -> None:
+        """Drop the trace used longest ago (with its program, kernels' entries and buffers:
+        nothing else holds them) to make room for a new one."""
+        if self._last1 is not None:  # (the one-argument fast path's last hit: the newest)
+            self._last1[4]._last_use = self._calls
+        victim_key, victim = None, None
+        for key, bucket in self._cache.items():
+            for concrete in bucket:
+                if victim is None or getattr(concrete, "_last_use", 0) < \
+                        getattr(victim, "_last_use", 0):
+                    victim_key, victim = key, concrete
+        if victim is None:
+            return
+        bucket = self._cache[victim_key]
+        bucket.remove(victim)
+        if not bucket:
+            del self._cache[victim_key]
+        for table in (self._fast, self._fast_spec):
+            for k in [k for k, c in table.items() if c is victim]:
+                del table[k]
+        if self._last1 is not None and self._last1[4] is victim:
+            self._last1 = None
+        self._evictions += 1
+        logs.log("recompiles", f"{self._name}: max_traces={self.max_traces} reached; "
+                 f"evicted the least recently used trace")
 
     def _eager_for_grad(self, args, kwargs,
                         why="outputs need gradients outside the function"):
@@ -946,15 +999,9 @@ class Function:
             concrete = self._lookup(key)
             if concrete is not None:
                 return concrete
-            if self.trace_count >= self.max_traces and not force:
-                if "max" not in self._warned:
-                    self._warned.add("max")
-                    warnings.warn(f"tracer.function {self._name}: reached max_traces="
-                                  f"{self.max_traces}; running eagerly from now on for new "
-                                  f"signatures", RuntimeWarning,
-                                  stacklevel=_user_stacklevel())
-                self._eager_keys.add(key)
-                return None
+            while sum(len(b) for b in self._cache.values()) >= max(self.max_traces, 1) \
+                    and self._cache:
+                self._evict_least_recently_used()
             self._explain_retrace(key, names)
             try:
                 concrete = self._trace(args, kwargs, leaves, names, tree)
@@ -985,6 +1032,10 @@ class Function:
                     raise TracingError(message)
                 self._warn_once(message)
             self.trace_count += 1
+            if not force:
+                self._misses += 1
+            concrete._last_use = self._calls
+            self._compile_seconds += concrete.compile_seconds
             if not concrete.one_shot:
                 self._cache.setdefault(key, []).append(concrete)
             if self.trace_count == WARN_AFTER_TRACES and "many" not in self._warned:

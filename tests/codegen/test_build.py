@@ -128,8 +128,10 @@ def test_refuses_world_writable_dir(tmp_path, monkeypatch):
     assert str(d) in msg
     assert "0o777" in msg
     assert "chmod 700" in msg and "TRACEJIT_CACHE_DIR" in msg
-    with pytest.raises(PermissionError):
-        build.load_module(PLAIN_SRC, "plain")
+    # Kernels are made in memory instead, the user told once what is wrong and the fix
+    with pytest.warns(RuntimeWarning, match=f"chmod 700 {d}"):
+        mod = build.load_module(PLAIN_SRC, "plain")
+    assert getattr(mod, build.IN_MEMORY_FLAG, False)
     # Nothing was written into the insecure directory.
     assert list(d.iterdir()) == []
 

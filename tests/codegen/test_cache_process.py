@@ -23,6 +23,7 @@ import pytest
 
 import codegen
 import codegen.build
+import codegen.cache
 import codegen.objload
 import eager
 import eager.nn.functional as F
@@ -224,7 +225,6 @@ def test_corrupted_module_file_is_detected_and_rebuilt(cache):
     assert third["stats"]["rebuilds"] == 0
 
 
-@pytest.mark.expect_fallback
 def test_world_writable_cache_directory_is_refused(tmp_path, monkeypatch):
     shared = tmp_path / "shared"
     shared.mkdir()
@@ -237,7 +237,8 @@ def test_world_writable_cache_directory_is_refused(tmp_path, monkeypatch):
     assert "0o777" in message and "writable by group or others" in message
     assert f"chmod 700 {shared}" in message and "TRACEJIT_CACHE_DIR" in message
 
-    # a compiled function still gives the right answer, through numpy, and says why
+    # a compiled function still gives the right answer, compiled in memory (no numpy
+    # fallback), and says once why and what to do
     @tracer.function
     def refused_cache_probe(x):
         return x * 3 + 1
@@ -247,11 +248,17 @@ def test_world_writable_cache_directory_is_refused(tmp_path, monkeypatch):
         warnings.simplefilter("always")
         with eager.no_grad():
             out = refused_cache_probe(x)
+            out2 = refused_cache_probe(x + 1)
     np.testing.assert_array_equal(out.numpy(), np.arange(6, dtype=np.float32) * 3 + 1)
+    np.testing.assert_array_equal(out2.numpy(), np.arange(6, dtype=np.float32) * 3 + 4)
     messages = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
     assert len(messages) == 1, messages
-    assert "refused_cache_probe_k0" in messages[0]
     assert "refusing to use tracejit cache directory" in messages[0]
+    assert f"chmod 700 {shared}" in messages[0] and "in memory" in messages[0]
+    assert issubclass(caught[0].category, codegen.cache.CacheWarning)
+    (kernel,) = refused_cache_probe.get_concrete_function(x).kernels
+    assert kernel.entry is not None and not kernel.error  # compiled, not numpy
+    assert "(in memory)" in kernel.file
     assert list(shared.iterdir()) == []  # nothing was written to (or imported from) it
 
 

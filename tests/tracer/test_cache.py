@@ -313,7 +313,7 @@ def test_warns_after_eight_traces_naming_the_changing_argument():
     assert w.filename == __file__  # points at the caller, not into tracer/
 
 
-def test_max_traces_then_runs_eagerly_with_one_warning():
+def test_max_traces_evicts_the_least_recently_used_trace_with_stats():
     calls = []
 
     @fn(max_traces=2)
@@ -321,16 +321,21 @@ def test_max_traces_then_runs_eagerly_with_one_warning():
         calls.append(x.shape)
         return x * 2
 
-    with pytest.warns(RuntimeWarning, match="max_traces=2") as record:
-        for n in (1, 2, 3, 4, 3):
-            np.testing.assert_array_equal(f(eager.ones(n)).numpy(), [2.0] * n)
-    assert len([w for w in record if "max_traces" in str(w.message)]) == 1
-    assert f.trace_count == 2
-    # Shapes 1 and 2 ran compiled (their bodies ran once, while tracing); 3, 4 and 3 again
-    # ran the Python body every time.
-    assert calls == [(1,), (2,), (3,), (4,), (3,)]
-    f(eager.ones(1))
-    assert len(calls) == 5
+    for n in (1, 2, 1, 3):  # 3 evicts 2 (1 was used since), not 1
+        np.testing.assert_array_equal(f(eager.ones(n)).numpy(), [2.0] * n)
+    assert calls == [(1,), (2,), (3,)]  # the body ran only while tracing
+    stats = f.stats()
+    assert (stats["traces"], stats["hits"], stats["misses"], stats["evictions"]) == \
+        (2, 1, 3, 1), stats
+    assert stats["compile_seconds"] > 0
+    f(eager.ones(1))  # still held: a hit
+    assert calls == [(1,), (2,), (3,)]
+    f(eager.ones(2))  # evicted: traced again (evicting 3), and right
+    assert calls == [(1,), (2,), (3,), (2,)]
+    stats = f.stats()
+    assert (stats["traces"], stats["hits"], stats["misses"], stats["evictions"]) == \
+        (2, 2, 4, 2), stats
+    assert f.trace_count == 4
 
 
 # --------------------------------------------------------------------------------------
