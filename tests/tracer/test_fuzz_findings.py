@@ -90,6 +90,21 @@ def test_a_row_reduction_without_keepdim_broadcasts_along_the_last_axis(body, sh
     assert_same(body, _seeded(shape), backend)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_amax_gradient_of_a_value_backward_would_recompute(backend):
+    # F6 (the property test): backward recomputed x * y / (|y| + 1) with the divisor's
+    # reciprocal, one bit off the forward's value, so amax's mask x == max was all False
+    # and the gradient vanished on numba.
+    def make():
+        x = np.full((2, 3, 4), -3.3621807, np.float32)
+        x[0, 0, 0] = 2.3449953
+        y = np.linspace(-5, 8, 12, dtype=np.float32).reshape(3, 4)
+        return [eager.tensor(x, requires_grad=True), eager.tensor(y, requires_grad=True)]
+
+    assert_same(lambda x, y: ((x * y) / (y.abs() + 1)).amax(dim=0, keepdim=True), make,
+                backend, backward=lambda outs: (outs[0] * outs[0]).sum())
+
+
 # ---------------------------------------------------------------- new, not fixed here
 @pytest.mark.xfail(strict=True, reason="fuzz finding F2: an output whose graph a backward "
                    "inside the function consumed has requires_grad False compiled, True eager")
