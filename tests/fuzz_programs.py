@@ -19,9 +19,11 @@ import eager.nn.functional as F
 # Categories with known, open defects (issue 13 item in brackets); the default exclusions.
 # Other categories --exclude takes: elementwise, compare, unary, reduce, view, matmul, join,
 # nn, cast, clone, inplace_temp, inplace_capture, inplace_arg (in-place on arguments),
-# nonfinite (NaN/inf/-0.0 in inputs), backward_inside (loss.backward() in the function).
+# backward_inside (loss.backward() in the function).
 KNOWN_BUGGY = {
     "inplace_view": "in-place ops and slice assignment through views [item 1]",
+    "nonfinite": "NaN/inf inputs: Numba fast-math gives 0 for inf - inf (item 13, the "
+                 "fastmath work; the fuzzer's program 714)",
     "module_mode": "model.train()/eval() between calls not guarded [item 3]",
     "optim_hparams": "optimizer hyperparameters other than lr frozen [item 7]",
     "inplace_capture_0d": "a 0-d captured tensor read, then updated in place: the read "
