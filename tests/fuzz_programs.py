@@ -259,8 +259,8 @@ class _Gen:
             icat = "inplace_view"   # writes through a view, or to a base that has views
         elif role == "capture" and self.env[target].ndim == 0:
             icat = "inplace_capture_0d"
-        elif self.env[target].requires_grad and role == "temp":
-            icat = "inplace_autograd"
+        elif self.env[target].requires_grad or (kind != "plain" and role != "temp"):
+            icat = "inplace_autograd"   # may write a value backward saved (F3)
         else:
             icat = {"arg": "inplace_arg", "capture": "inplace_capture"}.get(role, "inplace_temp")
         for code in (f"{target}.add_({b})", f"{target}.mul_({scalar})", f"{target}.copy_({b})",

@@ -239,9 +239,12 @@ def _split(joint: Graph, n_out: int, n_grads_in: int):
     while True:
         saved = _saved(joint, bwd_set, n_out, grad_inputs)
         saved_ids = {id(v) for v in saved}
+        compared = {id(x) for e in joint.eqns if id(e) in bwd_set and e.op in _COMPARISONS
+                    for x in e.inputs if isinstance(x, Var)}
         moved = False
         for v in saved:
-            chain = _recompute_chain(v, producer, saved_ids | primal_ids, bwd_set)
+            chain = _recompute_chain(v, producer, saved_ids | primal_ids, bwd_set,
+                                     compared=compared)
             if chain:
                 bwd_set.update(chain)
                 moved = True
@@ -329,13 +332,24 @@ def _one_cotangent(bwd: Graph, n_saved: int, k: int):
     return graph, kept
 
 
-def _recompute_chain(v, producer, available, bwd_set, limit=12):
+_COMPARISONS = {"eq", "ne", "gt", "ge", "lt", "le"}
+
+
+def _recompute_chain(v, producer, available, bwd_set, limit=12, compared=frozenset()):
     """Equations (ids) that recompute `v` from `available` values, all cheap; or None.
 
     Recomputing trades a few fused elementwise operations in the backward kernel for
-    not keeping `v` alive between forward and backward (or writing it out at all)."""
+    not keeping `v` alive between forward and backward (or writing it out at all).
+    A value that a comparison reads is never recomputed: another kernel may round it
+    differently in the last bit (x * (1 / d) for x / d), and amax's gradient mask
+    `x == amax(x)` then loses the maximum."""
+    if id(v) in compared:
+        return None
     first = producer.get(id(v))
     if first is None or not _recomputable(first) or id(first) in bwd_set:
+        return None
+    if first.op in _COMPARISONS and any(isinstance(y, Var) and id(y) not in available
+                                        for y in first.inputs):
         return None
     chain = {id(first)}
     stack = [y for y in first.inputs if isinstance(y, Var)]
@@ -344,10 +358,12 @@ def _recompute_chain(v, producer, available, bwd_set, limit=12):
         if id(x) in available:
             continue
         e = producer.get(id(x))
-        if e is None or not _recomputable(e):
+        if e is None or not _recomputable(e) or id(x) in compared:
             return None
         if id(e) in chain or id(e) in bwd_set:
             continue
+        if e.op in _COMPARISONS:
+            return None
         chain.add(id(e))
         if len(chain) > limit:
             return None
