@@ -239,8 +239,6 @@ def test_a_0d_capture_read_before_its_in_place_update(backend):
     assert compare_values(e_out, c_out) is None
 
 
-@pytest.mark.xfail(strict=True, reason="issue 13 item 13 (fastmath): numba's fast-math "
-                   "flags turn inf - inf into 0")
 def test_gradient_of_inf_minus_inf_through_relu():
     # The fuzzer's program 714 (NaN/inf inputs): the gradient at x = inf is NaN eagerly.
     def step(x):
