@@ -493,7 +493,7 @@ class Program:
                 entry(*args)
         return run
 
-    def _flat(self, a, s):
+    def _flat(self, a, s, read_only=False):
         """`_kernel_arg(a)` for the array in slot `s`. For captures (parameters, optimizer
         state: the same arrays call after call) the last answer is kept when it is a view;
         a copy (of a non-contiguous or read-only array) is made afresh at every call, since
@@ -504,7 +504,7 @@ class Program:
         hit = self._flat_cache[s]
         if hit is not None and hit[0] is a:
             return hit[1]
-        f = _kernel_arg(a)
+        f = _kernel_arg(a, read_only)
         self._flat_cache[s] = (a, f) if _is_view_of(f, a) else None
         return f
 
@@ -615,6 +615,11 @@ class Program:
         pooled = []  # (slot, shape, dtype) of the per-thread buffers, in order
         rings = []  # slots of outputs recycled through per-thread rings (_recycled)
 
+        # Capture slots no kernel writes into (io slots are parameters and optimizer state
+        # updated in place): a read-only array there (a live hyperparameter's) is passed
+        # as it is, a view, rather than copied at every call.
+        written = {o[4] for d in self._descs if d and d[0] == "kernel" for o in d[3]}
+
         def flat_of(s):
             if s not in flat_known:
                 flat_known.add(s)
@@ -627,7 +632,9 @@ class Program:
                     lines.append(f"    if h is not None and h[0] is v{s}:")
                     lines.append(f"        f{s} = h[1]; w{s} = True")
                     lines.append("    else:")
-                    lines.append(f"        f{s} = flat_of(v{s}, {s}); w{s} = is_view(f{s}, v{s})")
+                    read = ", True" if s not in written else ""
+                    lines.append(f"        f{s} = flat_of(v{s}, {s}{read}); "
+                                 f"w{s} = is_view(f{s}, v{s})")
                 else:
                     lines.append(f"    f{s} = arg(v{s})")
             return f"f{s}"
@@ -677,6 +684,20 @@ class Program:
                 _, impl, out, e = desc
                 ns[f"op{k}"] = impl
                 ns[f"p{k}"] = e.params
+                x = e.inputs[0] if e.inputs else None
+                if e.op == "check_class_index" and isinstance(x, Var) \
+                        and np.dtype(x.type.dtype).kind == "i":
+                    # The registry's check, inlined (a third of its cost was the call): seen
+                    # as unsigned, a negative index exceeds any size; on a hit the op's own
+                    # implementation raises its IndexError.
+                    v = f"v{self.slots[id(x)]}"
+                    if math.prod(x.type.shape):
+                        ns["umax"] = np.maximum.reduce
+                        ns[f"u{k}"] = np.dtype(f"u{np.dtype(x.type.dtype).itemsize}")
+                        lines.append(f"    if umax({v}.view(u{k}), None) >= {int(e.params['size'])}: "
+                                     f"op{k}({v}, **p{k})  # check_class_index raises")
+                    lines.append(f"    v{out} = {v}.view()")
+                    continue
                 operands = []
                 for j, x in enumerate(e.inputs):
                     if x is None:
@@ -992,12 +1013,13 @@ def _aligned_reads(part, group, old) -> bool:
     return True
 
 
-def _kernel_arg(a):
-    """A flat, C-ordered, writable view (or copy) of `a`, as kernels take their arrays."""
+def _kernel_arg(a, read_only=False):
+    """A flat, C-ordered, writable view (or copy) of `a`, as kernels take their arrays;
+    with `read_only` (an array the kernel only reads) a read-only view will do."""
     if a.__class__ is not np.ndarray:
         a = np.asarray(a)
     flags = a.flags
-    if flags.c_contiguous and flags.writeable:
+    if flags.c_contiguous and (flags.writeable or read_only):
         return a if a.ndim == 1 else a.reshape(-1)
     flat = a.reshape(-1)  # a copy in C order when `a` is not contiguous
     # ... except when the strides are uniform (a[::2], a[::-1], (3,1) sliced with a step):

@@ -3,6 +3,7 @@ checked against eager where its shortcut is valid and where it must not be taken
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import eager
 import eager.nn.functional as F
@@ -95,6 +96,84 @@ def test_a_training_step_runs_as_one_generated_function_calling_each_kernel_once
     assert source is not None and source.startswith("def run(args, dests):")
     for kernel in program.kernels:
         assert source.count(f"# {kernel.name}\n") == 1, source
+
+
+def test_the_runners_label_check_raises_for_labels_changed_in_place():
+    # The runner checks class labels inline (no call to the op): the same label array,
+    # written between calls, must still be checked at every call, for every index dtype,
+    # and a good label after a bad one must run as eager does.
+    import eager.nn as nn
+
+    eager.manual_seed(0)
+    model = nn.Linear(6, 3)
+    emb = nn.Embedding(4, 2)
+    x = eager.randn(4, 6)
+
+    def step(x, y):
+        loss = F.cross_entropy(model(x), y) + emb(y).sum()
+        loss.backward()
+        return loss
+
+    for dtype in (np.int64, np.int32):
+        labels = np.array([0, 2, 1, 2], dtype)
+        y = eager.from_numpy(labels)
+        compiled = tracer.function(step)
+        for bad, good in ((-1, 1), (3, 0), (np.iinfo(dtype).min, 2)):
+            model.zero_grad()
+            emb.zero_grad()
+            compiled(x, y)
+            assert "check_class_index raises" in \
+                compiled.get_concrete_function(x, y).program.runner_source
+            labels[1] = bad
+            with pytest.raises(IndexError, match="out of bounds"):
+                compiled(x, y)
+            labels[1] = good
+            model.zero_grad()
+            emb.zero_grad()
+            got = compiled(x, y).item()
+            got_grads = [p.grad.numpy().copy() for p in (*model.parameters(), emb.weight)]
+            model.zero_grad()
+            emb.zero_grad()
+            assert got == pytest.approx(step(x, y).item(), rel=1e-5)
+            for g, p in zip(got_grads, (*model.parameters(), emb.weight)):
+                np.testing.assert_allclose(g, p.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_a_live_hyperparameter_is_passed_to_kernels_without_a_copy():
+    # A live hyperparameter's array is read-only; kernels only read it, so its flat view is
+    # kept from call to call rather than copied at each (and a new value is still seen).
+    import eager.nn as nn
+    import eager.optim as optim
+
+    eager.manual_seed(0)
+    model = nn.Linear(5, 2)
+    ref = nn.Linear(5, 2)
+    ref.load_state_dict(model.state_dict())
+    opts = [optim.Adam(m.parameters(), lr=0.01) for m in (model, ref)]
+    x = eager.randn(3, 5)
+
+    def make(m, opt):
+        def step(x):
+            opt.zero_grad()
+            loss = (m(x) ** 2).mean()
+            loss.backward()
+            opt.step()
+            return loss
+        return step
+
+    compiled, eager_step = make(model, opts[0]), make(ref, opts[1])
+    compiled = tracer.function(compiled)
+    for i, (lr, eps) in enumerate([(0.01, 1e-8), (0.01, 1e-8), (0.05, 1e-3), (0.05, 1e-3)]):
+        for opt in opts:
+            opt.param_groups[0]["lr"] = lr
+            opt.param_groups[0]["eps"] = eps
+        assert compiled(x).item() == pytest.approx(eager_step(x).item(), rel=1e-5)
+        for p, q in zip(model.parameters(), ref.parameters()):
+            np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-5,
+                                       atol=1e-6)
+    program = compiled.get_concrete_function(x).program
+    cached = [h for h in program._flat_cache if h is not None and not h[0].flags.writeable]
+    assert cached and all(np.shares_memory(a, f) for a, f in cached)
 
 
 def _compiled_and_eager_mlp(choice, monkeypatch, x_np, transposed_input):
