@@ -283,6 +283,19 @@ def eager_overhead(quick: bool) -> dict | None:
     return result
 
 
+def guard_cost() -> dict:
+    """The per-call cost of a 12-layer MLP step's guards (benchmarks.guard_cost)."""
+    from . import guard_cost as gc_bench
+
+    progress("[guards] benchmarks.guard_cost.run()")
+    try:
+        result = gc_bench.run()
+        result["text"] = gc_bench.format_text(result)
+    except Exception as exc:
+        return {"error": f"{type(exc).__name__}: {exc}"}
+    return result
+
+
 def example() -> dict:
     """The traced IR and generated kernel of W1 (GELU, tanh) on a small shape."""
     import eager
@@ -306,8 +319,9 @@ def parse_args(argv):
                     help="under a minute: fewer repeats, no peers, fresh-process columns "
                          f"only for {', '.join(QUICK_FRESH)}")
     ap.add_argument("--only", default=None,
-                    help="comma list of workloads (W1..W7; 'overhead' for the eager-overhead "
-                         "ratios, which run by default only without --only)")
+                    help="comma list of workloads (W1..W7; 'guards' for the guard cost of a "
+                         "12-layer MLP step, run by default without --quick; 'overhead' for "
+                         "the eager-overhead ratios, which run by default only without --only)")
     ap.add_argument("--peers", dest="peers", action="store_true", default=None,
                     help="measure numpy/PyTorch/JAX peers (default unless --quick)")
     ap.add_argument("--no-peers", dest="peers", action="store_false")
@@ -325,16 +339,18 @@ def main(argv=None) -> int:
     started = time.perf_counter()
     if args.only:
         wanted = [k.strip() for k in args.only.split(",") if k.strip()]
-        unknown = [k for k in wanted if k not in WORKLOADS and k != "overhead"]
+        unknown = [k for k in wanted if k not in WORKLOADS and k not in ("overhead", "guards")]
         if unknown:
             print(f"unknown workload(s) {', '.join(unknown)}; choose from "
-                  f"{', '.join(WORKLOADS)} or 'overhead'", file=sys.stderr)
+                  f"{', '.join(WORKLOADS)}, 'overhead' or 'guards'", file=sys.stderr)
             return 2
         keys = [k for k in WORKLOADS if k in wanted]
         with_overhead = "overhead" in wanted
+        with_guards = "guards" in wanted
     else:
         keys = list(WORKLOADS)
         with_overhead = True
+        with_guards = not args.quick
     config = QUICK if args.quick else FULL
 
     import codegen  # noqa: F401 - registers the numba backend before any trace
@@ -389,6 +405,8 @@ def main(argv=None) -> int:
         summarize(row)   # again: peer cells count for "verified"
     if with_overhead and affordable("overhead"):
         doc["eager_overhead"] = eager_overhead(args.quick)
+    if with_guards:
+        doc["guard_cost"] = guard_cost()
     doc["example"] = example()
     doc["seconds"] = time.perf_counter() - started
     if hasattr(os, "getloadavg"):
@@ -412,6 +430,9 @@ def main(argv=None) -> int:
     if eo:
         out += ["eager overhead (benchmarks.eager_overhead):",
                 eo.get("text") or eo.get("error") or json.dumps(eo), ""]
+    gcost = doc.get("guard_cost")
+    if gcost:
+        out += [gcost.get("text") or gcost.get("error"), ""]
     out += ["W1 (GELU, tanh) traced on f32[1024]:", doc["example"]["ir"], "",
             "its kernel source:", doc["example"]["kernel_source"].rstrip(), ""]
     failed = [r["key"] for r in doc["workloads"] if not r["verified"]]
