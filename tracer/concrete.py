@@ -89,7 +89,7 @@ class ConcreteFunction:
         self.run1 = getattr(program, "call1", None) if self._plain else None
         self.writes_input_grads = any(t[0] == "input_grad" for t in update_targets)
         # Updates of a .grad the program writes straight into the gradient's array
-        # (codegen.runtime._plan_inplace): (capture index, shape, dtype) per entry.
+        # (codegen.inplace_plan._plan_inplace): (capture index, shape, dtype) per entry.
         self._dest_targets = tuple(
             (update_targets[u][1], tuple(graph.updates[u].type.shape), graph.updates[u].type.dtype)
             for u in getattr(program, "dest_updates", ()))
