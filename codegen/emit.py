@@ -329,7 +329,7 @@ def _view_index(e, src_shape, idx):
 
 def emit_kernel(part: Partition, group: KernelGroup, io=None) -> tuple[str, KernelSource]:
     """Source of `group`'s kernel module. `io` (elementwise kernels only) maps outputs to
-    the inputs they overwrite in place (see runtime._plan_inplace)."""
+    the inputs they overwrite in place (see inplace_plan._plan_inplace)."""
     assert not io or group.kind in ("elementwise", "multi"), "in-place: elementwise only"
     ks = KernelSource(part, group, io)
     shape = group.shape
@@ -811,7 +811,7 @@ def _outputs(ks: KernelSource) -> list:
 SPLIT_DOC = """
 
 The runtime runs the loop's range [0, n) in pieces on its threads at once, each a call of
-this kernel for its own lo..hi (codegen.runtime._split_call): the kernel releases the GIL
+this kernel for its own lo..hi (codegen.parallel._split_call): the kernel releases the GIL
 (nogil) and compiles without Numba's parallel pipeline (prange), which added about 0.2 s
 to the first compile of a GELU. Unsigned bounds: Numba adds no negative-index checks."""
 

@@ -19,11 +19,8 @@ compiled once per distinct size, cached.  Symbolic loops are never prange'd.
 """
 from __future__ import annotations
 
-import itertools
 import logging
 import math
-import os
-import sys
 import threading
 import warnings
 from dataclasses import dataclass
@@ -39,8 +36,15 @@ from tracer.symbolic import (SymbolicDimError, bind_params, bind_shape, binder,
                              substitute_graph)
 
 from . import ahead, build
-from .emit import PARALLEL_MIN_SIZE, _env_threshold, emit_kernel
+from .emit import PARALLEL_MIN_SIZE, emit_kernel
 from .fuse import CallStep, KernelGroup, ViewStep, describe, merge_adjacent, partition
+# The executor's parts in their own modules. Names the runner reads through this module
+# (and tests patch here: AUTOTUNE_MATMUL, _matmul_choice) are imported into it.
+from .inplace_plan import InplaceUpdate, _aligned_reads, _plan_inplace  # noqa: F401
+from .matmul_layout import (AUTOTUNE_MATMUL, AUTOTUNE_MAX_MKN, _matmul_choice,  # noqa: F401
+                            _other_layout)
+from .outpool import _recycled, _recycles
+from .parallel import _split_call
 
 log = logging.getLogger("tracer.kernels")
 _warned: set = set()  # sources of the kernels whose numpy fallback was announced
@@ -68,188 +72,6 @@ def _warn_fallback(group: KernelGroup, error: str, stage: str = "build") -> None
         f"codegen: could not {stage} kernel {group.name}{where}: {error}; running its "
         f"{len(group.members)} equations through numpy instead (same results, slower)",
         FallbackWarning, filename, lineno, module="codegen.runtime")
-
-# Outputs of at least this many bytes are recycled once the caller has dropped them
-# (`_recycled`). glibc maps every allocation past 32 MiB fresh from the OS and unmaps it
-# on free, so each call's output page-faults (the kernel zeroes it) as it is written: W1's
-# GELU took 10.6 ms into a new 64 MiB array, 5.7 ms into an existing one. Smaller
-# arrays come from glibc's heap, which it reuses by itself. TRACEJIT_OUTPUT_POOL_MIN_BYTES
-# overrides it (0: never).
-OUTPUT_POOL_MIN_BYTES = _env_threshold("TRACEJIT_OUTPUT_POOL_MIN_BYTES", 32 << 20)
-_getrefcount = sys.getrefcount
-
-
-def _refs_in(ring):
-    for o in ring:
-        return _getrefcount(o)
-
-
-# The count `_recycled` sees for an array nothing outside its ring refers to (the ring,
-# the loop variable, getrefcount's argument), measured rather than assumed: interpreters
-# differ in how many references a running loop holds.
-_UNREFERENCED = _refs_in([np.empty(0)])
-
-
-# Threads that split a kernel's loop (_split_call): Numba's count (NUMBA_NUM_THREADS,
-# by default the CPUs this process may use); the pool is made at first use, and again in
-# a forked child, which inherits the pool object but not its threads.
-_SPLIT_THREADS = None
-_SPLIT_POOL = None
-_SPLIT_LOCK = threading.Lock()
-
-
-def _split_threads() -> int:
-    global _SPLIT_THREADS
-    if _SPLIT_THREADS is None:
-        config = sys.modules.get("numba.core.config")
-        if config is not None:
-            _SPLIT_THREADS = max(1, int(config.NUMBA_NUM_THREADS))
-        else:  # what Numba's config would say, without importing Numba
-            env = os.environ.get("NUMBA_NUM_THREADS", "").strip()
-            _SPLIT_THREADS = max(1, int(env) if env else (
-                len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-                else os.cpu_count() or 1))
-    return _SPLIT_THREADS
-
-
-def _split_pool():
-    global _SPLIT_POOL
-    with _SPLIT_LOCK:
-        if _SPLIT_POOL is None:
-            import concurrent.futures
-
-            _SPLIT_POOL = concurrent.futures.ThreadPoolExecutor(
-                _split_threads() - 1, thread_name_prefix="tracejit-kernel")
-        return _SPLIT_POOL
-
-
-def _forget_split_pool():
-    global _SPLIT_POOL, _SPLIT_LOCK
-    _SPLIT_POOL, _SPLIT_LOCK = None, threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_split_pool)
-
-
-# Pieces per thread of a split kernel. With one piece per thread a call waits for its
-# slowest thread: on a shared machine, one whose core another job holds for a while. With
-# several, each thread takes the next piece as it finishes, and the others take up a
-# slowed thread's share. W2 softmax (2 threads, medians of 2 processes each) with another
-# job busy 3 ms of every 6 on the machine: 1.96 -> 1.81 ms (1.0 ms without it); with a
-# job busy all the time no change (2.0 ms: the scheduler's time slices outlast a call);
-# alone, no change either.
-PIECES_PER_THREAD = 4
-
-
-def _split_call(entry, n: int, align: int):
-    """A kernel taking `lo, hi` after its arguments (emit.SPLIT_DOC), as a callable that
-    takes just the arguments and runs [0, n) in pieces on the calling thread and the pool's:
-    each takes the next piece until none is left. The kernel releases the GIL, so they run
-    at once. Pieces start at multiples of `align` (64 elements: whole cache lines; a row
-    kernel's unit is a block of rows)."""
-    threads = _split_threads()
-    step = -(-n // (threads * PIECES_PER_THREAD))
-    step = -(-step // align) * align
-    pieces = [(lo, min(lo + step, n)) for lo in range(0, n, step)]
-    if len(pieces) == 1 or threads == 1:
-        return lambda *arrays: entry(*arrays, 0, n)
-    helpers = min(threads, len(pieces)) - 1
-
-    def run(*arrays):
-        take = itertools.count().__next__  # (atomic: one piece to one thread)
-
-        def work():
-            i = take()
-            while i < len(pieces):
-                entry(*arrays, *pieces[i])
-                i = take()
-
-        pool = _SPLIT_POOL or _split_pool()
-        futures = [pool.submit(work) for _ in range(helpers)]
-        try:
-            work()
-        finally:
-            for f in futures:
-                f.result()
-    return run
-
-
-# A small matmul whose operands are in different layouts (x @ W.T: C-ordered times the
-# transposed view of a C-ordered weight) can be much slower in one layout than another,
-# and which one depends on the BLAS and the shapes: OpenBLAS (SkylakeX kernels) took
-# 15.3 us for (32,100) @ (128,100).T, 10.1 us with x copied to Fortran order first, yet
-# 1.9 against 3.6 us for (32,128) @ (10,128).T. So a program times the choices once per
-# shape on this machine, at build time, and its runner keeps the fastest.
-# TRACEJIT_AUTOTUNE_MATMUL=0 turns it off (the operands are then used as they come).
-AUTOTUNE_MATMUL = os.environ.get("TRACEJIT_AUTOTUNE_MATMUL", "").strip() != "0"
-AUTOTUNE_MAX_MKN = 1 << 22   # larger products pack their operands anyway: not timed
-_MATMUL_CHOICE: dict = {}    # (shapes, dtype, layouts) -> "", "a" or "b"
-
-
-def _other_layout(x: np.ndarray) -> np.ndarray:
-    return np.asfortranarray(x) if x.flags.c_contiguous else np.ascontiguousarray(x)
-
-
-def _matmul_choice(a_shape, b_shape, dtype, a_layout: str, b_layout: str) -> str:
-    """Which operand of a 2-D matmul to copy into the other layout first ("a", "b"), or
-    none (""): the fastest of the three by the median of 7 interleaved rounds, when it is
-    at least 15% faster than using the operands as they come. Decided once per process."""
-    key = (a_shape, b_shape, np.dtype(dtype).str, a_layout, b_layout)
-    choice = _MATMUL_CHOICE.get(key)
-    if choice is not None:
-        return choice
-    import time
-
-    rng = np.random.default_rng(0)
-
-    def make(shape, layout):
-        x = rng.standard_normal(shape).astype(dtype)
-        return np.asfortranarray(x) if layout == "F" else x
-
-    a, b = make(a_shape, a_layout), make(b_shape, b_layout)
-    runs = {"": lambda: np.matmul(a, b), "a": lambda: np.matmul(_other_layout(a), b),
-            "b": lambda: np.matmul(a, _other_layout(b))}
-    mkn = a_shape[0] * a_shape[1] * b_shape[1]
-    reps = max(1, min(50, (1 << 20) // max(mkn, 1)))
-    times = {k: [] for k in runs}
-    for f in runs.values():
-        f()
-    for _ in range(7):
-        for k, f in runs.items():
-            t = time.perf_counter()
-            for _ in range(reps):
-                f()
-            times[k].append(time.perf_counter() - t)
-    med = {k: sorted(v)[3] for k, v in times.items()}
-    best = min(med, key=med.get)
-    choice = best if med[best] < 0.85 * med[""] else ""
-    _MATMUL_CHOICE[key] = choice
-    return choice
-
-
-def _recycles(shape, dtype) -> bool:
-    """Whether an output of this (bound) shape goes through `_recycled`."""
-    return math.prod(shape) * np.dtype(dtype).itemsize >= OUTPUT_POOL_MIN_BYTES
-
-
-def _recycled(ring: list, shape: tuple, dtype) -> np.ndarray:
-    """An output array for a program step: one this step returned earlier and that
-    nothing refers to any more (the caller dropped it, and every view of it), else a new
-    one; the ring (per thread and step) keeps the two most recent, so a loop holding the
-    previous result while it makes the next one recycles too.
-
-    The caller gets the array object itself, so any reference it keeps (a Tensor, a view,
-    a memoryview, an autograd node) counts. Only a weak reference does not: it may see
-    the array again, with a later call's values."""
-    for o in ring:
-        if _getrefcount(o) == _UNREFERENCED and o.shape == shape:
-            return o
-    o = np.empty(shape, dtype)
-    if len(ring) == 2:
-        del ring[0]  # the oldest is still the caller's: keep track of recent ones instead
-    ring.append(o)
-    return o
 
 
 @dataclass(eq=False)
@@ -917,100 +739,6 @@ class Program:
             text += "\n" + "\n".join(f"  note: {k.name} runs through numpy ({k.error})"
                                      for k in failed)
         return text
-
-
-@dataclass(frozen=True)
-class InplaceUpdate:
-    """An update computed straight into the array of the tensor it updates."""
-
-    update: int          # index into graph.updates
-    old: object          # the Var holding the target's value before the call, or None
-    io: bool             # its kernel reads `old` and writes the update at the same index
-
-
-def _plan_inplace(graph: Graph, part, escaping: set) -> dict:
-    """Which updates can be written into their target's memory while the program runs,
-    instead of into a buffer that the caller then copies over the target.
-
-    The new value of a captured tensor overwrites the old one, so every read of the old
-    value (through any view of it) must come before the step that writes it, or be in
-    that step at the very element it writes (an elementwise kernel, which then takes the
-    array once, as an input it also writes: two arguments on one buffer would fail LLVM's
-    run-time alias check and run scalar). A `.grad` the function does not read has no old
-    value; the caller passes its array in `dests` (see `Program.__call__`).
-
-    Returns {id(update Var): InplaceUpdate}."""
-    grad_capture = graph.meta.get("grad_capture", {})   # owner capture -> its .grad's capture
-    reads = []  # per step: ids of the base values it reads
-    for step in part.steps:
-        eqns = step.members if isinstance(step, KernelGroup) else [step.eqn]
-        inside = step.member_outs() if isinstance(step, KernelGroup) else set()
-        ids = set()
-        for e in eqns:
-            for x in e.inputs:
-                b = part.base(x)
-                if isinstance(b, Var) and id(b) not in inside:
-                    ids.add(id(b))
-        reads.append(ids)
-    # An output or an update whose value is (a view of) a value the program also writes in
-    # place would be read after that write: a.copy_(b); b.add_(x) updates a with b's old value.
-    escaping_bases = {id(part.base(x)) for x in tuple(graph.outputs) + tuple(graph.updates)
-                      if isinstance(x, Var)}
-    counts: dict = {}
-    for v in graph.updates:
-        counts[id(v)] = counts.get(id(v), 0) + 1
-    plan = {}
-    for u, (v, (kind, i)) in enumerate(zip(graph.updates, graph.update_targets)):
-        if not isinstance(v, Var) or counts[id(v)] > 1 or id(v) in escaping \
-                or id(v) in part.external or id(v) in part.views:
-            continue
-        if kind == "data":
-            old = graph.captures[i]
-        elif kind == "grad":
-            j = grad_capture.get(i)
-            old = graph.captures[j] if j is not None else None
-        else:
-            continue  # arguments and state created by the trace: copied back as before
-        group = part.group_of.get(id(v))
-        if group is not None:
-            if v not in group.outputs:
-                continue
-            at = group.index
-        else:
-            at = part.step_of.get(id(v))
-            step = part.steps[at] if at is not None else None
-            if not (isinstance(step, CallStep) and step.how == "blas"):
-                continue
-        io = False
-        if old is not None:
-            if id(old) in escaping_bases or any(id(old) in r for r in reads[at + 1:]):
-                continue
-            if id(old) in reads[at]:
-                if group is None or group.kind != "elementwise" \
-                        or not _aligned_reads(part, group, old):
-                    continue
-                io = True
-            elif kind == "data":
-                continue  # its array is an input anyway; a dest would be the same buffer
-        elif kind != "grad":
-            continue
-        plan[id(v)] = InplaceUpdate(u, old, io)
-    return plan
-
-
-def _aligned_reads(part, group, old) -> bool:
-    """True when every read of `old` in elementwise `group` is the element being written:
-    read directly (no view), full-size, by members of the group's own shape."""
-    if tuple(old.type.shape) != tuple(group.shape):
-        return False
-    for e in group.members:
-        for x in e.inputs:
-            if x is old:
-                if tuple(e.out.type.shape) != tuple(group.shape):
-                    return False
-            elif isinstance(x, Var) and part.base(x) is old:
-                return False  # through a view: another element
-    return True
 
 
 def _kernel_arg(a, read_only=False):

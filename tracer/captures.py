@@ -212,7 +212,7 @@ def _find_sources(fn, args, kwargs, captured):
         if not names[i] and isinstance(t, LiveScalar):
             names[i] = f"{t.name or 'a Python number'}, read at each call"
         elif not names[i]:
-            from .function import _sig_text
+            from .concrete import _sig_text
 
             names[i] = f"<tensor {_sig_text(t.shape, t.dtype)}>"
     return names, sources, tuple(root_guards)

@@ -5,7 +5,7 @@ the old one; accumulation makes `old + g`), so a gradient a user kept from an ea
 never changes. A compiled step writes gradients straight into the old `.grad` array for
 speed; that is only unobservable when nothing but the parameter's `.grad` slot refers to
 the old tensor and its array (no kept tensor, no `numpy()` array, no view). The rule is
-the one the output pool uses (codegen.runtime._recycled): reference counts, measured here
+the one the output pool uses (codegen.outpool._recycled): reference counts, measured here
 rather than assumed, since interpreters differ in the references a call holds.
 """
 from __future__ import annotations

@@ -80,7 +80,7 @@ def format_graph(g, indent: str = "") -> str:
 def _target_name(g, target) -> str:
     if isinstance(target, tuple):
         # The index means a capture, an input or a piece of new state depending on the kind
-        # (see tracer.function._collect_updates); indexing captures for all of them crashed.
+        # (see tracer.tracing._collect_updates); indexing captures for all of them crashed.
         kind, i = target
         if kind in ("data", "grad"):
             return f"%{g.captures[i].name}.{kind}"

@@ -1,4 +1,4 @@
-"""Updates written straight into the tensors they update (codegen.runtime._plan_inplace).
+"""Updates written straight into the tensors they update (codegen.inplace_plan._plan_inplace).
 
 A compiled training step computes new parameters, moments and gradients; instead of
 writing them to buffers that are then copied over the targets, the program writes them

@@ -826,10 +826,10 @@ def test_split_call_pieces_tile_the_range_and_errors_reach_the_caller(monkeypatc
                                                                       n, align):
     """The runtime's split: pieces taken by whichever thread is free tile [0, n) exactly,
     start at multiples of `align`, and a piece that raises raises in the caller."""
-    from codegen import runtime
+    from codegen import parallel
 
-    monkeypatch.setattr(runtime, "_SPLIT_THREADS", threads)
-    monkeypatch.setattr(runtime, "_SPLIT_POOL", None)
+    monkeypatch.setattr(parallel, "_SPLIT_THREADS", threads)
+    monkeypatch.setattr(parallel, "_SPLIT_POOL", None)
     taken = []
 
     def entry(a, lo, hi):
@@ -837,18 +837,18 @@ def test_split_call_pieces_tile_the_range_and_errors_reach_the_caller(monkeypatc
         a[lo:hi] += 1
 
     a = np.zeros(n)
-    runtime._split_call(entry, n, align)(a)
+    parallel._split_call(entry, n, align)(a)
     np.testing.assert_array_equal(a, 1.0)
     assert all(lo % align == 0 and lo < hi for lo, hi in taken)
-    assert len(taken) <= max(1, threads * runtime.PIECES_PER_THREAD)
+    assert len(taken) <= max(1, threads * parallel.PIECES_PER_THREAD)
 
     def failing(a, lo, hi):
         if hi == n:
             raise ValueError("last piece")
     with pytest.raises(ValueError, match="last piece"):
-        runtime._split_call(failing, n, align)(a)
-    if runtime._SPLIT_POOL is not None:  # (this test's pool; monkeypatch restores the other)
-        runtime._SPLIT_POOL.shutdown()
+        parallel._split_call(failing, n, align)(a)
+    if parallel._SPLIT_POOL is not None:  # (this test's pool; monkeypatch restores the other)
+        parallel._SPLIT_POOL.shutdown()
 
 
 @pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs fork")

@@ -1,4 +1,4 @@
-"""Large outputs are recycled once the caller has dropped them (codegen.runtime._recycled).
+"""Large outputs are recycled once the caller has dropped them (codegen.outpool._recycled).
 
 The threshold is lowered so small arrays take the path. An output the caller still
 refers to, in any way that counts a reference (the array, a Tensor, a view, an autograd
@@ -12,7 +12,7 @@ import weakref
 import numpy as np
 import pytest
 
-import codegen.runtime as runtime
+import codegen.outpool as outpool
 import eager
 import eager.nn.functional as F
 import tracer
@@ -20,7 +20,7 @@ import tracer
 
 @pytest.fixture(autouse=True)
 def small_pool_threshold(monkeypatch):
-    monkeypatch.setattr(runtime, "OUTPUT_POOL_MIN_BYTES", 64)
+    monkeypatch.setattr(outpool, "OUTPUT_POOL_MIN_BYTES", 64)
 
 
 def _inputs(n, shape=(4, 8)):

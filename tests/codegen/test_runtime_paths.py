@@ -216,15 +216,15 @@ def test_matmul_operand_layouts_chosen_by_timing_give_eager_results(monkeypatch)
 
 
 def test_matmul_choice_is_timed_once_per_shape_and_layout(monkeypatch):
-    import codegen.runtime as runtime
+    import codegen.matmul_layout as matmul_layout
 
-    monkeypatch.setattr(runtime, "_MATMUL_CHOICE", {})
-    first = runtime._matmul_choice((32, 100), (100, 128), np.dtype(np.float32), "C", "F")
+    monkeypatch.setattr(matmul_layout, "_MATMUL_CHOICE", {})
+    first = matmul_layout._matmul_choice((32, 100), (100, 128), np.dtype(np.float32), "C", "F")
     assert first in ("", "a", "b")
-    assert runtime._MATMUL_CHOICE == {((32, 100), (100, 128), "<f4", "C", "F"): first}
-    monkeypatch.setattr(runtime.np, "matmul", None)  # not timed again
-    assert runtime._matmul_choice((32, 100), (100, 128), np.dtype(np.float32), "C",
-                                  "F") == first
+    assert matmul_layout._MATMUL_CHOICE == {((32, 100), (100, 128), "<f4", "C", "F"): first}
+    monkeypatch.setattr(matmul_layout.np, "matmul", None)  # not timed again
+    assert matmul_layout._matmul_choice((32, 100), (100, 128), np.dtype(np.float32), "C",
+                                        "F") == first
 
 
 def test_matmul_tuning_can_be_switched_off(monkeypatch):

@@ -462,7 +462,7 @@ def test_disjoint_slices_of_one_tensor_still_compile():
 
 # ------------------------------------------------------------------ fusion and in-place plans
 # These pass today; they kill mutants of codegen that would silently read a value through a
-# view at the wrong element (fuse._internal_read_ok, runtime._aligned_reads).
+# view at the wrong element (fuse._internal_read_ok, inplace_plan._aligned_reads).
 
 @pytest.mark.parametrize("body", ["transpose", "reverse"])
 def test_fusion_never_reads_an_internal_value_through_a_view(body):

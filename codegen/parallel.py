@@ -1,0 +1,93 @@
+"""The parallel split: a kernel's loop run in pieces on the calling thread and a pool's
+(codegen.runtime wraps split kernels with `_split_call`)."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import sys
+import threading
+
+# Threads that split a kernel's loop (_split_call): Numba's count (NUMBA_NUM_THREADS,
+# by default the CPUs this process may use); the pool is made at first use, and again in
+# a forked child, which inherits the pool object but not its threads.
+_SPLIT_THREADS = None
+_SPLIT_POOL = None
+_SPLIT_LOCK = threading.Lock()
+
+
+def _split_threads() -> int:
+    global _SPLIT_THREADS
+    if _SPLIT_THREADS is None:
+        config = sys.modules.get("numba.core.config")
+        if config is not None:
+            _SPLIT_THREADS = max(1, int(config.NUMBA_NUM_THREADS))
+        else:  # what Numba's config would say, without importing Numba
+            env = os.environ.get("NUMBA_NUM_THREADS", "").strip()
+            _SPLIT_THREADS = max(1, int(env) if env else (
+                len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                else os.cpu_count() or 1))
+    return _SPLIT_THREADS
+
+
+def _split_pool():
+    global _SPLIT_POOL
+    with _SPLIT_LOCK:
+        if _SPLIT_POOL is None:
+            import concurrent.futures
+
+            _SPLIT_POOL = concurrent.futures.ThreadPoolExecutor(
+                _split_threads() - 1, thread_name_prefix="tracejit-kernel")
+        return _SPLIT_POOL
+
+
+def _forget_split_pool():
+    global _SPLIT_POOL, _SPLIT_LOCK
+    _SPLIT_POOL, _SPLIT_LOCK = None, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_split_pool)
+
+
+# Pieces per thread of a split kernel. With one piece per thread a call waits for its
+# slowest thread: on a shared machine, one whose core another job holds for a while. With
+# several, each thread takes the next piece as it finishes, and the others take up a
+# slowed thread's share. W2 softmax (2 threads, medians of 2 processes each) with another
+# job busy 3 ms of every 6 on the machine: 1.96 -> 1.81 ms (1.0 ms without it); with a
+# job busy all the time no change (2.0 ms: the scheduler's time slices outlast a call);
+# alone, no change either.
+PIECES_PER_THREAD = 4
+
+
+def _split_call(entry, n: int, align: int):
+    """A kernel taking `lo, hi` after its arguments (emit.SPLIT_DOC), as a callable that
+    takes just the arguments and runs [0, n) in pieces on the calling thread and the pool's:
+    each takes the next piece until none is left. The kernel releases the GIL, so they run
+    at once. Pieces start at multiples of `align` (64 elements: whole cache lines; a row
+    kernel's unit is a block of rows)."""
+    threads = _split_threads()
+    step = -(-n // (threads * PIECES_PER_THREAD))
+    step = -(-step // align) * align
+    pieces = [(lo, min(lo + step, n)) for lo in range(0, n, step)]
+    if len(pieces) == 1 or threads == 1:
+        return lambda *arrays: entry(*arrays, 0, n)
+    helpers = min(threads, len(pieces)) - 1
+
+    def run(*arrays):
+        take = itertools.count().__next__  # (atomic: one piece to one thread)
+
+        def work():
+            i = take()
+            while i < len(pieces):
+                entry(*arrays, *pieces[i])
+                i = take()
+
+        pool = _SPLIT_POOL or _split_pool()
+        futures = [pool.submit(work) for _ in range(helpers)]
+        try:
+            work()
+        finally:
+            for f in futures:
+                f.result()
+    return run

@@ -1,0 +1,582 @@
+"""ConcreteFunction: one traced, optimized and compiled specialization of a @function.
+
+Checks its guards, calls the program (a generated call for the common case), and writes
+updates of arguments, captures and .grad back to the caller's tensors. `tracer.function`
+(the decorator, its trace cache) selects one per call; tracer.tracing makes them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from eager.errors import user_location
+from eager.nn.module import STRUCTURE_EPOCH
+from eager.ops import OPS
+from eager.tensor import Tensor
+
+from .aliasing import AliasCheck
+from .backends import get_backend
+from .guards import check_lines, first_failure
+from .ir import Graph, Var
+from .ownership import assign_grad as _assign_grad, unshared as _unshared
+from .pystate import ItemState
+from .pytree import LEAF, flatten, unflatten
+from .trace import TracingError
+
+
+# --------------------------------------------------------------------------------------
+# concrete functions
+
+MISS = object()  # ConcreteFunction.call_fast: a guard failed, take the general path
+
+
+class ConcreteFunction:
+    """One traced, optimized and compiled specialization of a @function."""
+
+    def __init__(self, name, graph, raw_graph, program, arg_tree, out_tree, arg_names,
+                 signature, captures, capture_grad_owner, update_targets, grad_pattern,
+                 sources, one_shot, differentiable, trace_seconds, compile_seconds,
+                 created_targets, guards=(), frozen=(), item_state=None, out_alias=None):
+        self.name = name
+        self.graph = graph
+        self.raw_graph = raw_graph
+        self.program = program
+        self.arg_tree = arg_tree
+        self.out_tree = out_tree
+        self.arg_names = arg_names
+        self.signature = signature
+        self._captures = captures                # tensors (strong refs: they are the model)
+        self._capture_grad_owner = capture_grad_owner  # per capture: owner index if a .grad
+        self._update_targets = update_targets
+        self._grad_pattern = grad_pattern
+        self._sources = sources
+        # What the trace assumed about the Python world (tracer.guards): globals, closures,
+        # container entries, .grad presence - checked at every call; module attributes only
+        # when STRUCTURE_EPOCH has moved.
+        self.guards = tuple(guards)
+        self._call_guards = tuple(g for g in self.guards if not g.epoch)
+        self._epoch_guards = tuple(g for g in self.guards if g.epoch)
+        self.frozen = tuple(frozen)  # (source, why) of values read once and not guarded
+        # Param-group entries the trace read (guarded) and wrote (replayed each call).
+        self._items = item_state if item_state is not None else ItemState()
+        self._epoch = STRUCTURE_EPOCH[0]
+        self._capture_types = tuple((v.type.shape, v.type.dtype) for v in graph.captures)
+        self._guard_seen = [None] * len(captures)  # per capture: last array that passed
+        # Memory owners of the captured arrays (for .grad destinations), kept until one of
+        # those arrays changes.
+        self._capture_owners = [None]
+        # requires_grad of each capture as traced: the backward graph of a training step
+        # depends on it (freezing a layer must retrace). None for captured .grad tensors.
+        self._capture_requires_grad = tuple(
+            None if owner is not None else t.requires_grad
+            for t, owner in zip(captures, capture_grad_owner))
+        self.one_shot = one_shot
+        self.differentiable = differentiable
+        self.trace_seconds = trace_seconds
+        self.compile_seconds = compile_seconds
+        self._created_targets = created_targets
+        self._out_copies = _outputs_needing_copy(graph)
+        self._update_copies = _updates_needing_copy(graph)
+        # Outputs that are an argument, a capture or a .grad itself (see _output_aliases).
+        self._out_alias = out_alias or {}
+        self._plain = (not captures and not guards and not graph.updates and out_tree == LEAF
+                       and not self._out_copies and len(graph.outputs) == 1
+                       and not self._items)
+        # Nothing captured, nothing to guard: the signature alone selects this trace.
+        self.unguarded = not captures and not guards and not self._items
+        # One array in, one fresh array out, nothing else to do: the one-argument fast path
+        # of Function.__call__ calls this with the argument's array.
+        self.run1 = getattr(program, "call1", None) if self._plain else None
+        self.writes_input_grads = any(t[0] == "input_grad" for t in update_targets)
+        # Updates of a .grad the program writes straight into the gradient's array
+        # (codegen.inplace_plan._plan_inplace): (capture index, shape, dtype) per entry.
+        self._dest_targets = tuple(
+            (update_targets[u][1], tuple(graph.updates[u].type.shape), graph.updates[u].type.dtype)
+            for u in getattr(program, "dest_updates", ()))
+        self._dest_seen = [None] * len(self._dest_targets)
+        # Arguments or captures that share memory where the trace writes in place: such a
+        # call runs eagerly (tracer.aliasing).
+        self._alias = AliasCheck.of(
+            update_targets, len(graph.inputs),
+            tuple(f"argument {n}" for n in arg_names)
+            + tuple(f"captured tensor {n}" for n in graph.capture_names))
+        # Captured .grad tensors the trace replaces with old + g (backward accumulating):
+        # the program may write the sum over the old array, which eager leaves alone, so a
+        # call passes a copy when anything else holds the old gradient (tracer.ownership).
+        grad_targets = {i for kind, i in update_targets if kind == "grad"}
+        self._accumulated = tuple(j for j, owner in enumerate(capture_grad_owner)
+                                  if owner is not None and owner in grad_targets)
+        self.call_source = None  # the generated call_fast, when there is one
+        self.call_fast = self._checked_call
+        if not self._plain and not one_shot and (captures or guards):
+            self.call_fast = self._generate_call()
+
+    # -------------------------------------------------------------- inspection
+    @property
+    def kernels(self) -> tuple:
+        return tuple(getattr(self.program, "kernels", ()))
+
+    def __str__(self) -> str:
+        text = str(self.graph)
+        describe = getattr(self.program, "describe", None)
+        if describe is not None:
+            text += "\n" + describe()
+        return text
+
+    def __repr__(self) -> str:
+        return f"<ConcreteFunction {self.name} {self.signature}>"
+
+    # -------------------------------------------------------------- guards
+    def guard_failure(self):
+        """None if the captured state still matches this trace, else what changed."""
+        caps = self._captures
+        seen = self._guard_seen
+        for i, t in enumerate(caps):
+            owner = self._capture_grad_owner[i]
+            if owner is not None:
+                t = caps[owner]._grad
+                if t is None:
+                    return f"capture {self.graph.capture_names[i]}: grad is now None"
+            data = t._data
+            if data is not seen[i]:  # shape and dtype checked once per array object
+                shape, dtype = self._capture_types[i]
+                if data.__class__ is not np.ndarray or data.shape != shape \
+                        or data.dtype != dtype:
+                    return (f"capture {self.graph.capture_names[i]}: "
+                            f"{_sig_text(shape, dtype)} -> "
+                            f"{_sig_text(np.shape(data), np.asarray(data).dtype)}")
+                seen[i] = data
+                self._capture_owners[0] = None  # (the generated call's cache of them)
+            rg = self._capture_requires_grad[i]
+            if rg is not None and t.requires_grad != rg:
+                return (f"capture {self.graph.capture_names[i]}: requires_grad "
+                        f"{rg} -> {t.requires_grad}")
+        why = first_failure(self._call_guards)
+        if why is not None:
+            return why
+        if (self._sources or self._epoch_guards) and STRUCTURE_EPOCH[0] != self._epoch:
+            for i, src in self._sources:
+                try:
+                    current = src.resolve()
+                except Exception:  # noqa: BLE001
+                    current = None
+                if current is not caps[i]:
+                    return f"capture {src.describe}: the tensor object was replaced"
+            why = first_failure(self._epoch_guards)
+            if why is not None:
+                return why
+            self._epoch = STRUCTURE_EPOCH[0]
+        return self._items.failure()
+
+    # -------------------------------------------------------------- calling
+    def _checked_call(self, leaves):
+        """Run on `leaves` if the captured state still matches, else MISS."""
+        if not self.unguarded and self.guard_failure() is not None:
+            return MISS
+        if self._alias is not None and self.alias_hazard(leaves) is not None:
+            return MISS
+        return self.run(leaves)
+
+    def alias_hazard(self, leaves):
+        """None, or why this call's arrays alias where the trace writes in place."""
+        if self._alias is None:
+            return None
+        return self._alias(self._input_values(leaves))
+
+    def _generate_call(self):
+        """`_checked_call` as one generated function: the guards, reading the captures,
+        the .grad arrays the program writes into, the run and the write-back, straight-line
+        over this trace's captures (a training step has 17; looping over them with their
+        per-capture tuples cost more than most of its kernels). On any guard miss it
+        returns MISS and the caller takes the general path, which says what changed."""
+        caps = self._captures
+        ns = {"MISS": MISS, "ndarray": np.ndarray, "seen": self._guard_seen,
+              "dseen": self._dest_seen, "EPOCH": STRUCTURE_EPOCH, "self": self,
+              "co": self._capture_owners, "_owner": _memory_owner,
+              "program": self.program, "assign_data": _assign_data, "assign_grad": _assign_grad,
+              "wrap": Tensor._wrap, "copy": np.array, "unflatten": unflatten,
+              "out_tree": self.out_tree, "alias": self._alias, "astale": [True],
+              "__name__": "tracer.generated"}
+        lines = ["def call(leaves):"]
+        for i, t in enumerate(caps):
+            if self._capture_grad_owner[i] is None:  # (a captured .grad is read via its owner)
+                ns[f"c{i}"] = t
+        ns["unshared"] = _unshared
+        ns["prefs"] = getattr(self.program, "references", _no_references)
+        n_in = len(self.graph.inputs)
+        for i in range(len(caps)):
+            owner = self._capture_grad_owner[i]
+            shape, dtype = self._capture_types[i]
+            ns[f"S{i}"], ns[f"D{i}"] = shape, dtype
+            if owner is not None:
+                lines += [f"    g = c{owner}._grad",
+                          "    if g is None:",
+                          "        return MISS",
+                          f"    d{i} = g._data"]
+            else:
+                lines.append(f"    d{i} = c{i}._data")
+            lines += [f"    if d{i} is not seen[{i}]:",
+                      "        co[0] = None",
+                      "        astale[0] = True",
+                      f"        if d{i}.__class__ is not ndarray or d{i}.shape != S{i} "
+                      f"or d{i}.dtype != D{i}:",
+                      "            return MISS",
+                      f"        seen[{i}] = d{i}"]
+            rg = self._capture_requires_grad[i]
+            if rg is not None:
+                lines += [f"    if c{i}.requires_grad != {rg}:", "        return MISS"]
+            if i in self._accumulated:
+                # Held: d{i}, seen[{i}] and what the program caches; the tensor, by
+                # self._captures if it is the traced one.
+                lines += [(f"    if not unshared(g, 2 + prefs({n_in + i}, d{i}), "
+                           f"g is self._captures[{i}]):"),
+                          f"        d{i} = d{i}.copy()"]
+        lines += check_lines(self._call_guards, ns)
+        if self._sources or self._epoch_guards:
+            lines += ["    if EPOCH[0] != self._epoch:", "        return MISS"]
+        for k, guard in enumerate(self._items.guards):
+            lines += guard.check_source(k, ns)
+        lines.append("    values = [" + ", ".join(
+            [f"leaves[{j}]._data" for j in range(n_in)] + [f"d{i}" for i in range(len(caps))])
+            + "]")
+        if self._alias is not None:
+            lines += ["    if alias(values, astale[0]) is not None:", "        return MISS",
+                      "    astale[0] = False"]
+        if self._dest_targets:
+            # Where the program may write a .grad straight into its array: not when that
+            # array (or what it views) is also read as an argument or capture.
+            lines += ["    owners = co[0]",
+                      "    if owners is None:",
+                      f"        owners = co[0] = {{_owner(a) for a in values[{n_in}:]}}",
+                      "    leaf_owners = (" + "".join(
+                          f"_owner(leaves[{j}]._data), " for j in range(n_in)) + ")"]
+            names = []
+            for k, (i, shape, dtype) in enumerate(self._dest_targets):
+                ns[f"DS{k}"], ns[f"DD{k}"] = shape, dtype
+                lines += [f"    g = c{i}._grad",
+                          f"    x{k} = g._data if g is not None else None",
+                          f"    if x{k} is not None and x{k} is not dseen[{k}]:",
+                          f"        if x{k}.__class__ is ndarray and x{k}.shape == DS{k} and "
+                          f"x{k}.dtype == DD{k} and x{k}.flags.c_contiguous and "
+                          f"x{k}.flags.writeable:",
+                          f"            dseen[{k}] = x{k}",
+                          "        else:",
+                          f"            dseen[{k}] = x{k} = None",
+                          f"    if x{k} is not None:",
+                          f"        o = _owner(x{k})",
+                          "        if o in owners or o in leaf_owners:",
+                          f"            x{k} = None",
+                          # Eager would give .grad a new array: reuse the old one only if
+                          # no one else can see it (held: x{k}, maybe dseen[{k}]).
+                          f"        elif not unshared(g, 1 + (dseen[{k}] is x{k})):",
+                          f"            x{k} = None"]
+                names.append(f"x{k}")
+            lines.append(f"    results = program(values, [{', '.join(names)}])")
+        else:
+            lines.append("    results = program(values)")
+        n_out = len(self.graph.outputs)
+        outs = []
+        for j in range(n_out):
+            if j in self._out_alias:
+                outs.append("None")  # (set after the write-back, below)
+            else:
+                outs.append(f"wrap(copy(results[{j}]))" if j in self._out_copies
+                            else f"wrap(results[{j}])")
+        lines.append(f"    outs = [{', '.join(outs)}]")
+        if self._update_copies:
+            lines.append("    results = list(results)")
+            lines += [f"    results[{k}] = copy(results[{k}])" for k in self._update_copies]
+        for u, (kind, i) in enumerate(self._update_targets):
+            r = f"results[{n_out + u}]"
+            if kind == "data":
+                owner = self._capture_grad_owner[i]
+                t = f"c{owner}._grad" if owner is not None else f"c{i}"
+                lines += [f"    t = {t}",
+                          f"    if {r} is t._data:",
+                          "        t._version[0] += 1",
+                          "    else:",
+                          f"        assign_data(t, {r})"]
+            elif kind == "grad":
+                lines.append(f"    assign_grad(c{i}, {r})")
+            elif kind == "input":
+                lines.append(f"    assign_data(leaves[{i}], {r})")
+            else:  # created state, input grads: not on the fast path (see Function.__call__)
+                return self._checked_call
+        for j, (kind, i) in self._out_alias.items():
+            lines.append(f"    outs[{j}] = " + {"input": f"leaves[{i}]", "capture": f"c{i}",
+                                                 "grad": f"c{i}._grad",
+                                                 "input_grad": f"leaves[{i}]._grad"}[kind])
+        if self._items.writes:
+            ns["items_replay"] = self._items.replay
+            lines.append("    items_replay()")
+        lines.append("    return unflatten(out_tree, iter(outs))")
+        source = "\n".join(lines) + "\n"
+        exec(compile(source, f"<tracejit call {self.name}>", "exec"), ns)
+        self.call_source = source
+        return ns["call"]
+
+    def __call__(self, *args, **kwargs):
+        leaves = []
+        flatten((args, kwargs), leaves, "", [])
+        # Called directly, nothing has checked the arguments against the trace: the program
+        # would run on whatever arrays it gets (numpy broadcasts them; kernels assume the
+        # traced shapes).
+        if not _signature_matches(self.graph.inputs, leaves):
+            got = [_sig_text(t.shape, t.dtype) for t in leaves]
+            want = [str(v.type) for v in self.graph.inputs]
+            raise TypeError(f"{self.name}: this concrete function was traced for "
+                            f"({', '.join(want)}) but is called with ({', '.join(got)}); call "
+                            f"the @function instead, which traces new signatures")
+        why = self.guard_failure()
+        if why is not None:
+            raise RuntimeError(f"{self.name}: the state this concrete function captured has "
+                               f"changed ({why}); call the @function instead, which traces "
+                               f"again")
+        why = self.alias_hazard(leaves)
+        if why is not None:
+            raise RuntimeError(f"{self.name}: {why}, which this trace does not model; call "
+                               f"the @function instead, which runs such calls eagerly")
+        return self.run(leaves)
+
+    # -------------------------------------------------------------- gradients
+    _plan = None
+    _plan_key = None
+    plan_error = "outputs need gradients outside the function"
+    backend_name = "numba"
+
+    def backward_plan(self, input_requires_grad):
+        """Forward/backward programs for calls whose outputs need gradients (or None)."""
+        key = (tuple(input_requires_grad), tuple(t.requires_grad for t in self._captures))
+        if self._plan_key == key:
+            return self._plan
+        self._plan_key = key
+        from .autodiff import build_plan
+        from .passes import optimize
+
+        try:
+            # The unoptimized trace: passes drop stop_gradient (detach), which only
+            # matters to differentiation.
+            self._plan = build_plan(self.raw_graph, list(key[0]), list(key[1]),
+                                    get_backend(self.backend_name), optimize)
+        except TracingError as exc:
+            self.plan_error = f"{exc}; running it eagerly so autograd sees every op"
+            self._plan = None
+        return self._plan
+
+    @property
+    def backward(self):
+        """The backward plan built so far (forward/backward graphs and kernels), or None."""
+        return self._plan
+
+    def run_with_grad(self, leaves, plan, replay_call):
+        """Run the forward program and put one compiled-backward node on the tape."""
+        from .autodiff import attach
+
+        caps = self._captures
+        results = plan.fwd_program(self._input_values(leaves))
+        n_out = len(self.graph.outputs)
+        outs = self._output_tensors(results)
+        wrt = [leaves[i] if kind == "input" else caps[i] for kind, i in plan.wrt]
+
+        def replay(g, k):
+            # create_graph=True: differentiate an eager re-run instead.
+            from eager import autograd
+
+            fresh = []
+            flatten(replay_call(), fresh, "", [])
+            grads = autograd.grad(fresh[plan.diff_outputs[k]], wrt, grad_outputs=g,
+                                  create_graph=True, allow_unused=True)
+            return list(grads)
+
+        attach(plan, outs, wrt, results[n_out:], replay, list(leaves) + list(caps))
+        self._substitute_aliases(outs, leaves)
+        self._items.replay()
+        return unflatten(self.out_tree, iter(outs))
+
+    def run(self, leaves):
+        if self._plain:
+            # No captures, no updates, one fresh tensor out: the common small function.
+            if len(leaves) == 1:
+                return Tensor._wrap(self.program([leaves[0]._data])[0])
+            return Tensor._wrap(self.program([t._data for t in leaves])[0])
+        values = self._input_values(leaves)
+        if self._dest_targets:
+            results = self.program(values, self._dests(values))
+        else:
+            results = self.program(values)
+        outs = self._output_tensors(results)
+        if self._update_copies:
+            results = list(results)
+            for k in self._update_copies:
+                results[k] = np.array(results[k])
+        self._write_back(results[len(outs):], leaves)
+        if self._out_alias:
+            self._substitute_aliases(outs, leaves)
+        self._items.replay()
+        return unflatten(self.out_tree, iter(outs))
+
+    def _input_values(self, leaves) -> list:
+        """Arrays for the program: the arguments', then each capture's (read now)."""
+        caps = self._captures
+        values = [t._data for t in leaves]
+        for i, t in enumerate(caps):
+            owner = self._capture_grad_owner[i]
+            values.append((caps[owner].grad if owner is not None else t)._data)
+        n_in = len(leaves)
+        references = getattr(self.program, "references", _no_references)
+        for i in self._accumulated:
+            g = caps[self._capture_grad_owner[i]]._grad
+            # Held: values[n_in + i], maybe the guard's seen[i]; the tensor maybe by caps.
+            held = 1 + (self._guard_seen[i] is g._data) + references(n_in + i, g._data)
+            if not _unshared(g, held, g is caps[i]):
+                values[n_in + i] = g._data.copy()
+        return values
+
+    def _dests(self, values) -> list:
+        """The current .grad arrays the program may write into, or None where one cannot be
+        used: missing, of another shape or dtype, not C-contiguous and writable, or one of
+        the call's own input arrays (which the program still reads)."""
+        caps = self._captures
+        seen = self._dest_seen
+        dests = []
+        owners = None  # memory owners of the call's arrays (the same rule as call_source)
+        for k, (i, shape, dtype) in enumerate(self._dest_targets):
+            g = caps[i]._grad
+            d = g._data if g is not None else None
+            if d is not None and d is not seen[k]:
+                # Checked once per array object: a tensor's array keeps its shape and
+                # layout; the same .grad array is reused call after call.
+                ok = (d.__class__ is np.ndarray and d.shape == shape and d.dtype == dtype
+                      and d.flags.c_contiguous and d.flags.writeable)
+                seen[k] = d if ok else None
+                if not ok:
+                    d = None
+            if d is not None:
+                if owners is None:
+                    owners = {_memory_owner(a) for a in values}
+                if _memory_owner(d) in owners:
+                    d = None
+                elif not _unshared(g, 1 + (seen[k] is d)):
+                    d = None  # someone else holds the old gradient: eager leaves it alone
+            dests.append(d)
+        return dests
+
+    def _output_tensors(self, results) -> list:
+        """Tensors for the program's outputs (copies where they would alias)."""
+        outs = []
+        for j in range(len(self.graph.outputs)):
+            r = results[j]
+            if j in self._out_copies:
+                r = np.array(r)
+            outs.append(Tensor._wrap(r))
+        return outs
+
+    def _substitute_aliases(self, outs, leaves):
+        """Outputs that are an argument or capture itself become that tensor (eager's
+        `return x`), instead of a copy that would lose its autograd link."""
+        for j, (kind, i) in self._out_alias.items():
+            if kind == "input":
+                outs[j] = leaves[i]
+            elif kind == "capture":
+                outs[j] = self._captures[i]
+            elif kind == "grad":
+                outs[j] = self._captures[i]._grad
+            else:
+                outs[j] = leaves[i]._grad
+
+    def _write_back(self, updates, leaves):
+        caps = self._captures
+        for target, value in zip(self._update_targets, updates):
+            kind, i = target
+            if kind == "data":
+                owner = self._capture_grad_owner[i]
+                t = caps[owner]._grad if owner is not None else caps[i]
+                if value is t._data:  # written in place by the program
+                    t._version[0] += 1
+                else:
+                    _assign_data(t, value)
+            elif kind == "grad":
+                _assign_grad(caps[i], value)
+            elif kind == "created":
+                _assign_data(self._created_targets[i], value)
+            elif kind == "input_grad":
+                _assign_grad(leaves[i], value)
+            elif kind == "input":
+                _assign_data(leaves[i], value)
+
+
+def _no_references(slot, a) -> int:
+    return 0
+
+
+def _signature_matches(inputs, leaves) -> bool:
+    if len(inputs) != len(leaves):
+        return False
+    for v, t in zip(inputs, leaves):
+        if v.type.shape != t.shape or v.type.dtype != t.dtype:
+            from .symbolic import matches
+
+            return matches([v.type for v in inputs], [t._data for t in leaves])
+    return True
+
+
+def _memory_owner(a) -> int:
+    """An id for the memory `a` looks at: its base's, or its own."""
+    return id(a) if a.base is None else id(a.base)
+
+
+def _assign_data(t: Tensor, value):
+    data = t._data
+    if value is data:  # the program wrote it in place
+        t._version[0] += 1
+        return
+    if data.__class__ is np.ndarray and data.shape == value.shape and data.flags.writeable:
+        np.copyto(data, value)
+    elif data.__class__ is np.ndarray and not data.flags.writeable:
+        # as eager's in-place ops refuse it (the trace cannot know: its values are immutable)
+        raise RuntimeError("an in-place update of a read-only (expanded) tensor; clone() it "
+                           f"before writing in place (at {user_location()})")
+    else:
+        t._data = np.array(value)
+    t._version[0] += 1
+
+
+def _outputs_needing_copy(graph: Graph) -> set:
+    """Outputs that alias an input, capture, const or another output get their own copy."""
+    external = {id(v) for v in graph.inputs} | {id(v) for v in graph.captures} | {
+        id(v) for v, _ in graph.consts}
+    seen = set()
+    copies = set()
+    for j, v in enumerate(graph.outputs):
+        if not isinstance(v, Var) or id(v) in external or id(v) in seen:
+            copies.add(j)
+        seen.add(id(v))
+        if isinstance(v, Var):
+            for e in graph.eqns:
+                if e.out is v and e.op in ("reshape", "permute", "broadcast_to", "getitem",
+                                           "stop_gradient"):
+                    copies.add(j)
+    return copies
+
+
+def _updates_needing_copy(graph: Graph) -> tuple:
+    """Positions in the program's results of updates whose value is (a view of) an argument
+    or captured array: written back after another update has overwritten that array, they
+    would give its new value (a.copy_(b); b.add_(x)), so they are copied first."""
+    external = {id(v) for v in graph.inputs} | {id(v) for v in graph.captures}
+    made_by = {id(e.out): e for e in graph.eqns if e.op in OPS and OPS[e.op].view}
+    copies = []
+    for u, v in enumerate(graph.updates):
+        while isinstance(v, Var) and id(v) in made_by:
+            v = made_by[id(v)].inputs[0]
+        if isinstance(v, Var) and id(v) in external:
+            copies.append(len(graph.outputs) + u)
+    return tuple(copies)
+
+
+def _sig_text(shape, dtype) -> str:
+    from eager.dtypes import SHORT_NAMES
+
+    # Spelled as TensorType prints (f32[8,4]), so messages and printouts agree.
+    dims = ",".join(str(d) for d in shape)
+    return f"{SHORT_NAMES.get(np.dtype(dtype), str(dtype))}[{dims}]"

@@ -1,0 +1,279 @@
+"""Tracing one input signature of a @function into a ConcreteFunction.
+
+`trace_function` runs the Python function on traced tensors, collects what it read from
+outside (captures, guards) and what it wrote (updates), optimizes the graph and compiles it.
+tracer.function calls it through its own module attribute (tests patch
+`tracer.function.trace_function`).
+"""
+
+from __future__ import annotations
+
+import time
+
+from eager.tensor import Tensor
+
+from . import logs
+from .backends import get_backend
+from .captures import (_entry_grads, _find_sources, _link_grad_aliases,
+                       _reachable_tensor_ids, _state_roots)
+from .concrete import ConcreteFunction
+from .discover import Recorder, Snapshot, collect_guards, refuse_rebinding
+from .guards import Guard
+from .ir import Graph, verify
+from .pystate import ItemState
+from .pytree import Static, flatten, unflatten
+from .trace import LiveScalar, Trace, restore_items
+
+
+# --------------------------------------------------------------------------------------
+# tracing one signature
+
+def trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
+                   static_argnames, param_names, backend, optimize=True,
+                   input_signature=None) -> ConcreteFunction:
+    """Trace one signature. With `input_signature`, its None dims become symbolic sizes
+    (tracer.symbolic): the trace then serves every size of those dimensions."""
+    from .symbolic import signature_type
+
+    t0 = time.perf_counter()
+    tr = Trace(name)
+    tr.entry_grads = _entry_grads(fn, args, kwargs)
+    traced_leaves = []
+    symbols: dict = {}
+    for k, (t, n) in enumerate(zip(leaves, names)):
+        ty = _type_of(t) if input_signature is None else signature_type(input_signature[k],
+                                                                         symbols)
+        var = tr.add_input(ty, _var_name(n))
+        traced_leaves.append(tr.traced_tensor(var, t.requires_grad))
+    leaf_values = [t._data for t in traced_leaves]
+    targs, tkwargs = _rebuild(tree, traced_leaves, args, kwargs, static_argnums,
+                              static_argnames, param_names)
+    roots = _state_roots(fn, args, kwargs)
+    snapshot = Snapshot(roots)
+    recorder = Recorder()
+    try:
+        with tr:
+            with recorder:
+                out = fn(*targs, **tkwargs)
+            out_leaves, out_names = [], []
+            out_tree = flatten(out, out_leaves, "out", out_names)
+            _refuse_symbolic_outputs(out_tree, name)
+            outputs = tuple(tr.lift(t) for t in out_leaves)
+            out_alias = _output_aliases(tr, out_leaves, outputs, traced_leaves)
+            differentiable = any(t.grad_fn is not None and t.grad_fn._state is None
+                                 for t in out_leaves)
+            for t, grad in tr.entry_grads.values():
+                if t.grad is not grad:
+                    # A .grad the function set or cleared without otherwise using the
+                    # tensor (model.zero_grad() over unused parameters): capture it so the
+                    # change becomes an update made at every call, not only while tracing.
+                    tr.capture(t)
+            _drop_temporaries(tr, _reachable_tensor_ids(fn, args, kwargs))
+            updates, targets, created_targets = _collect_updates(tr, traced_leaves,
+                                                                 leaf_values)
+    finally:
+        _restore_captures(tr)
+        rebound = snapshot.changes()
+        snapshot.restore(rebound)
+    refuse_rebinding(fn, name, rebound, recorder, roots)
+    caps = tr.capture_order
+    _link_grad_aliases(caps)
+    capture_names, sources, root_guards = _find_sources(fn, args, kwargs,
+                                                        [s.tensor for s in caps])
+    found_guards, frozen = collect_guards(recorder, fn, [s.tensor for s in caps],
+                                          [r for r in roots if not isinstance(r[1], Tensor)])
+    grad_owner = []
+    for s in caps:
+        grad_owner.append(getattr(s, "grad_owner", None))
+    graph = Graph(
+        name=_var_name(name), inputs=tuple(tr.inputs), captures=tuple(s.var for s in caps),
+        consts=tuple(tr.consts), eqns=tuple(tr.eqns), outputs=outputs, updates=updates,
+        update_targets=targets, input_names=tuple(tr.input_names),
+        capture_names=tuple(capture_names))
+    verify(graph)
+    raw = graph
+    if optimize:
+        from .passes import optimize as run_passes
+
+        graph = run_passes(graph)
+    if logs.enabled("ir"):
+        logs.log("ir", f"traced {name}:\n{graph}")
+    t1 = time.perf_counter()
+    # A trace that creates state runs once (see _drop_temporaries): interpret it rather
+    # than compile kernels that would never run again.
+    # For the backend: which capture holds each captured tensor's .grad (if read).
+    graph = graph.replace(meta={**graph.meta, "grad_capture": {
+        s.grad_owner: j for j, s in enumerate(caps) if getattr(s, "grad_owner", None) is not None}})
+    program = get_backend("interpret" if created_targets else backend)(graph)
+    t2 = time.perf_counter()
+    # Whether a captured tensor's .grad is None matters only where the trace read it (a
+    # capture of it) or wrote it (an update): a forward-only function must not retrace
+    # just because a backward outside it filled in .grad.
+    # ...and only where the trace's first access to that .grad was a read: after an
+    # opt.zero_grad() inside the function, the incoming value does not matter.
+    first = tr.grad_first_access
+    grad_touched = {i for kind, i in targets
+                    if kind == "grad" and first.get(id(caps[i].tensor)) != "write"}
+    grad_touched |= {s.grad_owner for s in caps if getattr(s, "grad_owner", None) is not None}
+    grad_pattern = tuple((i, s.grad is None) for i, s in enumerate(caps)
+                         if getattr(s, "grad_owner", None) is None and i in grad_touched)
+    signature = ", ".join(f"{n}: {v.type}" for n, v in zip(names, graph.inputs))
+    # (a root also found by collect_guards - a closure variable - is checked once)
+    found = {(g.source, id(g.expected)) for g in found_guards if g.kind == "identity"}
+    guards = [Guard("identity", desc, "{0}()", (get,), obj) for desc, get, obj in root_guards
+              if (desc, id(obj)) not in found]
+    guards += [Guard("is_none", f"{capture_names[i]}.grad", "{0}._grad", (caps[i].tensor,),
+                     was_none) for i, was_none in grad_pattern]
+    guards += found_guards
+    return ConcreteFunction(
+        name, graph, raw, program, tree, out_tree, names, signature,
+        captures=[s.tensor for s in caps], capture_grad_owner=grad_owner,
+        update_targets=tuple(targets),
+        grad_pattern=grad_pattern, sources=sources, one_shot=bool(created_targets),
+        differentiable=differentiable, trace_seconds=t1 - t0, compile_seconds=t2 - t1,
+        created_targets=created_targets, guards=guards, frozen=frozen, out_alias=out_alias,
+        item_state=ItemState(tr.item_guards.values(), tr.item_writes.values()))
+
+
+def _output_aliases(tr: Trace, out_leaves, outputs, traced_leaves) -> dict:
+    """{output index: ("input", k) | ("capture", i) | ("grad", i) | ("input_grad", k)} for
+    outputs that are an argument or a captured tensor itself, unchanged (`return x`, and
+    the no-op `x.reshape(x.shape)`, `x.float()` of float32, `x[0:n]` of length n, for which
+    eager returns `x`), or the .grad of one (`loss.backward(); return w.grad`): the call
+    returns that very tensor, as eager does, with its identity, memory and autograd link
+    (read after the write-back, for a .grad)."""
+    aliases = {}
+    for j, (t, v) in enumerate(zip(out_leaves, outputs)):
+        for k, leaf in enumerate(traced_leaves):
+            if leaf is t and v is tr.inputs[k]:
+                aliases[j] = ("input", k)
+                break
+            if getattr(leaf, "_grad", None) is t:
+                aliases[j] = ("input_grad", k)
+                break
+        else:
+            state = tr.captures.get(id(t))
+            if state is not None and state.tensor is t and v is state.var and \
+                    getattr(state, "grad_owner", None) is None and \
+                    not isinstance(t, LiveScalar):
+                aliases[j] = ("capture", state.index)
+                continue
+            for state in tr.capture_order:
+                if not isinstance(state.tensor, LiveScalar) and \
+                        getattr(state, "grad_owner", None) is None and \
+                        getattr(state.tensor, "_grad", None) is t:
+                    aliases[j] = ("grad", state.index)
+                    break
+    return aliases
+
+
+def _refuse_symbolic_outputs(tree, name):
+    """A symbolic size returned as a Python value would reach the caller as the symbol (N0),
+    not as this call's size."""
+    from eager.ops import Dim
+
+    from .pytree import Static
+
+    if isinstance(tree, Static):
+        if isinstance(tree.value, Dim):
+            tree.value.unknown(f"returning the symbolic size {tree.value} from {name} (the "
+                               f"caller gets Python values as traced; return a tensor, or read "
+                               f"the size from the result's shape)")
+    elif isinstance(tree, tuple):
+        for t in tree:
+            _refuse_symbolic_outputs(t, name)
+
+
+def _type_of(t: Tensor):
+    from eager.ops import TensorType
+
+    return TensorType(tuple(t._data.shape), t._data.dtype)
+
+
+def _var_name(path: str) -> str:
+    out = []
+    for ch in path:
+        out.append(ch if ch.isalnum() or ch == "_" else "_")
+    name = "".join(out).strip("_")
+    while "__" in name:
+        name = name.replace("__", "_")
+    return name or "arg"
+
+
+def _rebuild(tree, traced_leaves, args, kwargs, static_argnums, static_argnames, param_names):
+    it = iter(traced_leaves)
+    pos_trees, kw_trees = tree
+    new_args = []
+    for i, (a, t) in enumerate(zip(args, pos_trees)):
+        if isinstance(t, Static) and (i in static_argnums or (
+                i < len(param_names) and param_names[i] in static_argnames)):
+            new_args.append(a)
+        else:
+            new_args.append(unflatten(t, it))
+    new_kwargs = {}
+    for k, t in kw_trees:
+        if isinstance(t, Static) and k in static_argnames:
+            new_kwargs[k] = kwargs[k]
+        else:
+            new_kwargs[k] = unflatten(t, it)
+    return new_args, new_kwargs
+
+
+def _collect_updates(tr: Trace, traced_leaves, leaf_values):
+    """Functionalized mutation: new values of captured tensors, their .grad, new state,
+    arguments updated in place."""
+    updates, targets = [], []
+    for s in tr.capture_order:
+        t = s.tensor
+        if isinstance(t, LiveScalar):  # read each call, never written
+            continue
+        if t._data is not s.data:
+            updates.append(tr.lift(t))
+            targets.append(("data", s.index))
+        if t.grad is not s.grad and getattr(s, "grad_owner", None) is None:
+            g = t.grad
+            updates.append(None if g is None else tr.lift(g))
+            targets.append(("grad", s.index))
+    created = []
+    for t, _orig in tr.created_mutated.values():
+        updates.append(tr.lift(t))
+        targets.append(("created", len(created)))
+        created.append(t)
+    for i, t in enumerate(traced_leaves):
+        if t.grad is not None:
+            updates.append(tr.lift(t.grad))
+            targets.append(("input_grad", i))
+        if t._data is not leaf_values[i]:
+            # x.add_(1) on an argument: eager changes the caller's tensor, so must we.
+            updates.append(tr.lift(t))
+            targets.append(("input", i))
+    return tuple(updates), tuple(targets), created
+
+
+def _drop_temporaries(tr: Trace, reachable: set):
+    """Tensors made during the trace and then updated in place, that nothing outside the
+    call can reach, are temporaries: their constant initial value is right at every call
+    and their final value is unobservable, so they need no update and no retrace.
+
+    Reachable ones are new state (an optimizer's first step): the Python code that made
+    them ran a first-call-only path (PyTorch's SGD copies the first gradient into its
+    momentum buffer), so that trace runs once and the next call traces the steady state."""
+    for key in list(tr.created_mutated):
+        if key not in reachable:
+            del tr.created_mutated[key]
+
+
+def _restore_captures(tr: Trace):
+    restore_items(tr)
+    # Also the .grad of reachable tensors the trace never captured (it failed half-way).
+    for t, grad in tr.entry_grads.values():
+        t.grad = grad
+    for s in tr.capture_order:
+        t = s.tensor
+        t._data = s.data
+        t.grad = s.grad
+        t.grad_fn = s.grad_fn
+        t.requires_grad = s.requires_grad
+        t._version[0] = s.version
+    for t, orig in tr.created_mutated.values():
+        t._data = orig
