@@ -188,9 +188,16 @@ class Function:
             # A None dimension is symbolic in the trace: every size shares one key.
             sig = tuple((tuple(d if isinstance(w, int) else None
                                for d, w in zip(t._data.shape, s.shape)),
-                         t._data.dtype, t.requires_grad) for t, s in zip(leaves, spec))
+                         t._data.dtype, t.requires_grad, t._data.flags.c_contiguous)
+                        for t, s in zip(leaves, spec))
         else:
-            sig = tuple((t._data.shape, t._data.dtype, t.requires_grad) for t in leaves)
+            # A non-C-contiguous argument's strides are part of the key: whether a reshape
+            # of it is a view or a copy (and so whether a later in-place write reaches the
+            # reshaped value) follows its layout, eagerly and in the trace.
+            sig = tuple((t._data.shape, t._data.dtype, t.requires_grad)
+                        if t._data.flags.c_contiguous else
+                        (t._data.shape, t._data.dtype, t.requires_grad, t._data.strides)
+                        for t in leaves)
         return (tree, sig, dispatch.is_grad_enabled())
 
     # -------------------------------------------------------------- calling
@@ -202,7 +209,7 @@ class Function:
             if len(args) == 1:  # the commonest case, unrolled
                 a = args[0]
                 d = a._data if a.__class__ is Tensor else None
-                if d.__class__ is np.ndarray:
+                if d.__class__ is np.ndarray and d.flags.c_contiguous:
                     # The last hit first: comparing four fields is cheaper than hashing
                     # the nested key.
                     last = self._last1
@@ -225,7 +232,8 @@ class Function:
                             return out
             sig = []
             for a in args:
-                if a.__class__ is not Tensor or a._data.__class__ is not np.ndarray:
+                if a.__class__ is not Tensor or a._data.__class__ is not np.ndarray \
+                        or not a._data.flags.c_contiguous:
                     break
                 d = a._data
                 sig.append((d.shape, d.dtype, a.requires_grad))
@@ -287,7 +295,8 @@ class Function:
         elif self._spec_checks is not None and not self.static_argnums and \
                 not self.static_argnames and not kwargs and len(leaves) == len(args) and \
                 all(a.__class__ is Tensor for a in args) and not concrete.writes_input_grads \
-                and not (concrete.differentiable and key[2]) and not concrete.one_shot:
+                and not (concrete.differentiable and key[2]) and not concrete.one_shot \
+                and all(t._data.flags.c_contiguous for t in leaves):
             self._fast_spec[(tuple(t.requires_grad for t in leaves), key[2])] = concrete
         return concrete.run(leaves)
 
@@ -396,7 +405,8 @@ class Function:
             if a.__class__ is not Tensor:
                 return None
             d = a._data
-            if d.__class__ is not np.ndarray or d.ndim != rank or d.dtype != dtype:
+            if d.__class__ is not np.ndarray or d.ndim != rank or d.dtype != dtype \
+                    or not d.flags.c_contiguous:
                 return None
             shape = d.shape
             for ax, size in fixed:

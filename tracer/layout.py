@@ -173,7 +173,13 @@ def witness(trace, var) -> np.ndarray | None:
         if missing:
             stack.extend(missing)
             continue
-        memo[id(v)] = (v, _make(e, v, [memo[id(x)][1] for x in reads]))
+        given = trace._root().input_strides.get(id(v)) if e is None else None
+        if given is not None and not has_dims(v.type.shape):
+            # a non-C-contiguous argument, as eager's array is laid out
+            memo[id(v)] = (v, as_strided(_BUFFER, shape=tuple(v.type.shape), strides=given[1],
+                                         writeable=False))
+        else:
+            memo[id(v)] = (v, _make(e, v, [memo[id(x)][1] for x in reads]))
         stack.pop()
     return memo[id(var)][1]
 

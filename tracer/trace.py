@@ -213,6 +213,7 @@ class Trace:
         # Tracked Python state (eager.dispatch.read_item): what the trace depends on, and
         # what it wrote, keyed by (id(container), key). See tracer/pystate.py.
         self.item_guards: dict = {}
+        self.input_strides: dict = {}  # id(input Var) -> (Var, element strides): non-C inputs
         self.item_writes: dict = {}
         self.item_entry: dict = {}
         self._counter = 0
@@ -232,10 +233,14 @@ class Trace:
             t = t.parent
         return t
 
-    def add_input(self, tensor_type: TensorType, name: str) -> Var:
+    def add_input(self, tensor_type: TensorType, name: str, strides=None) -> Var:
+        """A new input; `strides` (in elements) when its array is not C-contiguous: the
+        trace's view/copy decisions follow that layout (the cache key includes it)."""
         var = self.new_var(tensor_type, name)
         self.inputs.append(var)
         self.input_names.append(name)
+        if strides is not None:
+            self.input_strides[id(var)] = (var, tuple(strides))
         return var
 
     def traced_tensor(self, var: Var, requires_grad: bool = False) -> Tensor:

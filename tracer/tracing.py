@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
+
 from eager.tensor import Tensor
 
 from . import logs
@@ -43,7 +45,7 @@ def trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
     for k, (t, n) in enumerate(zip(leaves, names)):
         ty = _type_of(t) if input_signature is None else signature_type(input_signature[k],
                                                                          symbols)
-        var = tr.add_input(ty, _var_name(n))
+        var = tr.add_input(ty, _var_name(n), _strides_if_not_c(t._data))
         traced_leaves.append(tr.traced_tensor(var, t.requires_grad))
     leaf_values = [t._data for t in traced_leaves]
     targs, tkwargs = _rebuild(tree, traced_leaves, args, kwargs, static_argnums,
@@ -182,6 +184,13 @@ def _refuse_symbolic_outputs(tree, name):
     elif isinstance(tree, tuple):
         for t in tree:
             _refuse_symbolic_outputs(t, name)
+
+
+def _strides_if_not_c(data):
+    """A non-C-contiguous array's strides in elements (None for C-contiguous ones)."""
+    if data.__class__ is not np.ndarray or data.flags.c_contiguous:
+        return None
+    return tuple(s // data.itemsize for s in data.strides)
 
 
 def _type_of(t: Tensor):

@@ -57,6 +57,9 @@ def layout_of(t):
         return _proxy(data.shape, tuple(s // size for s in data.strides),
                       data.flags.writeable)
     shape = data.shape
+    given = _input_strides(data)
+    if given is not None:
+        return _proxy(shape, given)
     if has_dims(shape):
         return None
     strides, step = [], 1
@@ -64,6 +67,15 @@ def layout_of(t):
         strides.append(step)
         step *= max(d, 1)
     return _proxy(shape, tuple(reversed(strides)))
+
+
+def _input_strides(value):
+    """The element strides of a traced input whose array was not C-contiguous, or None."""
+    trace = getattr(value, "trace", None)
+    if trace is None:
+        return None
+    entry = trace._root().input_strides.get(id(value.var))
+    return None if entry is None else entry[1]
 
 
 def link_view(op, base, params, out):
