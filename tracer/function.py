@@ -110,8 +110,11 @@ class ConcreteFunction:
     def __init__(self, name, graph, raw_graph, program, arg_tree, out_tree, arg_names,
                  signature, captures, capture_grad_owner, update_targets, grad_pattern,
                  sources, one_shot, differentiable, trace_seconds, compile_seconds,
-                 created_targets, guards=(), frozen=(), item_state=None, out_alias=None):
+                 created_targets, guards=(), frozen=(), item_state=None, out_alias=None,
+                 saved_modified=None, freed_outputs=None):
         self.name = name
+        # eager's error at backward when an in-place op changed a value backward needs
+        self.saved_modified = saved_modified
         self.graph = graph
         self.raw_graph = raw_graph
         self.program = program
@@ -153,8 +156,10 @@ class ConcreteFunction:
         self._update_copies = _updates_needing_copy(graph)
         # Outputs that are an argument, a capture or a .grad itself (see _output_aliases).
         self._out_alias = out_alias or {}
+        # Outputs whose graph a backward inside consumed: (op, params, types) per index
+        self._freed = freed_outputs or {}
         self._plain = (not captures and not guards and not graph.updates and out_tree == LEAF
-                       and not self._out_copies and len(graph.outputs) == 1
+                       and not self._out_copies and not self._freed and len(graph.outputs) == 1
                        and not self._items)
         # Nothing captured, nothing to guard: the signature alone selects this trace.
         self.unguarded = not captures and not guards and not self._items
@@ -182,7 +187,7 @@ class ConcreteFunction:
                                   if owner is not None and owner in grad_targets)
         self.call_source = None  # the generated call_fast, when there is one
         self.call_fast = self._checked_call
-        if not self._plain and not one_shot and (captures or guards):
+        if not self._plain and not one_shot and (captures or guards) and not self._freed:
             self.call_fast = self._generate_call()
 
     # -------------------------------------------------------------- inspection
@@ -424,6 +429,12 @@ class ConcreteFunction:
         if self._plan_key == key:
             return self._plan
         self._plan_key = key
+        if self.saved_modified is not None:
+            # eager's backward raises here (and only when it runs): let eager's autograd do it
+            self.plan_error = (f"an in-place op modified a value backward needs "
+                               f"({self.saved_modified})")
+            self._plan = None
+            return None
         from .autodiff import build_plan
         from .passes import optimize
 
@@ -464,6 +475,8 @@ class ConcreteFunction:
 
         attach(plan, outs, wrt, results[n_out:], replay, list(leaves) + list(caps))
         self._substitute_aliases(outs, leaves)
+        if self._freed:
+            self._mark_freed(outs)
         self._items.replay()
         return unflatten(self.out_tree, iter(outs))
 
@@ -486,8 +499,19 @@ class ConcreteFunction:
         self._write_back(results[len(outs):], leaves)
         if self._out_alias:
             self._substitute_aliases(outs, leaves)
+        if self._freed:
+            self._mark_freed(outs)
         self._items.replay()
         return unflatten(self.out_tree, iter(outs))
+
+    def _mark_freed(self, outs):
+        """Eager's loss after loss.backward(): requires grad, its graph already freed."""
+        from .autodiff import freed_node
+
+        if dispatch.is_grad_enabled():
+            for j, template in self._freed.items():
+                outs[j].grad_fn = freed_node(*template)
+                outs[j].requires_grad = True
 
     def _input_values(self, leaves) -> list:
         """Arrays for the program: the arguments', then each capture's (read now)."""
@@ -1199,6 +1223,7 @@ def trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
                    input_signature=None) -> ConcreteFunction:
     """Trace one signature. With `input_signature`, its None dims become symbolic sizes
     (tracer.symbolic): the trace then serves every size of those dimensions."""
+    from .autodiff import freed_outputs, saved_modified
     from .symbolic import signature_type
 
     t0 = time.perf_counter()
@@ -1228,6 +1253,8 @@ def trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
             out_alias = _output_aliases(tr, out_leaves, outputs, traced_leaves)
             differentiable = any(t.grad_fn is not None and t.grad_fn._state is None
                                  for t in out_leaves)
+            modified = saved_modified(out_leaves) if differentiable else None
+            freed = freed_outputs(out_leaves, out_alias)
             for t, grad in tr.entry_grads.values():
                 if t.grad is not grad:
                     # A .grad the function set or cleared without otherwise using the
@@ -1298,7 +1325,8 @@ def trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
         grad_pattern=grad_pattern, sources=sources, one_shot=bool(created_targets),
         differentiable=differentiable, trace_seconds=t1 - t0, compile_seconds=t2 - t1,
         created_targets=created_targets, guards=guards, frozen=frozen, out_alias=out_alias,
-        item_state=ItemState(tr.item_guards.values(), tr.item_writes.values()))
+        item_state=ItemState(tr.item_guards.values(), tr.item_writes.values()),
+        saved_modified=modified, freed_outputs=freed)
 
 
 def _output_aliases(tr: Trace, out_leaves, outputs, traced_leaves) -> dict:
