@@ -39,6 +39,7 @@ from eager.tensor import Tensor
 
 from . import check as _check
 from . import logs
+from .autodiff import freed_node
 from .backends import get_backend
 from .ir import Graph, Var, verify
 from .ownership import assign_grad as _assign_grad, unshared as _unshared
@@ -156,8 +157,9 @@ class ConcreteFunction:
         self._update_copies = _updates_needing_copy(graph)
         # Outputs that are an argument, a capture or a .grad itself (see _output_aliases).
         self._out_alias = out_alias or {}
-        # Outputs whose graph a backward inside consumed: (op, params, types) per index
-        self._freed = freed_outputs or {}
+        # Outputs whose graph a backward inside consumed, per index: the released node
+        # they get at each call (shared: any backward through it raises at once)
+        self._freed = {j: freed_node(*t) for j, t in (freed_outputs or {}).items()}
         self._plain = (not captures and not guards and not graph.updates and out_tree == LEAF
                        and not self._out_copies and not self._freed and len(graph.outputs) == 1
                        and not self._items)
@@ -187,7 +189,7 @@ class ConcreteFunction:
                                   if owner is not None and owner in grad_targets)
         self.call_source = None  # the generated call_fast, when there is one
         self.call_fast = self._checked_call
-        if not self._plain and not one_shot and (captures or guards) and not self._freed:
+        if not self._plain and not one_shot and (captures or guards):
             self.call_fast = self._generate_call()
 
     # -------------------------------------------------------------- inspection
@@ -362,6 +364,9 @@ class ConcreteFunction:
                 outs.append(f"wrap(copy(results[{j}]))" if j in self._out_copies
                             else f"wrap(results[{j}])")
         lines.append(f"    outs = [{', '.join(outs)}]")
+        for j, node in self._freed.items():
+            ns[f"freed{j}"] = node
+            lines += [f"    outs[{j}].grad_fn = freed{j}", f"    outs[{j}].requires_grad = True"]
         if self._update_copies:
             lines.append("    results = list(results)")
             lines += [f"    results[{k}] = copy(results[{k}])" for k in self._update_copies]
@@ -506,12 +511,9 @@ class ConcreteFunction:
 
     def _mark_freed(self, outs):
         """Eager's loss after loss.backward(): requires grad, its graph already freed."""
-        from .autodiff import freed_node
-
-        if dispatch.is_grad_enabled():
-            for j, template in self._freed.items():
-                outs[j].grad_fn = freed_node(*template)
-                outs[j].requires_grad = True
+        for j, node in self._freed.items():
+            outs[j].grad_fn = node
+            outs[j].requires_grad = True
 
     def _input_values(self, leaves) -> list:
         """Arrays for the program: the arguments', then each capture's (read now)."""

@@ -137,7 +137,8 @@ def test_loss_after_backward_inside_keeps_requires_grad(backend):
         assert c_err == e_err
         np.testing.assert_allclose(c_grad, e_grad, rtol=1e-6)
     with eager.no_grad():  # no graph to run backward through: both raise alike
-        errors = [_raised(lambda: fn(*_seeded((3, 4), grad=True)())) for fn in (step, compiled)]
+        errors = [_raised(lambda fn=fn: fn(*_seeded((3, 4), grad=True)()))
+                  for fn in (step, compiled)]
         assert errors[0] is not None and errors[1] == errors[0]
 
 
@@ -172,7 +173,7 @@ def test_inplace_on_a_value_saved_for_backward_raises(body, backend):
 
     compiled = tracer.function(body, backend=backend)
     for _ in range(2):  # (the trace, then a cached call)
-        errors = [_raised(lambda: fn(*make()).sum().backward()) for fn in (body, compiled)]
+        errors = [_raised(lambda fn=fn: fn(*make()).sum().backward()) for fn in (body, compiled)]
         assert errors[0] is not None and "modified by an inplace operation" in errors[0][1]
         assert errors[1] == errors[0]
 
@@ -186,7 +187,8 @@ def test_inplace_on_a_saved_value_then_backward_inside_raises(backend):
         return t.detach()
 
     compiled = tracer.function(step, backend=backend)
-    errors = [_raised(lambda: fn(eager.ones(3, requires_grad=True))) for fn in (step, compiled)]
+    errors = [_raised(lambda fn=fn: fn(eager.ones(3, requires_grad=True)))
+              for fn in (step, compiled)]
     assert errors[0] is not None and "modified by an inplace operation" in errors[0][1]
     assert errors[1] == errors[0]
 
