@@ -17,15 +17,13 @@ import eager
 import eager.nn.functional as F
 
 # Categories with known, open defects (issue 13 item in brackets); the default exclusions.
+# None open now: inplace_autograd (F3) and grad_after_backward (F2) are fixed and fuzzed.
 # Other categories --exclude takes: elementwise, compare, unary, reduce, view, matmul, join,
 # nn, cast, clone, inplace_temp, inplace_capture, inplace_arg (in-place on arguments),
-# nonfinite (NaN/inf/-0.0 in inputs), backward_inside (loss.backward() in the function).
-KNOWN_BUGGY = {
-    "inplace_autograd": "in-place op on a value backward needs: eager raises at backward, "
-                        "compiled does not [fuzz finding F3, not fixed]",
-    "grad_after_backward": "an output whose graph a backward inside consumed: compiled "
-                           "requires_grad=False, eager True [fuzz finding F2, not fixed]",
-}
+# inplace_autograd (in-place on a value backward may need), grad_after_backward (outputs
+# after a backward inside), nonfinite (NaN/inf/-0.0 in inputs), backward_inside
+# (loss.backward() in the function).
+KNOWN_BUGGY: dict = {}
 
 SHAPES = [(), (4,), (3, 4), (1, 4), (3, 1), (2, 3, 4), (4, 4), (0, 4)]
 FLOATS = ("float32", "float32", "float32", "float64")

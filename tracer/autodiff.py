@@ -409,6 +409,49 @@ def _dce_unused(graph: Graph) -> Graph:
     return dce(graph)
 
 
+def saved_modified(outputs) -> str | None:
+    """Eager's saved-version check over the autograd graph a trace built for `outputs`,
+    without running backward: the message of the error eager's backward would raise (an
+    in-place op inside the function on a value some backward rule saved), else None.
+
+    The IR autodiff differentiates the functional (in-place-free) graph, so it would give
+    a gradient where eager raises; such a function's outputs get eager's autograd instead.
+    """
+    seen, stack = set(), [t.grad_fn for t in outputs if isinstance(t, Tensor)]
+    while stack:
+        node = stack.pop()
+        if not isinstance(node, Node) or id(node) in seen:
+            continue
+        seen.add(id(node))
+        if node._state is None:
+            try:
+                node.check_saved()
+            except RuntimeError as exc:
+                return str(exc)
+        stack.extend(node.edges)
+    return None
+
+
+def freed_outputs(outputs, skip=()) -> dict:
+    """Output index -> (op, params, input types) of each output whose graph a backward
+    inside the function consumed: eagerly it still requires grad, and a second backward
+    through it raises (see `freed_node`)."""
+    freed = {}
+    for j, t in enumerate(outputs):
+        node = getattr(t, "grad_fn", None)
+        if j not in skip and isinstance(node, Node) and node._state is not None:
+            freed[j] = (node.op, node.params, node.types)
+    return freed
+
+
+def freed_node(op, params, types) -> Node:
+    """A node like one a backward has already run through: backward raises eager's
+    "backward through the graph a second time" error."""
+    node = Node(op, params, types, (None,) * len(types), (None,) * len(types), None)
+    node.release()
+    return node
+
+
 # --------------------------------------------------------------------------------------
 # runtime: the autograd node of a compiled call
 
@@ -481,4 +524,5 @@ class _PlanOp:
         self.vjp = None
 
 
-__all__ = ["build_plan", "BackwardPlan", "CompiledNode", "attach"]
+__all__ = ["build_plan", "BackwardPlan", "CompiledNode", "attach", "saved_modified",
+           "freed_outputs", "freed_node"]

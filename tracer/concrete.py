@@ -15,6 +15,7 @@ from eager.ops import OPS
 from eager.tensor import Tensor
 
 from .aliasing import AliasCheck
+from .autodiff import freed_node
 from .backends import get_backend
 from .guards import check_lines, first_failure
 from .ir import Graph, Var
@@ -36,8 +37,11 @@ class ConcreteFunction:
     def __init__(self, name, graph, raw_graph, program, arg_tree, out_tree, arg_names,
                  signature, captures, capture_grad_owner, update_targets, grad_pattern,
                  sources, one_shot, differentiable, trace_seconds, compile_seconds,
-                 created_targets, guards=(), frozen=(), item_state=None, out_alias=None):
+                 created_targets, guards=(), frozen=(), item_state=None, out_alias=None,
+                 saved_modified=None, freed_outputs=None):
         self.name = name
+        # eager's error at backward when an in-place op changed a value backward needs
+        self.saved_modified = saved_modified
         self.graph = graph
         self.raw_graph = raw_graph
         self.program = program
@@ -79,8 +83,11 @@ class ConcreteFunction:
         self._update_copies = _updates_needing_copy(graph)
         # Outputs that are an argument, a capture or a .grad itself (see _output_aliases).
         self._out_alias = out_alias or {}
+        # Outputs whose graph a backward inside consumed, per index: the released node
+        # they get at each call (shared: any backward through it raises at once)
+        self._freed = {j: freed_node(*t) for j, t in (freed_outputs or {}).items()}
         self._plain = (not captures and not guards and not graph.updates and out_tree == LEAF
-                       and not self._out_copies and len(graph.outputs) == 1
+                       and not self._out_copies and not self._freed and len(graph.outputs) == 1
                        and not self._items)
         # Nothing captured, nothing to guard: the signature alone selects this trace.
         self.unguarded = not captures and not guards and not self._items
@@ -283,6 +290,9 @@ class ConcreteFunction:
                 outs.append(f"wrap(copy(results[{j}]))" if j in self._out_copies
                             else f"wrap(results[{j}])")
         lines.append(f"    outs = [{', '.join(outs)}]")
+        for j, node in self._freed.items():
+            ns[f"freed{j}"] = node
+            lines += [f"    outs[{j}].grad_fn = freed{j}", f"    outs[{j}].requires_grad = True"]
         if self._update_copies:
             lines.append("    results = list(results)")
             lines += [f"    results[{k}] = copy(results[{k}])" for k in self._update_copies]
@@ -350,6 +360,12 @@ class ConcreteFunction:
         if self._plan_key == key:
             return self._plan
         self._plan_key = key
+        if self.saved_modified is not None:
+            # eager's backward raises here (and only when it runs): let eager's autograd do it
+            self.plan_error = (f"an in-place op modified a value backward needs "
+                               f"({self.saved_modified})")
+            self._plan = None
+            return None
         from .autodiff import build_plan
         from .passes import optimize
 
@@ -390,6 +406,8 @@ class ConcreteFunction:
 
         attach(plan, outs, wrt, results[n_out:], replay, list(leaves) + list(caps))
         self._substitute_aliases(outs, leaves)
+        if self._freed:
+            self._mark_freed(outs)
         self._items.replay()
         return unflatten(self.out_tree, iter(outs))
 
@@ -412,8 +430,16 @@ class ConcreteFunction:
         self._write_back(results[len(outs):], leaves)
         if self._out_alias:
             self._substitute_aliases(outs, leaves)
+        if self._freed:
+            self._mark_freed(outs)
         self._items.replay()
         return unflatten(self.out_tree, iter(outs))
+
+    def _mark_freed(self, outs):
+        """Eager's loss after loss.backward(): requires grad, its graph already freed."""
+        for j, node in self._freed.items():
+            outs[j].grad_fn = node
+            outs[j].requires_grad = True
 
     def _input_values(self, leaves) -> list:
         """Arrays for the program: the arguments', then each capture's (read now)."""

@@ -35,6 +35,7 @@ def trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
                    input_signature=None) -> ConcreteFunction:
     """Trace one signature. With `input_signature`, its None dims become symbolic sizes
     (tracer.symbolic): the trace then serves every size of those dimensions."""
+    from .autodiff import freed_outputs, saved_modified
     from .symbolic import signature_type
 
     t0 = time.perf_counter()
@@ -64,6 +65,8 @@ def trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
             out_alias = _output_aliases(tr, out_leaves, outputs, traced_leaves)
             differentiable = any(t.grad_fn is not None and t.grad_fn._state is None
                                  for t in out_leaves)
+            modified = saved_modified(out_leaves) if differentiable else None
+            freed = freed_outputs(out_leaves, out_alias)
             for t, grad in tr.entry_grads.values():
                 if t.grad is not grad:
                     # A .grad the function set or cleared without otherwise using the
@@ -134,7 +137,8 @@ def trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
         grad_pattern=grad_pattern, sources=sources, one_shot=bool(created_targets),
         differentiable=differentiable, trace_seconds=t1 - t0, compile_seconds=t2 - t1,
         created_targets=created_targets, guards=guards, frozen=frozen, out_alias=out_alias,
-        item_state=ItemState(tr.item_guards.values(), tr.item_writes.values()))
+        item_state=ItemState(tr.item_guards.values(), tr.item_writes.values()),
+        saved_modified=modified, freed_outputs=freed)
 
 
 def _output_aliases(tr: Trace, out_leaves, outputs, traced_leaves) -> dict:
