@@ -295,7 +295,7 @@ def _checked_call(func, args, kwargs):
         return _compiled_call(func, args, kwargs)
     roots = [(desc, obj) for desc, _get, obj, _free in _roots(func._fn, args, kwargs)]
     before_trace = None
-    concrete = func._lookup(key)
+    concrete = func._lookup(key, leaves)
     if concrete is None:
         # Tracing may make state (an optimizer's first-step moments): the eager run must
         # see the state as it was before, the compiled one as tracing left it.

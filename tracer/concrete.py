@@ -38,8 +38,12 @@ class ConcreteFunction:
                  signature, captures, capture_grad_owner, update_targets, grad_pattern,
                  sources, one_shot, differentiable, trace_seconds, compile_seconds,
                  created_targets, guards=(), frozen=(), item_state=None, out_alias=None,
-                 saved_modified=None, freed_outputs=None):
+                 saved_modified=None, freed_outputs=None, input_layouts=()):
         self.name = name
+        # (argument index, its strides, or None for C-contiguous) of each argument whose
+        # layout the trace's view/copy decisions read: a call with another layout takes
+        # another trace (a reshape of a transposed array copies, of a C one it views).
+        self.input_layouts = tuple(input_layouts)
         # eager's error at backward when an in-place op changed a value backward needs
         self.saved_modified = saved_modified
         self.graph = graph
@@ -88,9 +92,10 @@ class ConcreteFunction:
         self._freed = {j: freed_node(*t) for j, t in (freed_outputs or {}).items()}
         self._plain = (not captures and not guards and not graph.updates and out_tree == LEAF
                        and not self._out_copies and not self._freed and len(graph.outputs) == 1
-                       and not self._items)
+                       and not self._items and not self.input_layouts)
         # Nothing captured, nothing to guard: the signature alone selects this trace.
-        self.unguarded = not captures and not guards and not self._items
+        self.unguarded = (not captures and not guards and not self._items
+                          and not self.input_layouts)
         # One array in, one fresh array out, nothing else to do: the one-argument fast path
         # of Function.__call__ calls this with the argument's array.
         self.run1 = getattr(program, "call1", None) if self._plain else None
@@ -176,9 +181,24 @@ class ConcreteFunction:
         return self._items.failure()
 
     # -------------------------------------------------------------- calling
+    def layout_failure(self, leaves):
+        """None if each argument whose layout the trace read still has it, else what
+        changed."""
+        for k, strides in self.input_layouts:
+            d = leaves[k]._data
+            if strides is None:
+                if not d.flags.c_contiguous:
+                    return (f"argument {self.arg_names[k]}: C-contiguous -> strides "
+                            f"{d.strides}")
+            elif d.strides != strides or d.flags.c_contiguous:
+                return f"argument {self.arg_names[k]}: strides {strides} -> {d.strides}"
+        return None
+
     def _checked_call(self, leaves):
         """Run on `leaves` if the captured state still matches, else MISS."""
         if not self.unguarded and self.guard_failure() is not None:
+            return MISS
+        if self.input_layouts and self.layout_failure(leaves) is not None:
             return MISS
         if self._alias is not None and self.alias_hazard(leaves) is not None:
             return MISS
@@ -241,6 +261,9 @@ class ConcreteFunction:
         lines += check_lines(self._call_guards, ns)
         if self._sources or self._epoch_guards:
             lines += ["    if EPOCH[0] != self._epoch:", "        return MISS"]
+        if self.input_layouts:
+            ns["layout_failure"] = self.layout_failure
+            lines += ["    if layout_failure(leaves) is not None:", "        return MISS"]
         for k, guard in enumerate(self._items.guards):
             lines += guard.check_source(k, ns)
         lines.append("    values = [" + ", ".join(
@@ -337,7 +360,7 @@ class ConcreteFunction:
             raise TypeError(f"{self.name}: this concrete function was traced for "
                             f"({', '.join(want)}) but is called with ({', '.join(got)}); call "
                             f"the @function instead, which traces new signatures")
-        why = self.guard_failure()
+        why = self.guard_failure() or self.layout_failure(leaves)
         if why is not None:
             raise RuntimeError(f"{self.name}: the state this concrete function captured has "
                                f"changed ({why}); call the @function instead, which traces "

@@ -188,16 +188,9 @@ class Function:
             # A None dimension is symbolic in the trace: every size shares one key.
             sig = tuple((tuple(d if isinstance(w, int) else None
                                for d, w in zip(t._data.shape, s.shape)),
-                         t._data.dtype, t.requires_grad, t._data.flags.c_contiguous)
-                        for t, s in zip(leaves, spec))
+                         t._data.dtype, t.requires_grad) for t, s in zip(leaves, spec))
         else:
-            # A non-C-contiguous argument's strides are part of the key: whether a reshape
-            # of it is a view or a copy (and so whether a later in-place write reaches the
-            # reshaped value) follows its layout, eagerly and in the trace.
-            sig = tuple((t._data.shape, t._data.dtype, t.requires_grad)
-                        if t._data.flags.c_contiguous else
-                        (t._data.shape, t._data.dtype, t.requires_grad, t._data.strides)
-                        for t in leaves)
+            sig = tuple((t._data.shape, t._data.dtype, t.requires_grad) for t in leaves)
         return (tree, sig, dispatch.is_grad_enabled())
 
     # -------------------------------------------------------------- calling
@@ -209,7 +202,7 @@ class Function:
             if len(args) == 1:  # the commonest case, unrolled
                 a = args[0]
                 d = a._data if a.__class__ is Tensor else None
-                if d.__class__ is np.ndarray and d.flags.c_contiguous:
+                if d.__class__ is np.ndarray:
                     # The last hit first: comparing four fields is cheaper than hashing
                     # the nested key.
                     last = self._last1
@@ -232,8 +225,7 @@ class Function:
                             return out
             sig = []
             for a in args:
-                if a.__class__ is not Tensor or a._data.__class__ is not np.ndarray \
-                        or not a._data.flags.c_contiguous:
+                if a.__class__ is not Tensor or a._data.__class__ is not np.ndarray:
                     break
                 d = a._data
                 sig.append((d.shape, d.dtype, a.requires_grad))
@@ -262,7 +254,7 @@ class Function:
         if key in self._eager_keys:
             self._eager_calls += 1
             return self._fn(*args, **kwargs)
-        concrete = self._lookup(key)
+        concrete = self._lookup(key, leaves)
         if concrete is None:
             concrete = self._trace_new(args, kwargs, leaves, names, tree, key)
             if concrete is None:
@@ -295,8 +287,7 @@ class Function:
         elif self._spec_checks is not None and not self.static_argnums and \
                 not self.static_argnames and not kwargs and len(leaves) == len(args) and \
                 all(a.__class__ is Tensor for a in args) and not concrete.writes_input_grads \
-                and not (concrete.differentiable and key[2]) and not concrete.one_shot \
-                and all(t._data.flags.c_contiguous for t in leaves):
+                and not (concrete.differentiable and key[2]) and not concrete.one_shot:
             self._fast_spec[(tuple(t.requires_grad for t in leaves), key[2])] = concrete
         return concrete.run(leaves)
 
@@ -306,12 +297,13 @@ class Function:
             warnings.warn(f"tracer.function: {message}", RuntimeWarning,
                           stacklevel=_user_stacklevel())
 
-    def _lookup(self, key):
+    def _lookup(self, key, leaves=None):
         bucket = self._cache.get(key)
         if bucket is None:
             return None
         for concrete in bucket:
-            if concrete.guard_failure() is None:
+            if concrete.guard_failure() is None and (
+                    leaves is None or concrete.layout_failure(leaves) is None):
                 concrete._last_use = self._calls
                 return concrete
         return None
@@ -389,7 +381,7 @@ class Function:
         if self.input_signature is not None:
             self._check_signature(leaves, names)
         key = self._key(leaves, tree)
-        concrete = self._lookup(key)
+        concrete = self._lookup(key, leaves)
         if concrete is None:
             concrete = self._trace_new(args, kwargs, leaves, names, tree, key, force=True)
         return concrete
@@ -405,8 +397,7 @@ class Function:
             if a.__class__ is not Tensor:
                 return None
             d = a._data
-            if d.__class__ is not np.ndarray or d.ndim != rank or d.dtype != dtype \
-                    or not d.flags.c_contiguous:
+            if d.__class__ is not np.ndarray or d.ndim != rank or d.dtype != dtype:
                 return None
             shape = d.shape
             for ax, size in fixed:
@@ -443,7 +434,7 @@ class Function:
     # -------------------------------------------------------------- tracing
     def _trace_new(self, args, kwargs, leaves, names, tree, key, force=False):
         with self._lock:
-            concrete = self._lookup(key)
+            concrete = self._lookup(key, leaves)
             if concrete is not None:
                 return concrete
             while sum(len(b) for b in self._cache.values()) >= max(self.max_traces, 1) \

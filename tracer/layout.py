@@ -173,7 +173,10 @@ def witness(trace, var) -> np.ndarray | None:
         if missing:
             stack.extend(missing)
             continue
-        given = trace._root().input_strides.get(id(v)) if e is None else None
+        root = trace._root()
+        given = root.input_strides.get(id(v)) if e is None else None
+        if e is None and any(v is x for x in root.inputs):
+            root.layout_reads.add(id(v))
         if given is not None and not has_dims(v.type.shape):
             # a non-C-contiguous argument, as eager's array is laid out
             memo[id(v)] = (v, as_strided(_BUFFER, shape=tuple(v.type.shape), strides=given[1],

@@ -214,6 +214,9 @@ class Trace:
         # what it wrote, keyed by (id(container), key). See tracer/pystate.py.
         self.item_guards: dict = {}
         self.input_strides: dict = {}  # id(input Var) -> (Var, element strides): non-C inputs
+        self.layout_reads: set = set()  # ids of input Vars whose layout a decision read
+        self.layout_if_written: set = set()  # ... read by a reshape: matters if anything is
+        self.wrote_in_place = False          # written in place in the trace
         self.item_writes: dict = {}
         self.item_entry: dict = {}
         self._counter = 0
@@ -423,6 +426,7 @@ class Trace:
 
     def on_write(self, t: Tensor, value):
         """An in-place op gave `t` the traced `value` (see tracer.views)."""
+        self._root().wrote_in_place = True
         views.write(self, t, value)
 
     def on_grad(self, t, write: bool):

@@ -138,7 +138,8 @@ def trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
         differentiable=differentiable, trace_seconds=t1 - t0, compile_seconds=t2 - t1,
         created_targets=created_targets, guards=guards, frozen=frozen, out_alias=out_alias,
         item_state=ItemState(tr.item_guards.values(), tr.item_writes.values()),
-        saved_modified=modified, freed_outputs=freed)
+        saved_modified=modified, freed_outputs=freed,
+        input_layouts=_read_layouts(tr, leaves))
 
 
 def _output_aliases(tr: Trace, out_leaves, outputs, traced_leaves) -> dict:
@@ -188,6 +189,20 @@ def _refuse_symbolic_outputs(tree, name):
     elif isinstance(tree, tuple):
         for t in tree:
             _refuse_symbolic_outputs(t, name)
+
+
+def _read_layouts(tr: Trace, leaves) -> tuple:
+    """(index, strides or None for C-contiguous) of the arguments whose layout the trace read
+    (tracer.views, tracer.layout): the trace is right only for calls with those layouts."""
+    index = {id(v): k for k, v in enumerate(tr.inputs)}
+    reads = tr.layout_reads | (tr.layout_if_written if tr.wrote_in_place else set())
+    out = []
+    for vid in sorted(reads, key=lambda i: index.get(i, -1)):
+        k = index.get(vid)
+        if k is not None:
+            d = leaves[k]._data
+            out.append((k, None if d.flags.c_contiguous else d.strides))
+    return tuple(out)
 
 
 def _strides_if_not_c(data):

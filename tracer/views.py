@@ -71,11 +71,24 @@ def layout_of(t):
 
 def _input_strides(value):
     """The element strides of a traced input whose array was not C-contiguous, or None."""
-    trace = getattr(value, "trace", None)
-    if trace is None:
+    if not hasattr(value, "var"):  # (not a TracedValue)
         return None
-    entry = trace._root().input_strides.get(id(value.var))
+    entry = value.trace._root().input_strides.get(id(value.var))
     return None if entry is None else entry[1]
+
+
+def _note_layout_read(t) -> None:
+    """A decision that depends on memory layout (does this reshape copy?) was made about
+    `t`: if `t` is an argument or a view of one, and the trace writes anything in place (only
+    then does a view differ from a copy), the trace holds only for that argument's layout
+    (tracer.tracing._read_layouts; a C-contiguous argument's layout counts too)."""
+    while t._view_of is not None:
+        t = t._view_of.base
+    value = t._data
+    if value.__class__ is not np.ndarray and hasattr(value, "var"):  # a TracedValue
+        root = value.trace._root()
+        if any(value.var is x for x in root.inputs):
+            root.layout_if_written.add(id(value.var))
 
 
 def link_view(op, base, params, out):
@@ -87,6 +100,7 @@ def link_view(op, base, params, out):
             if op.view == "whole":
                 pass  # (its impl may look at the values, which a layout stand-in lacks)
             elif op.name == "reshape":
+                _note_layout_read(base)
                 layout = np.reshape(layout, params["shape"], copy=False)
             else:
                 layout = np.asarray(op.impl(layout, **params))
