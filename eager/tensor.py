@@ -305,6 +305,7 @@ class Tensor:
                 f"Use the out-of-place op (y = y.add(...)) or clone() before viewing "
                 f"(at {user_location()})")
         data, new = self._data, result._data
+        history = result.grad_fn
         if type(new) is np.ndarray and _dispatch.tracing():
             # A concrete value (a captured tensor, a constant) written while tracing: as a
             # value of the trace, so the write happens at every call, not once now.
@@ -323,8 +324,8 @@ class Tensor:
             # on to the base this tensor is a view of
             _dispatch.write_traced(self, new)
         self._version[0] += 1
-        if result.grad_fn is not None:
-            self.grad_fn = result.grad_fn
+        if history is not None:  # (as eagerly: a leaf written in keeps this tensor's history;
+            self.grad_fn = result.grad_fn  # the trace's x * 1 of it must not replace it)
             self.requires_grad = True
         return self
 

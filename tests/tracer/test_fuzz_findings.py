@@ -193,9 +193,6 @@ def test_inplace_on_a_saved_value_then_backward_inside_raises(backend):
     assert errors[1] == errors[0]
 
 
-@pytest.mark.xfail(strict=True, reason="fuzz finding F7 (program 904, open): a captured tensor "
-                   "copied into a value backward saved, then backward inside the function: "
-                   "eager raises, compiled gives a gradient")
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_copy_of_a_capture_into_a_saved_value_then_backward_inside_raises(backend):
     c = eager.tensor(np.linspace(-1, 1, 4, dtype=np.float32), requires_grad=True)
