@@ -79,7 +79,7 @@ def format_text(r: dict) -> str:
         f"tensors, Adam):",
         f"  guards: {r['guards_per_call']} checked per call, "
         f"{r['guards_on_structure_change']} on structure change "
-        f"(eager.nn.module.STRUCTURE_EPOCH)",
+        f"(eager.protocol.STRUCTURE_EPOCH)",
         f"  step with guards     {g_ms * 1e3:9.1f} µs",
         f"  step without them    {u_ms * 1e3:9.1f} µs   difference {(g_ms - u_ms) * 1e3:+.1f} µs"
         f" ({(g_ms / u_ms - 1) * 100:+.1f}%)",

@@ -1,14 +1,17 @@
 """The one dispatch function every tensor op goes through.
 
 `apply(op, *inputs, **params)` computes an op's output value through the
-current *compute hook* and, when grad mode is on and an input requires grad,
-records an autograd node.  Eager execution installs a hook that runs the
-op's numpy implementation; the tracer installs one that records an IR
-equation instead.  That switch is the only difference between running and
-tracing, so any eager program (modules, composites, `loss.backward()`,
-optimizer steps) traces without a second code path.
+current *trace protocol* (eager/protocol.py) and, when grad mode is on and an
+input requires grad, records an autograd node.  Eagerly the protocol is
+`eager.protocol.EAGER`, which runs the op's numpy implementation; the tracer
+installs one that records an IR equation instead (`set_protocol`).  That
+switch is the only difference between running and tracing, so any eager
+program (modules, composites, `loss.backward()`, optimizer steps) traces
+without a second code path.  The other events of the protocol (tensor
+created, mutated, viewed, `.grad` accessed, live scalars, tracked Python
+state) are reported through the functions below.
 
-Both the hook and grad mode are thread-local, as in PyTorch.
+Both the protocol and grad mode are thread-local, as in PyTorch.
 """
 from __future__ import annotations
 
@@ -18,18 +21,13 @@ from operator import attrgetter
 import numpy as np
 
 from .errors import describe, op_error
+from .protocol import EAGER, TraceProtocol
 
 
 class _State(threading.local):
     grad_enabled = True
-    compute = None  # set below to eager_compute; the tracer swaps it
-    on_create = None  # while tracing: called with each tensor made by a creation function
-    live_scalar = None  # while tracing: turns a Python-number getter into a traced input
-    on_grad = None  # while tracing: told of each read or write of a tensor's .grad
+    protocol = EAGER  # the current trace protocol (eager.protocol); the tracer swaps it
     making_state = False  # inside state_init(): new tensors are state, not trace values
-    on_item = None  # while tracing: reads and writes of tracked Python state (param groups)
-    on_view = None  # while tracing: told of each view op's traced output (functionalization)
-    on_write = None  # while tracing: performs an in-place write of a traced value
 
 
 _state = _State()
@@ -45,9 +43,6 @@ def eager_compute(op, inputs, params):
     if type(out) is not np.ndarray:
         out = np.asarray(out)
     return out
-
-
-_State.compute = staticmethod(eager_compute)
 
 
 def _explain_failure(op, datas, params, exc):
@@ -74,38 +69,36 @@ _get_data = attrgetter("_data")
 _ndarray = np.ndarray
 
 
-# How many threads have a compute hook other than eager_compute installed; while it is
-# zero, apply() skips the thread-local lookup.
+# How many threads have a protocol other than EAGER installed; while it is zero, apply()
+# skips the thread-local lookup and the other events are not reported at all.
 _hooked_threads = 0
 _hook_lock = threading.Lock()
 
 
-def set_compute(fn):
-    """Install a compute hook for this thread; returns the previous one."""
+def set_protocol(protocol: TraceProtocol) -> TraceProtocol:
+    """Install `protocol` as this thread's current trace protocol; returns the previous one
+    (put it back when done: protocols nest)."""
     global _hooked_threads
-    prev = _state.compute
+    prev = _state.protocol
     with _hook_lock:
-        _hooked_threads += (fn is not eager_compute) - (prev is not eager_compute)
-    _state.compute = fn
+        _hooked_threads += (protocol is not EAGER) - (prev is not EAGER)
+    _state.protocol = protocol
     return prev
 
 
-def set_on_create(fn):
-    prev = _state.on_create
-    _state.on_create = fn
-    return prev
-
-
-def note_created(t):
-    """Creation functions report new tensors here (the tracer makes them constants)."""
-    hook = _state.on_create
-    if hook is not None and not _state.making_state:
-        hook(t)
+def current_protocol() -> TraceProtocol:
+    """This thread's current trace protocol (`eager.protocol.EAGER` unless something records)."""
+    return _state.protocol
 
 
 def tracing() -> bool:
     """Whether this thread is recording a trace rather than running ops."""
-    return _state.on_create is not None
+    return _hooked_threads != 0 and _state.protocol.tracing
+
+
+def note_created(t):
+    """Creation functions report new tensors here (the tracer makes them constants)."""
+    _state.protocol.tensor_created(t, _state.making_state)
 
 
 class state_init:
@@ -135,48 +128,19 @@ class state_init:
         return False
 
 
-def set_on_grad(fn):
-    prev = _state.on_grad
-    _state.on_grad = fn
-    return prev
-
-
 def note_grad(t, write: bool):
-    hook = _state.on_grad
-    if hook is not None:
-        hook(t, write)
+    _state.protocol.grad_access(t, write)
 
 
 def note_mutated(t):
     """A concrete tensor is about to be updated in place by a traced value."""
-    hook = _state.on_create
-    if hook is not None:
-        hook(t, mutated=True)
-
-
-def set_on_view(fn, on_write):
-    """Install the trace's view hooks (see Trace.on_view, Trace.on_write); returns the previous
-    pair."""
-    prev = (_state.on_view, _state.on_write)
-    _state.on_view = fn
-    _state.on_write = on_write
-    return prev
+    _state.protocol.tensor_mutated(t)
 
 
 def write_traced(t, value):
     """An in-place write of traced `value` into `t`: `t` takes it as its new value and, while
     tracing, the write reaches the tensor `t` is a view of (and so every other view of it)."""
-    hook = _state.on_write
-    if hook is None:
-        t._data = value
-    else:
-        hook(t, value)
-
-
-def set_live_scalar(fn):
-    prev = _state.live_scalar
-    _state.live_scalar = fn
-    return prev
+    _state.protocol.write_inplace(t, value)
 
 
 def live_scalar(getter, dtype=np.float64, name: str = "", key=None):
@@ -186,16 +150,9 @@ def live_scalar(getter, dtype=np.float64, name: str = "", key=None):
     the compiled function reads from ``getter()`` at every call, so e.g. an optimizer's
     learning rate can change (LR schedules) without retracing or going stale.
     """
-    hook = _state.live_scalar
-    if hook is None:
+    if not _hooked_threads:
         return getter()
-    return hook(getter, np.dtype(dtype), name, key)
-
-
-def set_on_item(fn):
-    prev = _state.on_item
-    _state.on_item = fn
-    return prev
+    return _state.protocol.live_scalar(getter, np.dtype(dtype), name, key)
 
 
 # How a traced read of a tracked item (`read_item`) may depend on its value at each call.
@@ -215,22 +172,16 @@ def read_item(container, key, how=VALUE, dtype=np.float64, name: str = ""):
     again.
     """
     value = dict.__getitem__(container, key)
-    hook = _state.on_item
-    if hook is None:
+    if not _hooked_threads:
         return value
-    return hook(container, key, value, how, np.dtype(dtype), name)
+    return _state.protocol.read_item(container, key, value, how, np.dtype(dtype), name)
 
 
 def note_item_write(container, key, value):
     """Tracked Python state written by the code being traced (``group["lr"] = lr`` inside a
     compiled step): the trace writes it at every call, as the Python code would."""
-    hook = _state.on_item
-    if hook is not None:
-        hook(container, key, value, "write", None, "")
-
-
-def get_compute():
-    return _state.compute
+    if _hooked_threads:
+        _state.protocol.write_item(container, key, value)
 
 
 def is_grad_enabled() -> bool:
@@ -245,7 +196,7 @@ def set_grad_enabled(flag: bool) -> bool:
 
 def apply(op, *inputs, **params):
     """Compute `op` on tensors `inputs`; record an autograd node when needed."""
-    if not _hooked_threads or _state.compute is eager_compute:
+    if not _hooked_threads or _state.protocol is EAGER:
         # The eager fast path (eager_compute inlined, common arities unrolled).
         try:
             n = len(inputs)
@@ -262,7 +213,7 @@ def apply(op, *inputs, **params):
         if data.__class__ is not _ndarray:
             data = np.asarray(data)
     else:
-        data = _state.compute(op, inputs, params)
+        data = _state.protocol.apply(op, inputs, params)
     out = _new_tensor(_Tensor)
     out._data = data
     out.grad_fn = None
@@ -275,10 +226,8 @@ def apply(op, *inputs, **params):
         inputs[0]._has_views = True
     else:
         out._version = [0]
-        if op.view and data.__class__ is not _ndarray:
-            hook = _state.on_view
-            if hook is not None:  # traced: the trace links the view to its base
-                hook(op, inputs[0], params, out)
+        if op.view and data.__class__ is not _ndarray:  # traced: links the view to its base
+            _state.protocol.view_created(op, inputs[0], params, out)
     if op.vjp is not None:
         for t in inputs:
             if t.requires_grad:

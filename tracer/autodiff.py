@@ -143,7 +143,7 @@ def _joint_graph(graph: Graph, input_rg, capture_rg):
         params.append(env[id(v)])
     for v, value in graph.consts:
         c = Tensor._wrap(value)
-        tr.on_create(c)
+        tr.tensor_created(c)
         env[id(v)] = c
 
     def read(x):

@@ -46,6 +46,7 @@ from eager import dispatch
 from eager import random as _random
 from eager.nn.module import Module
 from eager.optim import Optimizer
+from eager.protocol import TraceProtocol
 from eager.tensor import Tensor
 
 from .check_compare import (CAPTURED, TOLERANCES, _Diff, _live, _ObservedTensor,
@@ -377,15 +378,16 @@ def _keep_off_fast_paths(func, concrete):
         func._last1 = None
 
 
-class _Recorder:
-    """Each op's value as the eager run computes it, in dispatch order."""
+class _Recorder(TraceProtocol):
+    """Each op's value as the eager run computes it, in dispatch order (a trace protocol that
+    runs ops eagerly and records their values)."""
 
     def __init__(self):
         self.values = []  # (op name, array)
         self.bytes = 0
         self.complete = True
 
-    def __call__(self, op, inputs, params):
+    def apply(self, op, inputs, params):
         out = dispatch.eager_compute(op, inputs, params)
         if self.bytes < RECORD_LIMIT_BYTES:
             self.values.append((op.name, np.array(out, copy=True)))
@@ -400,11 +402,11 @@ def _run_eagerly(func, args, kwargs, records):
 
     was = flag[0]
     flag[0] = True  # nested @functions run their Python too
-    prev = dispatch.set_compute(records)
+    prev = dispatch.set_protocol(records)
     try:
         return func._fn(*args, **kwargs)
     finally:
-        dispatch.set_compute(prev)
+        dispatch.set_protocol(prev)
         flag[0] = was
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from eager.errors import user_location
-from eager.nn.module import STRUCTURE_EPOCH
+from eager.protocol import STRUCTURE_EPOCH
 from eager.ops import OPS
 from eager.tensor import Tensor
 

@@ -9,7 +9,7 @@ and closure, and every Module called. `collect_guards` then walks from those roo
 - entries of dicts, lists, tuples, namespaces, plain objects and user classes reached from
   them whose name the user's code mentions: numbers by value, captured tensors by identity;
 - plain attributes of every Module reached (`training`, `p`, `eps`): by value, checked when
-  eager.nn.module.STRUCTURE_EPOCH moves (attribute writes and train()/eval() move it).
+  eager.protocol.STRUCTURE_EPOCH moves (attribute writes and train()/eval() move it).
 
 `Snapshot` records the same containers before the trace so that state the traced function
 rebinds (`self.total = self.total + x`, `state["m"] = ...`) is found, undone and reported.

@@ -52,7 +52,7 @@ class Guard:
     template: a Python expression fetching the current value, `{0}`, `{1}` standing for
     `objects` (held strongly: they are what the trace read through).
     expected: the value (or object) the trace saw.
-    epoch: checked only when eager.nn.module.STRUCTURE_EPOCH has moved (module attributes:
+    epoch: checked only when eager.protocol.STRUCTURE_EPOCH has moved (module attributes:
     Module.__setattr__ and train()/eval() bump it).
     """
 

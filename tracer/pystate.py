@@ -1,7 +1,8 @@
 """Tracked Python state a trace read or wrote: an optimizer's param groups.
 
 User code and optimizers read hyperparameters from dicts (``group["lr"]``) that may
-change between calls. eager.dispatch.read_item tells the trace how each read is used:
+change between calls. eager.dispatch.read_item tells the trace how each read is used (the
+trace protocol's read_item event, handled by `read_item` below):
 numbers fed to tensor math become per-call inputs (tracer.trace.LiveScalar); values that
 decide what the code does are guarded here, by value or by truth, so a call that sees
 another one traces again. Writes the traced code makes (``group["lr"] = lr_now`` inside a
@@ -11,6 +12,8 @@ from __future__ import annotations
 
 import math
 from numbers import Number
+
+from eager.dispatch import LIVE
 
 _MISSING = object()
 _get = dict.get
@@ -110,4 +113,67 @@ class ItemState:
             put(container, key, value)
 
 
-__all__ = ["ItemGuard", "ItemState", "plain_value", "describe_item"]
+_UNSET = object()
+
+
+def read_item(trace, container, key, value, how, dtype, name):
+    """A trace's read of tracked state (its protocol's `read_item`, eager.dispatch.read_item):
+    a constant if the trace wrote it earlier, a per-call input if LIVE, else guarded."""
+    from .trace import _short_where
+
+    root = trace._root()
+    slot = (id(container), key)
+    if slot in root.item_writes:  # written earlier in this trace: a constant
+        return value
+    label = describe_item(container, key)
+    if how == LIVE:
+        if isinstance(value, tuple):
+            return tuple(trace.live_scalar(_item_getter(container, key, k), dtype,
+                                           f"{label}[{k}]", slot + (k,))
+                         for k in range(len(value)))
+        return trace.live_scalar(_item_getter(container, key), dtype, label, slot)
+    guard = root.item_guards.get(slot + (how,))
+    if guard is None:
+        root.item_guards[slot + (how,)] = ItemGuard(container, key, how, value, label,
+                                                    _short_where())
+    return value
+
+
+def write_item(trace, container, key, value) -> None:
+    """A trace's write of tracked state (eager.dispatch.note_item_write): replayed at every
+    call; the value before it is put back when the trace ends (restore_items)."""
+    from .trace import TracingError, _where
+
+    root = trace._root()
+    slot = (id(container), key)
+    if not plain_value(value):
+        raise TracingError(
+            f"{describe_item(container, key)} is set to {type(value).__name__} inside a "
+            f"traced function (at {_where()}); the trace can only write Python numbers, "
+            f"strings, None and tuples of them there at every call: set it to a Python value, "
+            f"or set it outside the compiled function")
+    if slot not in root.item_writes:
+        # The value before the trace wrote it: put back when the trace ends, so the
+        # first call, like every later one, runs from the state the caller left.
+        root.item_entry[slot] = (container, key, dict.get(container, key, _UNSET))
+    root.item_writes[slot] = (container, key, value)
+
+
+def restore_items(trace) -> None:
+    """Undo the tracked writes a trace made (they are replayed by every call)."""
+    for container, key, value in trace.item_entry.values():
+        if value is _UNSET:
+            dict.pop(container, key, None)
+        else:
+            dict.__setitem__(container, key, value)
+
+
+def _item_getter(container, key, k=None):
+    get = dict.__getitem__
+    if k is None:
+        return lambda: get(container, key)
+    return lambda: get(container, key)[k]
+
+
+__all__ = ["ItemGuard", "ItemState", "plain_value", "describe_item", "read_item",
+           "write_item", "restore_items"]

@@ -1,7 +1,10 @@
 """Tracing: run a Python function on traced values and record a `Graph`.
 
-A trace installs itself as eager's compute hook (`eager.dispatch.set_compute`),
-so every op of the user's eager code records an equation instead of running.
+A trace installs itself as eager's current trace protocol (`eager.protocol`,
+`eager.dispatch.set_protocol`), so every op of the user's eager code records an
+equation instead of running. `Trace` implements each event of the protocol by
+delegating to the piece that owns it: views (tracer.views), tracked Python state
+(tracer.pystate), captures, constants and live scalars (here).
 Tensors met during the trace are lifted into the graph:
 
 * traced values of this trace -> their `Var`;
@@ -22,9 +25,10 @@ import numpy as np
 from eager import dispatch
 from eager.errors import user_frame
 from eager.ops import Dim, TensorType, has_dims
+from eager.protocol import TraceProtocol
 from eager.tensor import Tensor
 
-from . import views
+from . import pystate, views
 from .ir import Eqn, Graph, Literal, Var
 
 
@@ -189,8 +193,15 @@ class _CaptureState:
         self.version = tensor._version[0]
 
 
-class Trace:
-    """One trace in progress (possibly nested inside a parent for cond/while bodies)."""
+class Trace(TraceProtocol):
+    """One trace in progress (possibly nested inside a parent for cond/while bodies).
+
+    ``with trace:`` makes it this thread's current trace protocol (eager.protocol), so
+    eager code reports to it; the previous protocol (eager, or the enclosing trace of a
+    cond/while body) is current again on exit.
+    """
+
+    tracing = True
 
     def __init__(self, name: str, parent: "Trace | None" = None):
         self.name = name
@@ -322,7 +333,11 @@ class Trace:
             self.outer_captures.append((outer, var))
         return var
 
-    # -------------------------------------------------------------- the compute hook
+    # -------------------------------------------------------------- the trace protocol
+    def apply(self, op, inputs, params):
+        """An op of eager code: an equation of the trace; returns its traced value."""
+        return self.compute(op, inputs, params)
+
     def compute(self, op, inputs, params):
         operands = tuple(self.lift(t) for t in inputs)
         in_types = [x.type for x in operands]
@@ -338,10 +353,14 @@ class Trace:
         self.eqns.append(Eqn(op.name, operands, dict(params), out, _short_where()))
         return TracedValue(out, self)
 
-    def on_create(self, t: Tensor, mutated: bool = False):
-        if not mutated:
+    def tensor_created(self, t: Tensor, state: bool = False):
+        """A tensor made by a creation function: a constant of the trace when used; inside
+        state_init() it is state, captured like any outside tensor."""
+        if not state:
             self.created[id(t)] = t
-            return
+
+    def tensor_mutated(self, t: Tensor):
+        """A concrete tensor about to take a traced value in place: an update of the trace."""
         if self.parent is not None:
             raise TracingError(f"{_where()}: in-place updates of outside tensors inside "
                                f"tracer.cond / tracer.while_loop bodies are not supported; "
@@ -372,85 +391,34 @@ class Trace:
             self._live[key] = source
         return Tensor._wrap(TracedValue(self.capture(source), self))
 
-    def on_item(self, container, key, value, how, dtype, name):
-        """eager.dispatch.read_item / note_item_write while this trace runs."""
-        from .pystate import ItemGuard, describe_item, plain_value
+    def read_item(self, container, key, value, how, dtype, name):
+        """A read of tracked Python state (eager.dispatch.read_item): see tracer.pystate."""
+        return pystate.read_item(self, container, key, value, how, dtype, name)
 
-        root = self._root()
-        slot = (id(container), key)
-        label = describe_item(container, key)
-        if how == "write":
-            if not plain_value(value):
-                raise TracingError(
-                    f"{label} is set to {type(value).__name__} inside a traced function "
-                    f"(at {_where()}); the trace can only write Python numbers, strings, "
-                    f"None and tuples of them there at every call: set it to a Python value, "
-                    f"or set it outside the compiled function")
-            if slot not in root.item_writes:
-                # The value before the trace wrote it: put back when the trace ends, so the
-                # first call, like every later one, runs from the state the caller left.
-                root.item_entry[slot] = (container, key, dict.get(container, key, _UNSET))
-            root.item_writes[slot] = (container, key, value)
-            return None
-        if slot in root.item_writes:  # written earlier in this trace: a constant
-            return value
-        if how == dispatch.LIVE:
-            if isinstance(value, tuple):
-                return tuple(self.live_scalar(_item_getter(container, key, k), dtype,
-                                              f"{label}[{k}]", slot + (k,))
-                             for k in range(len(value)))
-            return self.live_scalar(_item_getter(container, key), dtype, label, slot)
-        guard = root.item_guards.get(slot + (how,))
-        if guard is None:
-            root.item_guards[slot + (how,)] = ItemGuard(container, key, how, value, label,
-                                                        _short_where())
-        return value
+    def write_item(self, container, key, value):
+        """A write of tracked Python state (eager.dispatch.note_item_write)."""
+        pystate.write_item(self, container, key, value)
+
+    def view_created(self, op, base, params, out):
+        """A view op's traced output: linked to its base (tracer.views)."""
+        views.link_view(op, base, params, out)
 
     def __enter__(self):
-        self._prev_compute = dispatch.set_compute(self.compute)
-        self._prev_create = dispatch.set_on_create(self.on_create)
-        self._prev_live = dispatch.set_live_scalar(self.live_scalar)
-        self._prev_grad = dispatch.set_on_grad(self.on_grad)
-        self._prev_item = dispatch.set_on_item(self.on_item)
-        self._prev_view = dispatch.set_on_view(views.link_view, self.on_write)
+        self._prev_protocol = dispatch.set_protocol(self)
         return self
 
     def __exit__(self, *exc):
-        dispatch.set_compute(self._prev_compute)
-        dispatch.set_on_create(self._prev_create)
-        dispatch.set_live_scalar(self._prev_live)
-        dispatch.set_on_grad(self._prev_grad)
-        dispatch.set_on_item(self._prev_item)
-        dispatch.set_on_view(*self._prev_view)
+        dispatch.set_protocol(self._prev_protocol)
         return False
 
-    def on_write(self, t: Tensor, value):
+    def write_inplace(self, t: Tensor, value):
         """An in-place op gave `t` the traced `value` (see tracer.views)."""
         self._root().wrote_in_place = True
         views.write(self, t, value)
 
-    def on_grad(self, t, write: bool):
+    def grad_access(self, t, write: bool):
         # The first access decides: a read means the trace depends on the incoming .grad.
         self.grad_first_access.setdefault(id(t), "write" if write else "read")
-
-
-_UNSET = object()
-
-
-def restore_items(tr: "Trace") -> None:
-    """Undo the tracked writes a trace made (they are replayed by every call)."""
-    for container, key, value in tr.item_entry.values():
-        if value is _UNSET:
-            dict.pop(container, key, None)
-        else:
-            dict.__setitem__(container, key, value)
-
-
-def _item_getter(container, key, k=None):
-    get = dict.__getitem__
-    if k is None:
-        return lambda: get(container, key)
-    return lambda: get(container, key)[k]
 
 
 def _symbolic(in_types, params) -> bool:
@@ -462,9 +430,8 @@ def _symbolic(in_types, params) -> bool:
 
 
 def current_trace() -> "Trace | None":
-    hook = dispatch.get_compute()
-    owner = getattr(hook, "__self__", None)
-    return owner if isinstance(owner, Trace) else None
+    protocol = dispatch.current_protocol()
+    return protocol if isinstance(protocol, Trace) else None
 
 
 def is_traced(t) -> bool:

@@ -22,9 +22,9 @@ from .concrete import ConcreteFunction
 from .discover import Recorder, Snapshot, collect_guards, refuse_rebinding
 from .guards import Guard
 from .ir import Graph, verify
-from .pystate import ItemState
+from .pystate import ItemState, restore_items
 from .pytree import Static, flatten, unflatten
-from .trace import LiveScalar, Trace, restore_items
+from .trace import LiveScalar, Trace
 
 
 # --------------------------------------------------------------------------------------

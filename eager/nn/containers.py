@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from .. import functions as T
-from .module import STRUCTURE_EPOCH, Module, Parameter
+from ..protocol import STRUCTURE_EPOCH
+from .module import Module, Parameter
 
 
 def _pairs(values, what):

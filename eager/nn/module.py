@@ -5,6 +5,7 @@ from collections import OrderedDict, namedtuple
 
 import numpy as np
 
+from ..protocol import STRUCTURE_EPOCH  # bumped below on every change of module structure
 from ..tensor import Tensor
 
 
@@ -36,12 +37,6 @@ class Parameter(Tensor):
 
     def __reduce_ex__(self, proto):
         return (Parameter, (Tensor._wrap(self._data), self.requires_grad))
-
-
-# Bumped whenever any attribute of any Module is (re)assigned (parameters, sub-Modules, plain
-# attributes) and by train()/eval(): the tracer's guards re-check where captured parameters
-# come from, and the plain attributes a trace read (`training`, `p`), only when this moved.
-STRUCTURE_EPOCH = [0]
 
 
 class Module:

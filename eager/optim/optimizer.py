@@ -14,7 +14,8 @@ from collections import defaultdict
 import numpy as np
 
 from .. import functions as T
-from ..dispatch import LIVE, TRUTH, VALUE, _state, note_item_write, read_item
+from .. import dispatch as _dispatch
+from ..dispatch import LIVE, TRUTH, VALUE, note_item_write, read_item
 from ..tensor import Tensor
 
 _params = dict.__getitem__  # a group's parameter list, read without a trace event
@@ -33,7 +34,7 @@ class ParamGroup(dict):
     __slots__ = ("name",)
 
     def __getitem__(self, key):
-        if _state.on_item is None:
+        if not _dispatch._hooked_threads:  # (no trace protocol installed anywhere)
             return dict.__getitem__(self, key)
         return read_item(self, key, VALUE)
 
@@ -43,7 +44,7 @@ class ParamGroup(dict):
         return self[key]
 
     def __setitem__(self, key, value):
-        if _state.on_item is not None:  # (before the write: a trace notes the old value)
+        if _dispatch._hooked_threads:  # (before the write: a trace notes the old value)
             note_item_write(self, key, value)
         dict.__setitem__(self, key, value)
 

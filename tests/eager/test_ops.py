@@ -14,6 +14,7 @@ import eager
 # filter for them is dropped when pytest restores the warning filters after collection).
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 from eager import dispatch
+from eager.protocol import TraceProtocol
 from opinfo import OPINFOS, TOLERANCES, forward_cases, to_call_arg, to_ref_arg
 
 
@@ -35,22 +36,22 @@ def test_opinfo_entries_name_registry_ops():
         assert info.ref is not None or info.check is not None, info
 
 
-class _Recorder:
-    """A compute hook that notes which registry ops ran (the tracer's switch, used read-only)."""
+class _Recorder(TraceProtocol):
+    """A trace protocol that notes which registry ops ran (the tracer's switch, used read-only)."""
 
     def __init__(self):
         self.seen = set()
 
-    def __call__(self, op, datas, params):
+    def apply(self, op, datas, params):
         self.seen.add(op.name)
         return dispatch.eager_compute(op, datas, params)
 
     def __enter__(self):
-        self._prev = dispatch.set_compute(self)
+        self._prev = dispatch.set_protocol(self)
         return self
 
     def __exit__(self, *exc):
-        dispatch.set_compute(self._prev)
+        dispatch.set_protocol(self._prev)
 
 
 def assert_matches(out, expected, info, sample):
