@@ -333,12 +333,29 @@ class Trace(TraceProtocol):
             self.outer_captures.append((outer, var))
         return var
 
+    def record(self, op: str, operands: tuple, params: dict, out_types: tuple) -> tuple:
+        """Record a multi-output (control-flow) equation; returns its output Vars."""
+        outs = tuple(self.new_var(ty) for ty in out_types)
+        self.eqns.append(Eqn(op, operands, params, outs, _short_where()))
+        return outs
+
+    # -------------------------------------------------------------- activation
+    def __enter__(self):
+        self._prev_protocol = dispatch.set_protocol(self)
+        return self
+
+    def __exit__(self, *exc):
+        dispatch.set_protocol(self._prev_protocol)
+        return False
+
     # -------------------------------------------------------------- the trace protocol
+    # (eager/protocol.py: each event eager code reports while this trace is current)
     def apply(self, op, inputs, params):
         """An op of eager code: an equation of the trace; returns its traced value."""
         return self.compute(op, inputs, params)
 
     def compute(self, op, inputs, params):
+        """Record `op` on `inputs` as an equation (tracer.views records its writes here too)."""
         operands = tuple(self.lift(t) for t in inputs)
         in_types = [x.type for x in operands]
         try:
@@ -372,13 +389,6 @@ class Trace(TraceProtocol):
         else:
             self.capture(t)
 
-    def record(self, op: str, operands: tuple, params: dict, out_types: tuple) -> tuple:
-        """Record a multi-output (control-flow) equation; returns its output Vars."""
-        outs = tuple(self.new_var(ty) for ty in out_types)
-        self.eqns.append(Eqn(op, operands, params, outs, _short_where()))
-        return outs
-
-    # -------------------------------------------------------------- activation
     def live_scalar(self, getter, dtype, name="", key=None):
         """A Python number read at every call (eager.dispatch.live_scalar): a capture."""
         if self.parent is not None:
@@ -402,14 +412,6 @@ class Trace(TraceProtocol):
     def view_created(self, op, base, params, out):
         """A view op's traced output: linked to its base (tracer.views)."""
         views.link_view(op, base, params, out)
-
-    def __enter__(self):
-        self._prev_protocol = dispatch.set_protocol(self)
-        return self
-
-    def __exit__(self, *exc):
-        dispatch.set_protocol(self._prev_protocol)
-        return False
 
     def write_inplace(self, t: Tensor, value):
         """An in-place op gave `t` the traced `value` (see tracer.views)."""
