@@ -283,7 +283,7 @@ def text_table(doc: dict) -> str:
             if i < 5 or any(r[i] for r in rows) or i >= 9]
     header = [header[i] for i in keep]
     rows = [[r[i] for i in keep] for r in rows]
-    widths = [max(len(header[i]), *(len(r[i]) for r in rows)) for i in range(len(header))]
+    widths = [max([len(header[i])] + [len(r[i]) for r in rows]) for i in range(len(header))]
     lines = ["  ".join(h.ljust(widths[i]) if i < 2 else h.rjust(widths[i])
                        for i, h in enumerate(header))]
     lines.append("  ".join("-" * w for w in widths))
