@@ -48,6 +48,8 @@ import threading
 import types
 from pathlib import Path
 
+from tracer import settings
+
 from . import cache, elfcheck
 from .elfcheck import ObjectFileError
 
@@ -242,8 +244,8 @@ def host_magic():
     without configuration; None when Numba is configured to target something else."""
     import llvmlite.binding as ll
 
-    if any(os.environ.get(v) for v in ("NUMBA_CPU_NAME", "NUMBA_CPU_FEATURES",
-                                       "NUMBA_ENABLE_AVX")):
+    if any(settings.read(v) for v in ("NUMBA_CPU_NAME", "NUMBA_CPU_FEATURES",
+                                      "NUMBA_ENABLE_AVX")):
         return None
     return (ll.get_process_triple(), ll.get_host_cpu_name(),
             ll.get_host_cpu_features().flatten())

@@ -37,9 +37,11 @@ import time
 import warnings
 from pathlib import Path
 
-CACHE_DIR_ENV = "TRACEJIT_CACHE_DIR"
-MAX_BYTES_ENV = "TRACEJIT_CACHE_MAX_BYTES"
-DEFAULT_MAX_BYTES = 2 << 30
+from tracer import settings
+
+CACHE_DIR_ENV = settings.CACHE_DIR.name
+MAX_BYTES_ENV = settings.CACHE_MAX_BYTES.name
+DEFAULT_MAX_BYTES = int(settings.CACHE_MAX_BYTES.default)
 STALE_TEMP_SECONDS = 3600.0
 PYCACHE = "__pycache__"
 STATS_FILE = "stats.json"
@@ -70,10 +72,10 @@ class UntrustedFileError(OSError):
 def dir_path() -> Path:
     """``$TRACEJIT_CACHE_DIR``, else ``$XDG_CACHE_HOME/tracejit``, else
     ``~/.cache/tracejit`` (read on every call)."""
-    env = os.environ.get(CACHE_DIR_ENV)
+    env = settings.CACHE_DIR.raw()
     if env:
         return Path(env).expanduser().absolute()
-    xdg = os.environ.get("XDG_CACHE_HOME")
+    xdg = settings.read("XDG_CACHE_HOME")
     base = Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".cache"
     return (base / "tracejit").absolute()
 
@@ -319,7 +321,7 @@ def touch(path) -> None:
 
 
 def max_bytes() -> int:
-    raw = os.environ.get(MAX_BYTES_ENV, "").strip()
+    raw = settings.CACHE_MAX_BYTES.raw()
     try:
         return int(float(raw)) if raw else DEFAULT_MAX_BYTES
     except ValueError:
