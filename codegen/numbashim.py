@@ -280,6 +280,10 @@ def _write_object(fn, signature: str, obj: bytes, cres, options: dict) -> None:
     from . import objload
 
     try:
+        why = objload.refusal()
+        if why:
+            _log_once(f"kernels cannot be loaded from object files here ({why})")  # (as build)
+            return
         if not objload.servable(cres, options):
             return
         source = Path(fn.__code__.co_filename)
