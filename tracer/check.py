@@ -48,6 +48,7 @@ from eager.optim import Optimizer
 from eager.tensor import Tensor
 
 from . import settings
+from .run_mode import _RUN_EAGERLY
 from .check_compare import (CAPTURED, TOLERANCES, _Diff, _live, _ObservedTensor,
                             compare_arrays, differences, report)
 
@@ -396,8 +397,7 @@ class _Recorder:
 
 
 def _run_eagerly(func, args, kwargs, records):
-    from .function import _RUN_EAGERLY as flag
-
+    flag = _RUN_EAGERLY
     was = flag[0]
     flag[0] = True  # nested @functions run their Python too
     prev = dispatch.set_compute(records)

@@ -48,17 +48,9 @@ from .trace import TracingError, current_trace
 from .concrete import MISS, ConcreteFunction, _sig_text
 from .tracing import trace_function
 
-_RUN_EAGERLY = [False]
+from .run_mode import _RUN_EAGERLY, functions_run_eagerly, run_eagerly  # noqa: F401
+
 WARN_AFTER_TRACES = 8
-
-
-def run_eagerly(flag: bool = True) -> None:
-    """Make every @function run its Python body directly (for debugging)."""
-    _RUN_EAGERLY[0] = bool(flag)
-
-
-def functions_run_eagerly() -> bool:
-    return _RUN_EAGERLY[0]
 
 
 class TensorSpec:

@@ -25,18 +25,8 @@ from eager.ops import Dim, TensorType, has_dims
 from eager.tensor import Tensor
 
 from . import views
+from .errors import TracingError, _where  # noqa: F401 - tracer.trace.TracingError too
 from .ir import Eqn, Graph, Literal, Var
-
-
-class TracingError(RuntimeError):
-    """Something a trace cannot express; the message names the user's line and a fix."""
-
-
-def _where() -> str:
-    frame = user_frame()
-    if frame is None:
-        return "<unknown>"
-    return f"{frame.f_code.co_filename}:{frame.f_lineno}"
 
 
 def _short_where() -> str:

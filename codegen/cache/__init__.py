@@ -31,7 +31,6 @@ import json
 import logging
 import os
 import stat
-import sys
 import threading
 import time
 import warnings
@@ -431,34 +430,4 @@ def info(directory: Path) -> dict:
             "kernels": len(found),
             "hits": counts.get("objects_loaded", 0) + counts.get("numba_cache_hits", 0),
             "compiles": counts.get("numba_compiles", 0)}
-
-
-def main(argv=None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    command = argv[0] if argv else "info"
-    if command not in ("info", "clear", "prune") or len(argv) > 1:
-        print("usage: python -m codegen.cache [info|clear|prune]", file=sys.stderr)
-        return 2
-    try:
-        directory = checked_dir()
-    except OSError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    if command == "clear":
-        from .. import build
-
-        build.clear_cache()
-        print(f"cleared {directory}")
-        return 0
-    if command == "prune":
-        n = prune(directory)
-        n_temp = remove_stale_temps(directory)
-        print(f"pruned {n} kernels and {n_temp} stale temporary files from {directory}")
-    d = info(directory)
-    print(f"directory: {d['directory']}\n"
-          f"size: {d['bytes']} bytes (limit {d['max_bytes']}, {MAX_BYTES_ENV})\n"
-          f"kernels: {d['kernels']}\n"
-          f"hits: {d['hits']}\n"
-          f"compiles: {d['compiles']}")
-    return 0
 
