@@ -112,7 +112,8 @@ def _numba():
     Parallel kernels run between BLAS calls on the same cores. OpenMP's worker threads
     spin after a parallel region and steal the cores OpenBLAS's threads need next
     (measured on the 256x1024 training step: 1.4x slower than with the workqueue layer);
-    the workqueue layer sleeps. A user's NUMBA_THREADING_LAYER still wins.
+    the workqueue layer sleeps. A user's NUMBA_THREADING_LAYER still wins, and
+    TRACEJIT_THREADING_LAYER names another layer, or with 0 leaves Numba's own choice.
     """
     global _NUMBA_READY
     if _NUMBA_READY:
@@ -147,6 +148,10 @@ _SETUP_DONE = False
 # What the set-up imports that holds Numba's objects: Numba, its dependencies, and
 # tracejit's vector math (intrinsics made by the Numba of its import)
 _SETUP_PACKAGES = ("numba", "llvmlite", "scipy", "codegen.vmath")
+# ... and every package the set-up imported first (Numba's own dependencies: a SIGINT
+# inside `import yaml`, which numba.core.config imports, left yaml's submodules behind and
+# the next `import yaml` failed on them), except tracejit's own modules
+_OURS = ("eager", "tracer", "codegen", "tracejit_kernels")
 
 
 @contextlib.contextmanager
@@ -174,7 +179,10 @@ def _undo_numba_setup() -> None:
     if before is None:  # (an enclosing setting_up_numba undid it already)
         return
     for name in [n for n in list(sys.modules) if n not in before]:
-        if not any(name == p or name.startswith(p + ".") for p in _SETUP_PACKAGES):
+        top = name.partition(".")[0]
+        first_imported = top not in before and top not in _OURS
+        if not first_imported and not any(name == p or name.startswith(p + ".")
+                                          for p in _SETUP_PACKAGES):
             continue
         module = sys.modules.pop(name, None)
         # ... and from the package kept that holds it as an attribute: a new import of

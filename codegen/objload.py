@@ -174,7 +174,7 @@ def servable(cres, options: dict) -> bool:
 def write_kernel(path: Path, module: str, signature: str, obj: bytes, cres,
                  write) -> None:
     """Write `<stem>.tjo` for the overload `cres` whose object code is `obj`; `write` is
-    the atomic writer of build.py."""
+    the atomic writer of codegen.kernelfiles."""
     fndesc = cres.fndesc
     defined, undefined = elf_symbols(obj)
     envs = {env.env_name: env.globals.get("__name__", "")

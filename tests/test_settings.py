@@ -11,7 +11,6 @@ import sys
 
 import pytest
 
-import eager
 import tracer
 from tracer import backends, settings
 

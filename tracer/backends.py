@@ -64,6 +64,8 @@ _BACKENDS = {"interpret": compile_interpret}
 # (name -> module path), so that tracer never imports codegen at module level: codegen
 # imports tracer, never the other way round.
 LAZY_BACKENDS = {"numba": "codegen"}
+# ... and what each needs installed besides (found, not imported: Numba takes 0.15 s)
+_REQUIRES = {"numba": ("numba", "llvmlite")}
 _warned = set()
 log = logging.getLogger("tracer")
 
@@ -160,7 +162,8 @@ def get_backend(name: str):
 def available() -> list:
     """Every backend that is registered or installed (its module found), without importing
     the latter: ``tracer.available_backends()``."""
-    lazy = [name for name, module in LAZY_BACKENDS.items() if _installed(module)]
+    lazy = [name for name, module in LAZY_BACKENDS.items()
+            if all(_installed(m) for m in (module,) + _REQUIRES.get(name, ()))]
     return sorted(set(_BACKENDS) | set(lazy))
 
 
