@@ -6,7 +6,7 @@
 import warnings as _warnings
 
 # Numba itself is imported only when a kernel must be compiled or loaded through it
-# (build._numba, which also picks the threading layer): kernels cached as object files load
+# (numbashim._numba, which also picks the threading layer): kernels cached as object files load
 # without it.
 from tracer.backends import register_backend
 

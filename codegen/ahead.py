@@ -35,12 +35,14 @@ import sys
 import threading
 import warnings
 
+from tracer import settings
+
 from . import build
 from .emit import emit_kernel
 from .fuse import KernelGroup
 
 #: TRACEJIT_COMPILE_AHEAD=0 turns it off.
-ENABLED = os.environ.get("TRACEJIT_COMPILE_AHEAD", "").strip() != "0"
+ENABLED = settings.COMPILE_AHEAD  # (a Flag: each truth test reads the environment)
 
 #: The program stops waiting for a child that has reported nothing for this long.
 STALL_SECONDS = 20.0

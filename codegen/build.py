@@ -41,28 +41,37 @@ from the per-dispatcher disk-cache hit counters (``dispatcher.stats``) of all
 dispatchers found in modules loaded by :func:`load_module`; they are folded
 into :data:`STATS` whenever :func:`compile_stats` (or :func:`ensure_compiled`)
 is called.
+
+The module is one of three: codegen.kernelfiles (the files, their names and digests, the
+counters), codegen.numbashim (Numba's import and set-up, ``njit``, the use of its
+internals) and this one, which loads kernels and keeps the process's registry of them.
 """
 
 from __future__ import annotations
 
-import contextlib
-import functools
-import hashlib
 import importlib.machinery
 import importlib.util
 import linecache
 import os
-import re
 import shutil
 import sys
-import tempfile
 import threading
 import types
 from pathlib import Path
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import Any, Dict, Sequence, Tuple
+
+from tracer import settings
 
 from . import cache, numbacache
 from .cache import CACHE_DIR_ENV, CacheDirPermissionError  # noqa: F401 - public here too
+# What the rest of codegen (ahead, runtime), the generated kernel modules (njit) and the
+# tests use through this module:
+from .kernelfiles import (_ENTRIES, _MODULES, KERNEL_PACKAGE, STATS, _STATS_LOCK,  # noqa: F401
+                          _bump, _file_bytes, _log_once, _names, _version_salt,
+                          _write_source, cache_dir)
+from .numbashim import (_TRACKED, _disable_jit, _host_magic, _install_compile_listener,  # noqa: F401
+                        _numba, _sync_cache_hits, _track, _disk_hits, _track_dispatchers,
+                        njit, setting_up_numba)
 
 __all__ = [
     "CacheDirPermissionError",
@@ -72,158 +81,19 @@ __all__ = [
     "clear_cache",
     "compile_stats",
     "ensure_compiled",
+    "load_kernel",
     "load_module",
+    "njit",
     "reset_stats",
 ]
-
-#: Name of the synthetic package under which generated modules are registered.
-KERNEL_PACKAGE = "tracejit_kernels"
-
-_HEADER_PREFIX = b"# tracejit-sha256: "
-_DIGEST_LEN = 16
-
-#: Process-wide counters.  Use :func:`compile_stats` to read a consistent copy
-#: (it also folds in Numba's latest cache-hit counts) and :func:`reset_stats`
-#: to zero them.
-STATS: Dict[str, int] = {
-    "modules_written": 0,   # physical writes of a generated .py file
-    "modules_loaded": 0,    # generated modules executed (imported) from disk
-    "rebuilds": 0,          # existing files found corrupt and rewritten
-    "numba_compiles": 0,    # real Numba compilations of tracejit kernels
-    "numba_cache_hits": 0,  # overloads loaded from Numba's on-disk cache
-    "objects_written": 0,   # kernels' object files written (objload)
-    "objects_loaded": 0,    # kernels loaded from object files, without Numba
-}
 
 # Serialises module loading.  May be held while Numba compiles (eager
 # signatures run at import), so the compile listener must never take it.
 _LOCK = threading.RLock()
-# Protects STATS and _TRACKED; never held while acquiring another lock.
-_STATS_LOCK = threading.Lock()
 
-# (resolved cache dir, module name) -> module
-_MODULES: Dict[Tuple[str, str], types.ModuleType] = {}
-# (resolved cache dir, module name) -> the kernel's entry point, however it was loaded
-_ENTRIES: Dict[Tuple[str, str], Any] = {}
+# TRACEJIT_FAST_CACHE_LOAD=0: kernels are not loaded from their object files either.
+FAST_CACHE_LOAD = settings.FAST_CACHE_LOAD  # (a Flag: each truth test reads the environment)
 
-# [dispatcher, disk-cache hits already folded into STATS]
-_TRACKED: List[List[Any]] = []
-
-
-def cache_dir() -> Path:
-    """Return the kernel cache directory, creating it (mode 0700) if needed.
-
-    The location is ``$TRACEJIT_CACHE_DIR`` if set, else
-    ``$XDG_CACHE_HOME/tracejit``, else ``~/.cache/tracejit``; the environment
-    is read on every call.  Raises :class:`CacheDirPermissionError` (a
-    :class:`PermissionError`) if it or its ``__pycache__`` is a symlink, open to
-    group/others or not owned by the current user (see codegen.cache).
-    """
-    return cache.checked_dir()
-
-
-# --------------------------------------------------------------------------
-# hashing / file format
-# --------------------------------------------------------------------------
-
-@functools.lru_cache(maxsize=None)
-def _version_salt() -> str:
-    import llvmlite
-    import numpy
-
-    import tracer
-
-    parts = [
-        "tracejit=" + tracer.__version__,
-        "numba=" + _numba_version(),
-        "llvmlite=" + llvmlite.__version__,
-        "numpy=" + numpy.__version__,
-        "python=" + sys.implementation.name + "-" + sys.version,
-        # Numba's cache checks only a kernel's own file, not the functions it calls, so
-        # the helper modules kernels import are part of every kernel's identity.
-        "vmath=" + _file_digest(Path(__file__).with_name("vmath.py")),
-    ]
-    return "\n".join(parts)
-
-
-def _numba_version() -> str:
-    """Numba's version without importing it (0.13-0.19 s) or importlib.metadata (20 ms):
-    its _version.py holds it as text."""
-    numba = sys.modules.get("numba")
-    if numba is not None:
-        return numba.__version__
-    spec = importlib.util.find_spec("numba")
-    path = Path(spec.submodule_search_locations[0]) / "_version.py"
-    try:
-        found = re.search(r'"version": "([^"]+)"', path.read_text())
-    except OSError:
-        found = None
-    return found.group(1) if found else "file-" + _file_digest(path)
-
-
-def _file_digest(path) -> str:
-    try:
-        return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
-    except OSError:
-        return "missing"
-
-
-def _source_digest(source: str) -> str:
-    h = hashlib.sha256()
-    h.update(source.encode("utf-8"))
-    h.update(b"\0")
-    h.update(_version_salt().encode("utf-8"))
-    return h.hexdigest()[:_DIGEST_LEN]
-
-
-def _file_bytes(source: str) -> bytes:
-    body = source.encode("utf-8")
-    if not body.endswith(b"\n"):
-        body += b"\n"
-    header = _HEADER_PREFIX + hashlib.sha256(body).hexdigest().encode() + b"\n"
-    return header + body
-
-
-def _file_is_valid(path: Path) -> bool:
-    """True if ``path`` is a regular file of ours whose body matches its sha256 header."""
-    try:
-        data = cache.read_private(path)
-    except OSError:
-        return False
-    header, sep, body = data.partition(b"\n")
-    if not sep or not header.startswith(_HEADER_PREFIX):
-        return False
-    expected = header[len(_HEADER_PREFIX):].strip().decode("ascii", "replace")
-    return hashlib.sha256(body).hexdigest() == expected
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-",
-                               suffix=".part")  # mode 0600, not importable
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
-def _sanitize_hint(name_hint: str) -> str:
-    hint = re.sub(r"\W", "_", str(name_hint), flags=re.ASCII) or "kernel"
-    if hint[0].isdigit():
-        hint = "k_" + hint
-    return hint[:64]
-
-
-# --------------------------------------------------------------------------
-# module loading
-# --------------------------------------------------------------------------
 
 def _kernel_package(directory: Path) -> types.ModuleType:
     pkg = sys.modules.get(KERNEL_PACKAGE)
@@ -249,90 +119,6 @@ def _kernel_package(directory: Path) -> types.ModuleType:
     path_list.insert(0, d)
     return pkg
 
-
-def _bump(counter: str, n: int = 1) -> None:
-    with _STATS_LOCK:
-        STATS[counter] += n
-
-
-def _disk_hits(disp: Any) -> int:
-    # Dispatcher.stats.cache_hits: Counter signature -> number of overloads
-    # loaded from the on-disk cache by this dispatcher.
-    return sum(disp.stats.cache_hits.values())
-
-
-def _track(disp: Any, baseline: int | None = None) -> None:
-    with _STATS_LOCK:
-        if any(entry[0] is disp for entry in _TRACKED):
-            return
-        _TRACKED.append([disp, _disk_hits(disp) if baseline is None
-                         else baseline])
-
-
-def _track_dispatchers(module: types.ModuleType) -> None:
-    from numba.core.dispatcher import Dispatcher
-
-    for obj in list(vars(module).values()):
-        if isinstance(obj, Dispatcher):
-            # Baseline 0: hits during module execution (eager signatures)
-            # belong to this load.
-            _track(obj, baseline=0)
-
-
-def _sync_cache_hits() -> None:
-    with _STATS_LOCK:
-        for entry in _TRACKED:
-            disp, seen = entry
-            hits = _disk_hits(disp)
-            if hits != seen:
-                STATS["numba_cache_hits"] += hits - seen
-                entry[1] = hits
-
-
-def _write_source(path: Path, source: str) -> bool:
-    """Write a kernel's module file unless it is there intact (a file that is not exactly
-    what this source writes, a symlink or not ours is replaced: a rebuild). False when the
-    cache cannot take it (a full disk, a read-only file system): the kernel is then
-    compiled in memory."""
-    expected = _file_bytes(source)
-    try:
-        data = cache.read_private(path)
-    except FileNotFoundError:
-        data = None
-    except OSError:
-        data = b""  # (a symlink, or not ours: replaced, never read)
-    if data == expected:
-        return True
-    try:
-        _atomic_write(path, expected)
-    except OSError as exc:
-        cache.disk_trouble(path.parent, exc)
-        return False
-    _bump("modules_written")
-    if data is not None:
-        _bump("rebuilds")
-    _after_write(path.parent, path.stem)
-    return True
-
-
-def _in_use() -> set:
-    return {modname.rpartition(".")[2] for _, modname in list(_MODULES) + list(_ENTRIES)}
-
-
-def _after_write(directory: Path, stem: str = "") -> None:
-    """The bound (TRACEJIT_CACHE_MAX_BYTES), checked whenever this process writes (`stem`:
-    a kernel being loaded, in use too)."""
-    try:
-        cache.prune(directory, keep=_in_use() | {stem})
-    except OSError:  # pragma: no cover - pruning is best effort
-        pass
-
-
-def _names(source: str, name_hint: str):
-    """(cache directory or None: in memory, file stem, module name) of a kernel's source."""
-    directory = cache.usable_dir()
-    stem = f"{_sanitize_hint(name_hint)}_{_source_digest(source)}"
-    return directory, stem, f"{KERNEL_PACKAGE}.{stem}"
 
 
 IN_MEMORY_FLAG = numbacache.IN_MEMORY_FLAG
@@ -393,15 +179,6 @@ def load_module(source: str, name_hint: str) -> types.ModuleType:
         _track_dispatchers(module)
         return module
 
-
-def _disable_jit() -> bool:
-    """NUMBA_DISABLE_JIT as Numba will read it (its config file too), without importing
-    Numba when it is not imported yet."""
-    numba = sys.modules.get("numba")
-    if numba is not None:
-        return bool(numba.config.DISABLE_JIT)
-    value = os.environ.get("NUMBA_DISABLE_JIT", "").strip()
-    return (value not in ("", "0")) or os.path.exists(".numba_config.yaml")
 
 
 def load_kernel(source: str, name_hint: str) -> Tuple[Any, str, str]:
@@ -465,297 +242,6 @@ def _load_object(directory: Path, stem: str, modname: str, source: str):
     _bump("objects_loaded")
     return entry
 
-
-@functools.lru_cache(maxsize=None)
-def _host_magic():
-    from . import objload
-
-    return objload.host_magic()
-
-
-_LOGGED: set = set()
-
-
-def _log_once(message: str) -> None:
-    if message not in _LOGGED:
-        _LOGGED.add(message)
-        from tracer import logs
-
-        logs.log("kernels", message)
-
-
-# --------------------------------------------------------------------------
-# loading a kernel from Numba's disk cache
-# --------------------------------------------------------------------------
-
-# TRACEJIT_FAST_CACHE_LOAD=0 turns the direct load off (Numba's own path then loads).
-FAST_CACHE_LOAD = os.environ.get("TRACEJIT_FAST_CACHE_LOAD", "").strip() != "0"
-_FAST_FAILED: List[str] = []  # why the direct load was given up, once per process
-
-
-def _numba():
-    """Numba, imported (0.13-0.19 s, so only when a kernel needs it), with tracejit's
-    default threading layer.
-
-    Parallel kernels run between BLAS calls on the same cores. OpenMP's worker threads
-    spin after a parallel region and steal the cores OpenBLAS's threads need next
-    (measured on the 256x1024 training step: 1.4x slower than with the workqueue layer);
-    the workqueue layer sleeps. A user's NUMBA_THREADING_LAYER still wins.
-    """
-    global _NUMBA_READY
-    if _NUMBA_READY:
-        import numba
-
-        return numba
-    with setting_up_numba():
-        _preload_blas()
-        import numba
-
-        if "NUMBA_THREADING_LAYER" not in os.environ:
-            numba.config.THREADING_LAYER = "workqueue"
-        _NUMBA_READY = True
-    return numba
-
-
-# Numba's set-up in this process - its import (~280 modules), its compiler's registries
-# (another ~90, imported at the first compile) and the rest of that first compile - is one
-# transaction. Ctrl-C in the middle of an import leaves modules that imported the
-# interrupted one holding a half-initialized module object (the import system drops only
-# the interrupted module itself from sys.modules), and every later compile in the process
-# failed on it ("partially initialized module 'numba.core.types' has no attribute
-# 'boolean'"), each kernel falling back to numpy. So until the first kernel has compiled,
-# an interrupt (KeyboardInterrupt, SystemExit: not an ordinary exception, which a kernel's
-# fallback handles) forgets every module of Numba and its dependencies imported since the
-# set-up began, and the next call imports them afresh. Kernels loaded meanwhile keep
-# working (their code holds what it needs). Interrupts after the first compile are not
-# covered: Numba is set up by then, and what a later compile imports is a small part.
-_SETUP_SNAPSHOT = None   # sys.modules' names when the set-up began; None: not begun, or done
-_SETUP_DONE = False
-# What the set-up imports that holds Numba's objects: Numba, its dependencies, and
-# tracejit's vector math (intrinsics made by the Numba of its import)
-_SETUP_PACKAGES = ("numba", "llvmlite", "scipy", "codegen.vmath")
-
-
-@contextlib.contextmanager
-def setting_up_numba():
-    """Around anything that may import Numba or compile with it before the set-up is done
-    (see above): an interrupt inside undoes the set-up, then propagates. Nests."""
-    global _SETUP_SNAPSHOT
-    if _SETUP_DONE:
-        yield
-        return
-    if _SETUP_SNAPSHOT is None:
-        _SETUP_SNAPSHOT = frozenset(sys.modules)
-    try:
-        yield
-    except Exception:
-        raise
-    except BaseException:
-        _undo_numba_setup()
-        raise
-
-
-def _undo_numba_setup() -> None:
-    global _SETUP_SNAPSHOT, _NUMBA_READY, _LISTENER
-    before, _SETUP_SNAPSHOT = _SETUP_SNAPSHOT, None
-    if before is None:  # (an enclosing setting_up_numba undid it already)
-        return
-    for name in [n for n in list(sys.modules) if n not in before]:
-        if not any(name == p or name.startswith(p + ".") for p in _SETUP_PACKAGES):
-            continue
-        module = sys.modules.pop(name, None)
-        # ... and from the package kept that holds it as an attribute: a new import of
-        # the package's submodule would find the old one there while the new one runs
-        parent, _, child = name.rpartition(".")
-        if parent in sys.modules and getattr(sys.modules[parent], child, None) is module:
-            delattr(sys.modules[parent], child)
-    _NUMBA_READY = False
-    _LISTENER = None  # (it listened to the forgotten numba.core.event)
-    _FAST_FAILED.clear()
-
-
-def _set_up_done() -> None:
-    """The first kernel compiled: Numba is set up for good (see `setting_up_numba`)."""
-    global _SETUP_DONE, _SETUP_SNAPSHOT
-    _SETUP_DONE, _SETUP_SNAPSHOT = True, None
-
-
-def _preload_blas() -> None:
-    """Load ``scipy.linalg.cython_blas`` on its own, before Numba's compiler set-up asks for it.
-
-    The set-up (``numba.np.arraymath``) imports it to learn whether ``np.dot`` can work,
-    which imports the ``scipy.linalg`` package, mostly scipy's array-API layer touching
-    numpy's lazy submodules (``numpy.f2py`` alone is 40 ms). Numba needs only the
-    extension module, whose function table it reads. Loaded by itself it takes 10 ms, and
-    the set-up plus a first small compile went from 0.38-0.42 s to 0.16-0.25 s; a later
-    ``import scipy.linalg`` uses this same module.
-    Nothing is done when ``scipy.linalg`` is already imported, or when the load fails
-    (Numba then imports it as usual).
-    """
-    if "scipy.linalg" in sys.modules or "scipy.linalg.cython_blas" in sys.modules:
-        return
-    from . import objload
-
-    try:
-        objload.extension_module("scipy.linalg.cython_blas")
-    except Exception:  # noqa: BLE001 - no SciPy, or another layout: Numba's own import
-        pass
-
-
-_NUMBA_READY = False
-
-
-def njit(signature: str, **options):
-    """``numba.njit(signature, **options)`` for generated kernels: compile one signature,
-    or load it from Numba's disk cache, then refuse other signatures.
-
-    The difference is the cache load. Numba's own (``Dispatcher.compile``) first sets up
-    its whole compiler: every typing and lowering registry, about 0.2 s in a new process
-    (0.4 s before `_preload_blas`). A cached kernel needs
-    none of it, only the runtime it calls into (NRT, and the thread pool for a
-    ``parallel=True`` kernel): this loads the entry Numba's cache holds for exactly this
-    signature the way Numba does, minus the set-up. When the entry is missing or anything
-    about it fails, Numba's own compile (which reads the cache again, or compiles) runs.
-
-    Either way, the kernel's object code is then written next to its source (objload),
-    for later processes to load without importing Numba at all.
-    """
-    numba = _numba()
-
-    if numba.config.DISABLE_JIT:  # NUMBA_DISABLE_JIT=1: the plain Python function
-        return numba.njit(signature, **options)
-
-    def wrap(fn):
-        with numbacache.interrupts_deferred():
-            return _njit_one(numba, fn, signature, dict(options))
-
-    return wrap
-
-
-def _njit_one(numba, fn, signature: str, opts: dict):
-    """One `njit` kernel function: its dispatcher, compiled or loaded (see `njit`)."""
-    disp = numbacache.dispatcher(numba, fn, opts)  # (drops "cache" when it cannot be)
-    obj = None
-    if FAST_CACHE_LOAD and opts.get("cache"):
-        obj = _load_cached(disp, signature)
-    if obj is None:
-        disp = numbacache.compile_healing(numba, fn, disp, signature, opts)
-        obj = _compiled_object(disp.overloads[disp.signatures[0]])
-        if not _SETUP_DONE:
-            _set_up_done()
-    if FAST_CACHE_LOAD and opts.get("cache") and obj and fn.__name__ == "kernel":
-        # (the module's entry: the functions it calls are linked into its object)
-        _write_object(fn, signature, obj, disp.overloads[disp.signatures[0]], opts)
-    if opts.get("cache") and fn.__name__ == "kernel":  # (its files are all written now)
-        _after_write(Path(fn.__code__.co_filename).parent, fn.__module__.rpartition(".")[2])
-    disp.disable_compile()
-    return disp
-
-
-def _compiled_object(cres):
-    """The object code of a library Numba has just compiled (None when Numba loaded it
-    from its cache: it keeps no copy then)."""
-    try:
-        return cres.library._get_compiled_object()
-    except Exception:  # noqa: BLE001
-        return None
-
-
-def _write_object(fn, signature: str, obj: bytes, cres, options: dict) -> None:
-    from . import objload
-
-    try:
-        if not objload.servable(cres, options):
-            return
-        source = Path(fn.__code__.co_filename)
-        path = source.with_suffix(objload.SUFFIX)
-        if not path.exists():
-            objload.write_kernel(path, fn.__module__, signature, obj, cres, _atomic_write)
-            _bump("objects_written")
-        nrt_file = objload.nrt_path(source.parent, _version_salt(),
-                                    cres.library.codegen.magic_tuple())
-        if not nrt_file.exists():
-            objload.write_nrt(nrt_file, cres.library.codegen, _atomic_write)
-    except OSError as exc:  # a full disk, a read-only cache: the kernel works all the same
-        cache.disk_trouble(Path(fn.__code__.co_filename).parent, exc)
-    except Exception as exc:  # noqa: BLE001 - the kernel works; later loads take Numba's path
-        _log_once(f"object file for {fn.__module__} not written ({type(exc).__name__}: "
-                  f"{exc})")
-
-
-def _load_cached(disp, signature: str):
-    """Numba's cached overload of `disp` for `signature` (the key Numba saved it under:
-    the signature as given to ``compile``), added to `disp`; returns its object code.
-    None if there is no entry."""
-    try:
-        from numba.core.compiler_lock import global_compiler_lock
-        from numba.core.runtime import nrt
-
-        with global_compiler_lock:
-            cache, ctx = disp._cache, disp.targetctx
-            data = cache._cache_file.load(cache._index_key(signature, ctx.codegen()))
-            if data is None:
-                return None
-            # What Numba's set-up would have done that the kernel's code calls into: the
-            # reference-counting runtime (buffers a kernel allocates), and for a parallel
-            # kernel the thread pool whose entry points its code is linked against.
-            nrt.rtsys.initialize(ctx)
-            if disp.targetoptions.get("parallel"):
-                from numba.np.ufunc.parallel import _launch_threads
-
-                _launch_threads()
-            libdata = data[0]  # CompileResult._reduce: (name, 'object', (code, bitcode))
-            obj = libdata[2][0] if libdata[1] == "object" else b""
-            cres = cache._impl.rebuild(ctx, data)
-            ctx.insert_user_function(cres.entry_point, cres.fndesc, [cres.library])
-            disp.add_overload(cres)
-            disp._cache_hits[signature] += 1
-            return obj
-    except Exception as exc:  # noqa: BLE001 - Numba's own path still loads or compiles
-        if not _FAST_FAILED:
-            _FAST_FAILED.append(f"{type(exc).__name__}: {exc}")
-            _log_once(f"direct cache load failed ({_FAST_FAILED[0]}); Numba's own load "
-                      f"serves")
-        return None
-
-
-# --------------------------------------------------------------------------
-# compile accounting
-# --------------------------------------------------------------------------
-
-_LISTENER = None
-
-
-def _is_kernel_dispatcher(disp: Any) -> bool:
-    func = getattr(disp, "py_func", None)
-    mod = getattr(func, "__module__", None) or ""
-    return mod.startswith(KERNEL_PACKAGE + ".")
-
-
-def _install_compile_listener() -> None:
-    global _LISTENER
-    if _LISTENER is not None:
-        return
-    with _LOCK:
-        if _LISTENER is not None:
-            return
-        _numba()  # (its set-up first: the event module imports Numba)
-        from numba.core import event
-
-        class _CompileCounter(event.Listener):
-            # "numba:compile" is triggered by Dispatcher.compile only after
-            # the disk cache lookup failed, i.e. for real compilations.
-            def on_start(self, ev):
-                pass
-
-            def on_end(self, ev):
-                data = ev.data or {}
-                if _is_kernel_dispatcher(data.get("dispatcher")):
-                    _bump("numba_compiles")
-
-        listener = _CompileCounter()
-        event.register("numba:compile", listener)
-        _LISTENER = listener
 
 
 def compile_stats() -> Dict[str, int]:

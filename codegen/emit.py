@@ -12,13 +12,13 @@ offset in the loop indices.
 from __future__ import annotations
 
 import math
-import os
 import re
 
 import numpy as np
 
 from eager.dtypes import SHORT_NAMES
 from eager.ops import Dim
+from tracer import settings
 from tracer.ir import Literal, Var
 from tracer.printing import format_eqn
 from tracer.symbolic import graph_dims
@@ -39,24 +39,11 @@ from .lower import INT_POWERS, expression, np_type
 FASTMATH = frozenset()
 
 
-def _env_threshold(name: str, default: int) -> int:
-    """A size threshold from the environment: unset or empty gives `default`, 0 never."""
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ValueError(f"{name}={raw!r}: expected a whole number (0 turns it off), "
-                         f"or leave it unset for the default {default}") from None
-    return value if value > 0 else 1 << 62
-
-
 # Kernels with at least this many iterations run in parallel: a flat elementwise loop and
 # a row kernel's blocks of rows split among threads by the runtime (SPLIT_DOC), a nested
 # elementwise loop with prange over its outer axis. TRACEJIT_PARALLEL_MIN_SIZE overrides
 # it (0: never parallel).
-PARALLEL_MIN_SIZE = _env_threshold("TRACEJIT_PARALLEL_MIN_SIZE", 1 << 22)
+PARALLEL_MIN_SIZE = settings.PARALLEL_MIN_SIZE.value()
 # A row kernel's full-size output of at least this many bytes is written with streaming
 # (non-temporal) stores: each row is computed into a small buffer, then streamed out (see
 # codegen.vmath.stream_copy). Half the L3 cache: an output this large does not stay in the
@@ -72,7 +59,7 @@ PARALLEL_MIN_SIZE = _env_threshold("TRACEJIT_PARALLEL_MIN_SIZE", 1 << 22)
 # cache; plain stores hit those lines, streaming ones gain nothing, and the extra pass
 # through a buffer costs a compute-bound loop. TRACEJIT_STREAM_MIN_BYTES overrides it
 # (0: never).
-STREAM_MIN_BYTES = _env_threshold("TRACEJIT_STREAM_MIN_BYTES", 16 << 20)
+STREAM_MIN_BYTES = settings.STREAM_MIN_BYTES.value()
 # Rows longer than this are not streamed: their buffer would not stay in the L2 cache.
 STREAM_ROW_MAX_BYTES = 1 << 18
 

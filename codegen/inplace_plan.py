@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tracer.ir import Graph, Var
+from tracer.ir import Graph, UpdateKind, Var
 
 from .fuse import CallStep, KernelGroup
 
@@ -30,7 +30,7 @@ def _plan_inplace(graph: Graph, part, escaping: set) -> dict:
     value; the caller passes its array in `dests` (see `Program.__call__`).
 
     Returns {id(update Var): InplaceUpdate}."""
-    grad_capture = graph.meta.get("grad_capture", {})   # owner capture -> its .grad's capture
+    grad_capture = graph.grad_captures   # owner capture -> its .grad's capture
     reads = []  # per step: ids of the base values it reads
     for step in part.steps:
         eqns = step.members if isinstance(step, KernelGroup) else [step.eqn]
@@ -54,9 +54,9 @@ def _plan_inplace(graph: Graph, part, escaping: set) -> dict:
         if not isinstance(v, Var) or counts[id(v)] > 1 or id(v) in escaping \
                 or id(v) in part.external or id(v) in part.views:
             continue
-        if kind == "data":
+        if kind == UpdateKind.DATA:
             old = graph.captures[i]
-        elif kind == "grad":
+        elif kind == UpdateKind.GRAD:
             j = grad_capture.get(i)
             old = graph.captures[j] if j is not None else None
         else:
@@ -80,9 +80,9 @@ def _plan_inplace(graph: Graph, part, escaping: set) -> dict:
                         or not _aligned_reads(part, group, old):
                     continue
                 io = True
-            elif kind == "data":
+            elif kind == UpdateKind.DATA:
                 continue  # its array is an input anyway; a dest would be the same buffer
-        elif kind != "grad":
+        elif kind != UpdateKind.GRAD:
             continue
         plan[id(v)] = InplaceUpdate(u, old, io)
     return plan

@@ -3,9 +3,9 @@ first, timed once per shape (codegen.runtime's runner calls `_matmul_choice`).""
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
+
+from tracer import settings
 
 # A small matmul whose operands are in different layouts (x @ W.T: C-ordered times the
 # transposed view of a C-ordered weight) can be much slower in one layout than another,
@@ -14,7 +14,7 @@ import numpy as np
 # 1.9 against 3.6 us for (32,128) @ (10,128).T. So a program times the choices once per
 # shape on this machine, at build time, and its runner keeps the fastest.
 # TRACEJIT_AUTOTUNE_MATMUL=0 turns it off (the operands are then used as they come).
-AUTOTUNE_MATMUL = os.environ.get("TRACEJIT_AUTOTUNE_MATMUL", "").strip() != "0"
+AUTOTUNE_MATMUL = settings.AUTOTUNE_MATMUL  # (a Flag: each truth test reads the environment)
 AUTOTUNE_MAX_MKN = 1 << 22   # larger products pack their operands anyway: not timed
 _MATMUL_CHOICE: dict = {}    # (shapes, dtype, layouts) -> "", "a" or "b"
 

@@ -31,7 +31,9 @@ target as ``nrt-<digest>.tjo``, in the same format.
 Private interfaces used: ``_helperlib.c_helpers``, ``_nrt_python.c_helpers``,
 ``_dynfunc.make_function`` and ``_dynfunc.Environment`` (C extension modules, stable since
 about Numba 0.50), and, when writing, a compile result's ``library._get_compiled_object()``,
-``fndesc`` names and ``environment``. Tested against Numba 0.68.1 / llvmlite 0.50.
+``fndesc`` names and ``environment``. Tested against Numba 0.68.1 / llvmlite 0.50: with
+any Numba outside `TESTED_NUMBA` (pyproject.toml's range) objects are neither written nor
+loaded, and Numba's own cache serves (one log line under TRACER_LOGS=kernels).
 """
 from __future__ import annotations
 
@@ -48,7 +50,9 @@ import threading
 import types
 from pathlib import Path
 
-from . import cache, elfcheck
+from tracer import settings
+
+from . import cache, elfcheck, kernelfiles
 from .elfcheck import ObjectFileError
 
 FORMAT = 1
@@ -60,6 +64,34 @@ DIGEST_SUFFIX = ".sum"
 _LOCK = threading.RLock()
 _ENGINE = None
 _UNAVAILABLE: list = []   # why this process cannot load objects (once, for the log)
+
+#: The Numba versions this loader was tested with, [first, past): pyproject.toml allows
+#: exactly these (tests/codegen/test_objload.py checks that the two agree).
+TESTED_NUMBA = ((0, 68, 1), (0, 69))
+# Numba's version as text, without importing Numba (tests replace it)
+numba_version = kernelfiles._numba_version
+
+
+def _version_tuple(text: str) -> tuple:
+    parts = []
+    for piece in text.split("."):
+        digits = "".join(ch for ch in piece if ch.isdigit()) if piece[:1].isdigit() else ""
+        if not digits:
+            break
+        parts.append(int(digits))
+    return tuple(parts)
+
+
+def refusal() -> str:
+    """Why this loader refuses to write or load object files with the installed Numba
+    ('' when it was tested with it)."""
+    version = numba_version()
+    first, past = TESTED_NUMBA
+    if first <= _version_tuple(version) < past:
+        return ""
+    return (f"Numba {version} is not a version the object loader was tested with "
+            f"(>={'.'.join(map(str, first))},<{'.'.join(map(str, past))}); Numba's own "
+            f"cache serves")
 
 
 def elf_symbols(obj: bytes):
@@ -134,7 +166,7 @@ def servable(cres, options: dict) -> bool:
     """Whether this loader can serve a compile result as Numba would: no thread pool to
     start, nothing to re-run at load, and environments without constants (so an empty
     environment of the same module is what the code finds)."""
-    return (not options.get("parallel") and not cres.reload_init
+    return (not refusal() and not options.get("parallel") and not cres.reload_init
             and sys.platform.startswith("linux")
             and not any(list(env.consts) for env in _environments(cres)))
 
@@ -142,7 +174,7 @@ def servable(cres, options: dict) -> bool:
 def write_kernel(path: Path, module: str, signature: str, obj: bytes, cres,
                  write) -> None:
     """Write `<stem>.tjo` for the overload `cres` whose object code is `obj`; `write` is
-    the atomic writer of build.py."""
+    the atomic writer of codegen.kernelfiles."""
     fndesc = cres.fndesc
     defined, undefined = elf_symbols(obj)
     envs = {env.env_name: env.globals.get("__name__", "")
@@ -242,8 +274,8 @@ def host_magic():
     without configuration; None when Numba is configured to target something else."""
     import llvmlite.binding as ll
 
-    if any(os.environ.get(v) for v in ("NUMBA_CPU_NAME", "NUMBA_CPU_FEATURES",
-                                       "NUMBA_ENABLE_AVX")):
+    if any(settings.read(v) for v in ("NUMBA_CPU_NAME", "NUMBA_CPU_FEATURES",
+                                      "NUMBA_ENABLE_AVX")):
         return None
     return (ll.get_process_triple(), ll.get_host_cpu_name(),
             ll.get_host_cpu_features().flatten())
@@ -338,7 +370,7 @@ def _engine(nrt_file: Path):
 
 def unavailable() -> str:
     """Why objects cannot be loaded in this process ('' if they can, or were not tried)."""
-    return _UNAVAILABLE[0] if _UNAVAILABLE else ""
+    return refusal() or (_UNAVAILABLE[0] if _UNAVAILABLE else "")
 
 
 def load_kernel(path: Path, module: str, nrt_file: Path):
@@ -346,6 +378,8 @@ def load_kernel(path: Path, module: str, nrt_file: Path):
     hold as its entry point, or None when there is no usable file (the reason is raised
     as ObjectFileError when the file exists but must not be loaded)."""
     with _LOCK:
+        if refusal():  # (unavailable() says why)
+            return None
         try:
             data = read_checked(path)
         except FileNotFoundError:

@@ -8,7 +8,7 @@ import sys
 
 import numpy as np
 
-from .emit import _env_threshold
+from tracer import settings
 
 # Outputs of at least this many bytes are recycled once the caller has dropped them
 # (`_recycled`). glibc maps every allocation past 32 MiB fresh from the OS and unmaps it
@@ -16,7 +16,7 @@ from .emit import _env_threshold
 # GELU took 10.6 ms into a new 64 MiB array, 5.7 ms into an existing one. Smaller
 # arrays come from glibc's heap, which it reuses by itself. TRACEJIT_OUTPUT_POOL_MIN_BYTES
 # overrides it (0: never).
-OUTPUT_POOL_MIN_BYTES = _env_threshold("TRACEJIT_OUTPUT_POOL_MIN_BYTES", 32 << 20)
+OUTPUT_POOL_MIN_BYTES = settings.OUTPUT_POOL_MIN_BYTES.value()
 _getrefcount = sys.getrefcount
 
 

@@ -8,6 +8,8 @@ import os
 import sys
 import threading
 
+from tracer import settings
+
 # Threads that split a kernel's loop (_split_call): Numba's count (NUMBA_NUM_THREADS,
 # by default the CPUs this process may use); the pool is made at first use, and again in
 # a forked child, which inherits the pool object but not its threads.
@@ -23,7 +25,7 @@ def _split_threads() -> int:
         if config is not None:
             _SPLIT_THREADS = max(1, int(config.NUMBA_NUM_THREADS))
         else:  # what Numba's config would say, without importing Numba
-            env = os.environ.get("NUMBA_NUM_THREADS", "").strip()
+            env = settings.read("NUMBA_NUM_THREADS")
             _SPLIT_THREADS = max(1, int(env) if env else (
                 len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
                 else os.cpu_count() or 1))

@@ -29,7 +29,7 @@ import numpy as np
 
 from eager.ops import OPS, Dim
 from tracer import logs
-from tracer.interpret import _run_cond, _run_while
+from tracer.backends import run_cond, run_while
 from tracer.ir import Graph, Literal, Var
 from tracer.symbolic import (SymbolicDimError, bind_params, bind_shape, binder,
                              check_nonempty, graph_dims, nonempty_checks, param_has_dims,
@@ -360,14 +360,14 @@ class Program:
         if e.op == "cond":
             def run(env, flat, dests):
                 sizes = env[sizes_slot] if sizes_slot is not None else None
-                outs = _run_cond(e, [r(env) for r in reads], sizes)
+                outs = run_cond(e, [r(env) for r in reads], sizes)
                 for s, o in zip(out_slots, outs):
                     env[s] = o
             return run
         if e.op == "while_loop":
             def run(env, flat, dests):
                 sizes = env[sizes_slot] if sizes_slot is not None else None
-                outs = _run_while(e, [r(env) for r in reads], sizes)
+                outs = run_while(e, [r(env) for r in reads], sizes)
                 for s, o in zip(out_slots, outs):
                     env[s] = o
             return run

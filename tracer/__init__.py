@@ -10,16 +10,15 @@ tensor([3., 3., 3.])
 """
 import warnings as _warnings
 
-__version__ = "0.1.0"
-
-from . import logs
+from . import logs, settings
+from .version import __version__
 from .backends import available as available_backends
-from .backends import register_backend
+from .backends import register_backend, run_cond, run_while
 from .check import CheckError
 from .control import cond, while_loop
 from .function import (ConcreteFunction, Function, TensorSpec, function,
                        functions_run_eagerly, run_eagerly)
-from .ir import Eqn, Graph, Literal, Var, verify
+from .ir import Eqn, Graph, Literal, UpdateKind, Var, verify
 from .trace import TracingError
 
 # As eager does (eager/__init__.py): IEEE results (log(0) = -inf, 0/0 = nan, overflow = inf)
@@ -31,4 +30,5 @@ _warnings.filterwarnings(
 
 __all__ = ["function", "Function", "ConcreteFunction", "TensorSpec", "TracingError", "CheckError",
            "cond", "while_loop", "run_eagerly", "functions_run_eagerly", "register_backend",
-           "available_backends", "Graph", "Eqn", "Var", "Literal", "verify", "logs"]
+           "available_backends", "run_cond", "run_while", "Graph", "Eqn", "Var", "Literal",
+           "UpdateKind", "verify", "logs", "settings", "__version__"]

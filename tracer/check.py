@@ -36,7 +36,6 @@ attribute test, and the fast paths never see it.
 """
 from __future__ import annotations
 
-import os
 import threading
 import types
 
@@ -49,10 +48,12 @@ from eager.optim import Optimizer
 from eager.protocol import TraceProtocol
 from eager.tensor import Tensor
 
+from . import settings
+from .run_mode import _RUN_EAGERLY
 from .check_compare import (CAPTURED, TOLERANCES, _Diff, _live, _ObservedTensor,
                             compare_arrays, differences, report)
 
-ENV_VAR = "TRACER_CHECK"
+ENV_VAR = settings.CHECK.name
 DEFAULT_CALLS = 2
 RECORD_LIMIT_BYTES = 1 << 28  # eager op values kept for localizing a difference
 
@@ -71,7 +72,7 @@ def env_calls(refresh: bool = False) -> int:
     """Calls per trace that `TRACER_CHECK` asks to check: unset or 0 off, 1 (or true, on,
     yes) the default of 2, a larger number that many. Read once (refresh=True: again)."""
     if refresh or not _ENV:
-        raw = os.environ.get(ENV_VAR, "").strip().lower()
+        raw = settings.CHECK.raw().lower()
         if raw in ("", "0", "false", "off", "no"):
             n = 0
         elif raw in ("1", "true", "on", "yes"):
@@ -398,8 +399,7 @@ class _Recorder(TraceProtocol):
 
 
 def _run_eagerly(func, args, kwargs, records):
-    from .function import _RUN_EAGERLY as flag
-
+    flag = _RUN_EAGERLY
     was = flag[0]
     flag[0] = True  # nested @functions run their Python too
     prev = dispatch.set_protocol(records)

@@ -104,7 +104,7 @@ class ConcreteFunction:
         # (codegen.inplace_plan._plan_inplace): (capture index, shape, dtype) per entry.
         self._dest_targets = tuple(
             (update_targets[u][1], tuple(graph.updates[u].type.shape), graph.updates[u].type.dtype)
-            for u in getattr(program, "dest_updates", ()))
+            for u in program.dest_updates)
         self._dest_seen = [None] * len(self._dest_targets)
         # Arguments or captures that share memory where the trace writes in place: such a
         # call runs eagerly (tracer.aliasing).

@@ -48,17 +48,9 @@ from .trace import TracingError, current_trace
 from .concrete import MISS, ConcreteFunction, _sig_text
 from .tracing import trace_function
 
-_RUN_EAGERLY = [False]
+from .run_mode import _RUN_EAGERLY, functions_run_eagerly, run_eagerly  # noqa: F401
+
 WARN_AFTER_TRACES = 8
-
-
-def run_eagerly(flag: bool = True) -> None:
-    """Make every @function run its Python body directly (for debugging)."""
-    _RUN_EAGERLY[0] = bool(flag)
-
-
-def functions_run_eagerly() -> bool:
-    return _RUN_EAGERLY[0]
 
 
 class TensorSpec:
@@ -123,6 +115,14 @@ class Function:
             else tuple(static_argnames)
         self.backend = backend
         self.fullgraph = fullgraph
+        if dynamic:
+            # Shapes are specialized per call signature; symbolic sizes come from
+            # input_signature. Accepting dynamic=True and specializing anyway would be a
+            # silent no-op.
+            raise NotImplementedError(
+                "tracer.function(dynamic=True) is not supported: each new input shape is "
+                "traced again; for a dimension that may vary, give input_signature="
+                "[tracer.TensorSpec((None, ...), dtype)]")
         self.dynamic = dynamic
         self.max_traces = max_traces
         self.optimize = optimize
@@ -610,6 +610,10 @@ def function(fn=None, *, input_signature=None, static_argnums=(), static_argname
     """Trace `fn` into a graph per input signature and run it compiled.
 
     Usable as ``@function`` and ``@function(...)``, on free functions and methods.
+    ``fullgraph=True`` turns every "this will be frozen" warning into a `TracingError`.
+    ``dynamic``: None or False (the only modes): a trace per input shape, unless
+    `input_signature` names a dimension that may vary (``None``); True raises
+    NotImplementedError.
     ``check=True`` (or a number of calls N; ``TRACER_CHECK=1`` for every function) runs
     the first N calls of each trace eagerly as well and raises `tracer.CheckError` where
     the compiled result differs (see tracer.check).

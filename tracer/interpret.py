@@ -58,9 +58,9 @@ def run_graph(graph: Graph, args, sizes: dict | None = None, on_eqn=None) -> lis
     for e in graph.eqns:
         vals = [read(x) for x in e.inputs]
         if e.op == "cond":
-            outs = _run_cond(e, vals, sizes)
+            outs = run_cond(e, vals, sizes)
         elif e.op == "while_loop":
-            outs = _run_while(e, vals, sizes)
+            outs = run_while(e, vals, sizes)
         else:
             params = bind_params(e.params, sizes) if id(e) in bound_eqns else e.params
             out = OPS[e.op].impl(*vals, **params)
@@ -74,7 +74,10 @@ def run_graph(graph: Graph, args, sizes: dict | None = None, on_eqn=None) -> lis
     return [None if x is None else read(x) for x in graph.results]
 
 
-def _run_cond(e, vals, sizes=None):
+def run_cond(e, vals, sizes=None) -> list:
+    """Run `cond` equation `e` on the arrays `vals` of its inputs: the branch its predicate
+    picks, through the interpreter (a backend's way to run a cond it does not compile).
+    `sizes`: the enclosing graph's bound symbolic sizes."""
     p = e.params
     pred = bool(vals[0])
     n_ops = p["n_operands"]
@@ -87,7 +90,8 @@ def _run_cond(e, vals, sizes=None):
     return run_graph(p["false_graph"], list(ops_) + list(false_caps), sizes)
 
 
-def _run_while(e, vals, sizes=None):
+def run_while(e, vals, sizes=None) -> list:
+    """Run `while_loop` equation `e` on the arrays `vals` of its inputs (as `run_cond`)."""
     p = e.params
     n = p["n_carry"]
     carry = list(vals[:n])
@@ -103,6 +107,7 @@ class InterpretedProgram:
     """The 'interpret' backend's executable."""
 
     kernels: tuple = ()
+    dest_updates: tuple = ()  # (no update is written into a target's array)
 
     def __init__(self, graph: Graph):
         self.graph = graph

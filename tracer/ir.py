@@ -7,7 +7,12 @@ A `Graph` has
   * `consts`    - arrays created while tracing (e.g. `arange` in cross_entropy);
   * `eqns`      - `out: type = op[params] inputs` with the user's file:line;
   * `outputs`   - returned values, then `updates`: new values of captured tensors
-                  that the function changed in place (functionalized mutation).
+                  that the function changed in place (functionalized mutation);
+  * `update_targets` - per update, `(UpdateKind, index)`: what it is written into;
+  * `grad_captures`  - {capture index of a tensor: capture index of its `.grad`}, where
+                  the trace read a captured tensor's `.grad`.
+
+What a backend may rely on is written down in tracer.backends (the backend contract).
 
 Operands are `Var`s or `Literal`s (0-d constants, printed inline).  Ops are
 registry names (`eager.ops.OPS`) or the control-flow ops `cond` and
@@ -15,12 +20,29 @@ registry names (`eager.ops.OPS`) or the control-flow ops `cond` and
 """
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from eager.dtypes import SHORT_NAMES
 from eager.ops import OPS, TensorType
+
+
+class UpdateKind(str, enum.Enum):
+    """What an update of a graph is written into after the call: the kind half of each
+    ``Graph.update_targets`` entry ``(kind, index)``. (A str: equal to its value.)"""
+
+    DATA = "data"              # a captured tensor's data; index: its capture
+    GRAD = "grad"              # a captured tensor's .grad; index: the tensor's capture
+    CREATED = "created"        # state the trace created (optimizer state); index: its order
+    INPUT = "input"            # an argument changed in place; index: the flattened argument
+    INPUT_GRAD = "input_grad"  # an argument's .grad; index: the flattened argument
+
+    def __str__(self) -> str:
+        return self.value
+
+    __format__ = str.__format__
 
 
 @dataclass(frozen=True, eq=False)
@@ -98,10 +120,12 @@ class Graph:
     eqns: tuple = ()
     outputs: tuple = ()      # Var | Literal per flattened output
     updates: tuple = ()      # Var | Literal per mutated capture (see `update_targets`)
-    update_targets: tuple = ()  # index into `captures` (int) or ("grad", index)
+    update_targets: tuple = ()  # (UpdateKind, index) per update
     input_names: tuple = ()
     capture_names: tuple = ()
     meta: dict = field(default_factory=dict)
+    # capture index of a tensor -> capture index of its .grad (where the trace read it)
+    grad_captures: dict = field(default_factory=dict)
 
     # -------------------------------------------------------------- helpers
     def replace(self, **changes) -> "Graph":
@@ -109,7 +133,7 @@ class Graph:
                       consts=self.consts, eqns=self.eqns, outputs=self.outputs,
                       updates=self.updates, update_targets=self.update_targets,
                       input_names=self.input_names, capture_names=self.capture_names,
-                      meta=self.meta)
+                      meta=self.meta, grad_captures=self.grad_captures)
         fields.update(changes)
         return Graph(**fields)
 

@@ -16,11 +16,12 @@ prints without `logging.basicConfig()`.
 from __future__ import annotations
 
 import logging
-import os
 import sys
 from typing import Callable
 
-ENV_VAR = "TRACER_LOGS"
+from . import settings
+
+ENV_VAR = settings.LOGS.name
 TOPICS = ("ir", "passes", "fusion", "kernels", "recompiles")
 
 _topics: frozenset | None = None  # parsed TRACER_LOGS; None until first read
@@ -30,7 +31,7 @@ _handler_checked = False
 def refresh() -> frozenset:
     """Re-read `TRACER_LOGS` (it is read once and cached); returns the enabled topics."""
     global _topics
-    raw = os.environ.get(ENV_VAR, "")
+    raw = settings.LOGS.raw()
     _topics = frozenset(t.strip().lower() for t in raw.split(",") if t.strip())
     return _topics
 

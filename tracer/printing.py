@@ -11,16 +11,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from eager.ops import TensorType
+from eager.ops import Dim, TensorType
+
+from .ir import Graph  # (ir imports this module lazily, for str(graph): see test_imports)
 
 _COLUMN = 44
 
 
 def _fmt_param(v) -> str:
-    from eager.ops import Dim
-
-    from .ir import Graph
-
     if isinstance(v, Dim):
         return v.display
 
@@ -37,8 +35,6 @@ def _fmt_param(v) -> str:
 
 
 def format_eqn(e, indent: str = "  ") -> list[str]:
-    from .ir import Graph
-
     params = {k: v for k, v in e.params.items() if not isinstance(v, Graph)}
     head = e.op
     if params:

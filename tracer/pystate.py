@@ -15,6 +15,8 @@ from numbers import Number
 
 from eager.dispatch import LIVE
 
+from .errors import TracingError, _short_where, _where
+
 _MISSING = object()
 _get = dict.get
 
@@ -119,8 +121,6 @@ _UNSET = object()
 def read_item(trace, container, key, value, how, dtype, name):
     """A trace's read of tracked state (its protocol's `read_item`, eager.dispatch.read_item):
     a constant if the trace wrote it earlier, a per-call input if LIVE, else guarded."""
-    from .trace import _short_where
-
     root = trace._root()
     slot = (id(container), key)
     if slot in root.item_writes:  # written earlier in this trace: a constant
@@ -142,8 +142,6 @@ def read_item(trace, container, key, value, how, dtype, name):
 def write_item(trace, container, key, value) -> None:
     """A trace's write of tracked state (eager.dispatch.note_item_write): replayed at every
     call; the value before it is put back when the trace ends (restore_items)."""
-    from .trace import TracingError, _where
-
     root = trace._root()
     slot = (id(container), key)
     if not plain_value(value):

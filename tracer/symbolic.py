@@ -27,7 +27,7 @@ import numpy as np
 
 from eager.ops import Dim, TensorType
 
-from .trace import TracingError, _where
+from .errors import TracingError, _where
 
 _ADVICE = ("Instead, drop that None from the input_signature (a fixed size traces once per "
            "size), or keep the computation shape-polymorphic")

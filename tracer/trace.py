@@ -29,25 +29,8 @@ from eager.protocol import TraceProtocol
 from eager.tensor import Tensor
 
 from . import pystate, views
+from .errors import TracingError, _short_where, _where  # noqa: F401 - tracer.trace.TracingError too
 from .ir import Eqn, Graph, Literal, Var
-
-
-class TracingError(RuntimeError):
-    """Something a trace cannot express; the message names the user's line and a fix."""
-
-
-def _where() -> str:
-    frame = user_frame()
-    if frame is None:
-        return "<unknown>"
-    return f"{frame.f_code.co_filename}:{frame.f_lineno}"
-
-
-def _short_where() -> str:
-    frame = user_frame()
-    if frame is None:
-        return ""
-    return f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
 
 
 _INSTEAD = ("use tracer.cond(pred, true_fn, false_fn, *operands) for data-dependent branches, "

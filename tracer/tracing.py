@@ -21,7 +21,7 @@ from .captures import (_entry_grads, _find_sources, _link_grad_aliases,
 from .concrete import ConcreteFunction
 from .discover import Recorder, Snapshot, collect_guards, refuse_rebinding
 from .guards import Guard
-from .ir import Graph, verify
+from .ir import Graph, UpdateKind, verify
 from .pystate import ItemState, restore_items
 from .pytree import Static, flatten, unflatten
 from .trace import LiveScalar, Trace
@@ -107,8 +107,8 @@ def trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
     # A trace that creates state runs once (see _drop_temporaries): interpret it rather
     # than compile kernels that would never run again.
     # For the backend: which capture holds each captured tensor's .grad (if read).
-    graph = graph.replace(meta={**graph.meta, "grad_capture": {
-        s.grad_owner: j for j, s in enumerate(caps) if getattr(s, "grad_owner", None) is not None}})
+    graph = graph.replace(grad_captures={
+        s.grad_owner: j for j, s in enumerate(caps) if getattr(s, "grad_owner", None) is not None})
     program = get_backend("interpret" if created_targets else backend)(graph)
     t2 = time.perf_counter()
     # Whether a captured tensor's .grad is None matters only where the trace read it (a
@@ -257,24 +257,24 @@ def _collect_updates(tr: Trace, traced_leaves, leaf_values):
             continue
         if t._data is not s.data:
             updates.append(tr.lift(t))
-            targets.append(("data", s.index))
+            targets.append((UpdateKind.DATA, s.index))
         if t.grad is not s.grad and getattr(s, "grad_owner", None) is None:
             g = t.grad
             updates.append(None if g is None else tr.lift(g))
-            targets.append(("grad", s.index))
+            targets.append((UpdateKind.GRAD, s.index))
     created = []
     for t, _orig in tr.created_mutated.values():
         updates.append(tr.lift(t))
-        targets.append(("created", len(created)))
+        targets.append((UpdateKind.CREATED, len(created)))
         created.append(t)
     for i, t in enumerate(traced_leaves):
         if t.grad is not None:
             updates.append(tr.lift(t.grad))
-            targets.append(("input_grad", i))
+            targets.append((UpdateKind.INPUT_GRAD, i))
         if t._data is not leaf_values[i]:
             # x.add_(1) on an argument: eager changes the caller's tensor, so must we.
             updates.append(tr.lift(t))
-            targets.append(("input", i))
+            targets.append((UpdateKind.INPUT, i))
     return tuple(updates), tuple(targets), created
 
 

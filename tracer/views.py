@@ -24,6 +24,8 @@ import numpy as np
 from eager.errors import user_location
 from eager.ops import OPS, has_dims
 
+from .errors import TracingError
+
 _BYTE = np.zeros(1, np.int8)
 
 
@@ -133,8 +135,6 @@ def refresh(trace, t):
 def write(trace, t, value):
     """`t` takes traced `value` in place; the write reaches its base (and so its views)."""
     if trace.parent is not None and not _made_in(trace, t._data):
-        from .trace import TracingError
-
         raise TracingError(
             f"{user_location()}: an in-place update, inside a tracer.cond / tracer.while_loop "
             f"body, of a tensor the body did not make (an operand or an outside value, or a "
@@ -173,8 +173,6 @@ def write(trace, t, value):
 
 def _check_known(link, what):
     if link.layout is False:
-        from .trace import TracingError
-
         raise TracingError(
             f"{user_location()}: a reshape of a view with a symbolic size is {what}; whether "
             f"eager's reshape shares memory there depends on run-time sizes. Call .clone() on "

@@ -31,15 +31,16 @@ import json
 import logging
 import os
 import stat
-import sys
 import threading
 import time
 import warnings
 from pathlib import Path
 
-CACHE_DIR_ENV = "TRACEJIT_CACHE_DIR"
-MAX_BYTES_ENV = "TRACEJIT_CACHE_MAX_BYTES"
-DEFAULT_MAX_BYTES = 2 << 30
+from tracer import settings
+
+CACHE_DIR_ENV = settings.CACHE_DIR.name
+MAX_BYTES_ENV = settings.CACHE_MAX_BYTES.name
+DEFAULT_MAX_BYTES = int(settings.CACHE_MAX_BYTES.default)
 STALE_TEMP_SECONDS = 3600.0
 PYCACHE = "__pycache__"
 STATS_FILE = "stats.json"
@@ -70,10 +71,10 @@ class UntrustedFileError(OSError):
 def dir_path() -> Path:
     """``$TRACEJIT_CACHE_DIR``, else ``$XDG_CACHE_HOME/tracejit``, else
     ``~/.cache/tracejit`` (read on every call)."""
-    env = os.environ.get(CACHE_DIR_ENV)
+    env = settings.CACHE_DIR.raw()
     if env:
         return Path(env).expanduser().absolute()
-    xdg = os.environ.get("XDG_CACHE_HOME")
+    xdg = settings.read("XDG_CACHE_HOME")
     base = Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".cache"
     return (base / "tracejit").absolute()
 
@@ -319,7 +320,7 @@ def touch(path) -> None:
 
 
 def max_bytes() -> int:
-    raw = os.environ.get(MAX_BYTES_ENV, "").strip()
+    raw = settings.CACHE_MAX_BYTES.raw()
     try:
         return int(float(raw)) if raw else DEFAULT_MAX_BYTES
     except ValueError:
@@ -429,34 +430,4 @@ def info(directory: Path) -> dict:
             "kernels": len(found),
             "hits": counts.get("objects_loaded", 0) + counts.get("numba_cache_hits", 0),
             "compiles": counts.get("numba_compiles", 0)}
-
-
-def main(argv=None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    command = argv[0] if argv else "info"
-    if command not in ("info", "clear", "prune") or len(argv) > 1:
-        print("usage: python -m codegen.cache [info|clear|prune]", file=sys.stderr)
-        return 2
-    try:
-        directory = checked_dir()
-    except OSError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    if command == "clear":
-        from .. import build
-
-        build.clear_cache()
-        print(f"cleared {directory}")
-        return 0
-    if command == "prune":
-        n = prune(directory)
-        n_temp = remove_stale_temps(directory)
-        print(f"pruned {n} kernels and {n_temp} stale temporary files from {directory}")
-    d = info(directory)
-    print(f"directory: {d['directory']}\n"
-          f"size: {d['bytes']} bytes (limit {d['max_bytes']}, {MAX_BYTES_ENV})\n"
-          f"kernels: {d['kernels']}\n"
-          f"hits: {d['hits']}\n"
-          f"compiles: {d['compiles']}")
-    return 0
 

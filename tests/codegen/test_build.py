@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from codegen import build
+from codegen import build, kernelfiles
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 HELPER = Path(__file__).resolve().with_name("_build_subprocess.py")
@@ -239,7 +239,7 @@ def test_clear_cache_empties_directory(cache):
 
 
 def test_size_thresholds_from_the_environment(monkeypatch):
-    from codegen.emit import _env_threshold
+    from tracer.settings import threshold as _env_threshold
 
     monkeypatch.delenv("TRACEJIT_TEST_THRESHOLD", raising=False)
     assert _env_threshold("TRACEJIT_TEST_THRESHOLD", 64) == 64
@@ -257,18 +257,18 @@ def test_a_vmath_change_gives_kernels_new_files(cache, monkeypatch):
     (stale results)."""
     before = build.load_module(PLAIN_SRC, "uses_vmath")
     vmath = Path(build.__file__).with_name("vmath.py")
-    real_digest = build._file_digest
+    real_digest = kernelfiles._file_digest
 
     def digest_after_an_edit(path):
         return "edited" if Path(path) == vmath else real_digest(path)
 
-    build._version_salt.cache_clear()
-    monkeypatch.setattr(build, "_file_digest", digest_after_an_edit)
+    kernelfiles._version_salt.cache_clear()
+    monkeypatch.setattr(kernelfiles, "_file_digest", digest_after_an_edit)
     try:
         after = build.load_module(PLAIN_SRC, "uses_vmath")
     finally:
-        monkeypatch.setattr(build, "_file_digest", real_digest)
-        build._version_salt.cache_clear()
+        monkeypatch.setattr(kernelfiles, "_file_digest", real_digest)
+        kernelfiles._version_salt.cache_clear()
     assert Path(after.__file__) != Path(before.__file__)
     assert after.kernel([1]) == [3]
     again = build.load_module(PLAIN_SRC, "uses_vmath")

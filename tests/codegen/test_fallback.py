@@ -334,6 +334,7 @@ print(json.dumps({
 
 @pytest.mark.parametrize("mode, where", [
     ("import", "numba.core.types"),       # deep in `import numba`
+    ("import", "yaml.cyaml"),             # in a dependency Numba imports first (yaml)
     ("import", "numba.cpython.unicode"),  # the compiler's registries (first compile)
     ("import", "numba.core.boxing"),      # later in the first compile
     ("signal", "0.15"),                   # wherever a real SIGINT lands

@@ -13,7 +13,7 @@ import codegen
 import eager
 import eager.nn.functional as F
 import tracer
-from codegen import build, objload
+from codegen import build, kernelfiles, objload
 
 
 @pytest.fixture
@@ -98,3 +98,53 @@ def test_numba_configured_for_another_cpu_turns_object_loading_off(monkeypatch):
     monkeypatch.delenv("NUMBA_CPU_NAME")
     triple, cpu, _features = objload.host_magic()
     assert cpu and triple
+
+
+def test_pyproject_allows_exactly_the_numba_versions_the_loader_was_tested_with():
+    import pathlib
+    import re
+
+    text = (pathlib.Path(objload.__file__).parent.parent / "pyproject.toml").read_text()
+    (spec,) = re.findall(r'"numba(>=[^"]+)"', text)
+    first, past = objload.TESTED_NUMBA
+    assert spec == f">={'.'.join(map(str, first))},<{'.'.join(map(str, past))}"
+    assert not objload.refusal()  # the installed Numba is one of them
+
+
+@pytest.mark.parametrize("version", ["0.60.0", "0.69.0rc1", "1.0.0", "0.68.0"])
+def test_an_untested_numba_gets_numbas_own_cache_path(private_cache, monkeypatch, caplog,
+                                                      version):
+    """With a Numba the object loader was not tested with, kernels neither write nor load
+    object files: Numba's own cache serves, the result is the same, one log line says why
+    and nothing warns (no FallbackWarning: the kernel still runs compiled)."""
+    x, y = inputs()
+    expected = run(tracer.function(probe), x, y)  # writes object files (tested version)
+    assert list(private_cache.glob("probe_*.tjo"))
+    build._ENTRIES.clear()
+    build._MODULES.clear()
+    monkeypatch.setattr(objload, "numba_version", lambda: version)
+    assert version in objload.refusal()
+    monkeypatch.setenv("TRACER_LOGS", "kernels")
+    tracer.logs.refresh()
+    monkeypatch.setattr(kernelfiles, "_LOGGED", set())  # (the log line is once per process)
+    before = codegen.compile_stats()
+    try:
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            with caplog.at_level("INFO", logger="tracer.kernels"):
+                f = tracer.function(probe)
+                got = run(f, x, y)
+                run(tracer.function(probe), x, y)
+    finally:
+        monkeypatch.delenv("TRACER_LOGS")
+        tracer.logs.refresh()
+    after = codegen.compile_stats()
+    assert after["objects_loaded"] == before["objects_loaded"]  # refused
+    assert after["modules_loaded"] > before["modules_loaded"]   # Numba's path
+    assert all(k.entry is not None for k in f.get_concrete_function(x, y).kernels)
+    for g, e in zip(got, expected, strict=True):
+        np.testing.assert_array_equal(g, e)
+    lines = [r.getMessage() for r in caplog.records if version in r.getMessage()]
+    assert len(lines) == 1 and "Numba's own cache serves" in lines[0], lines

@@ -1,0 +1,32 @@
+"""The tracer's error for what a trace cannot express, and where the user's line is.
+
+Its own module so that every tracer module can raise it without importing the tracing
+machinery (tracer.symbolic did, and tracer.trace imports tracer.symbolic back).
+"""
+from __future__ import annotations
+
+import os
+
+from eager.errors import user_frame
+
+
+class TracingError(RuntimeError):
+    """Something a trace cannot express; the message names the user's line and a fix."""
+
+
+def _where() -> str:
+    frame = user_frame()
+    if frame is None:
+        return "<unknown>"
+    return f"{frame.f_code.co_filename}:{frame.f_lineno}"
+
+
+def _short_where() -> str:
+    """`file.py:line` of the user's line, as equations record it ("" outside user code)."""
+    frame = user_frame()
+    if frame is None:
+        return ""
+    return f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
+
+
+__all__ = ["TracingError"]
