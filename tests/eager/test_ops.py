@@ -24,7 +24,8 @@ def sample_rng(*parts) -> np.random.Generator:
 
 def test_every_registry_op_has_an_opinfo():
     covered = {info.op for info in OPINFOS}
-    missing = sorted(set(eager.ops.OPS) - covered)
+    # (cond and while_loop, registered by tracer.control, are tested in tests/tracer)
+    missing = sorted(n for n, op in eager.ops.OPS.items() if not op.control and n not in covered)
     assert not missing, (f"registry ops without an OpInfo entry in tests/eager/opinfo.py: "
                          f"{missing}; add one (call, samples, numpy reference)")
 
