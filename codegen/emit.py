@@ -17,14 +17,15 @@ import re
 import numpy as np
 
 from eager.dtypes import SHORT_NAMES
-from eager.ops import Dim
+from eager.ops import OPS, Dim
 from tracer import settings
-from tracer.ir import Literal, Var
-from tracer.printing import format_eqn
+from tracer.ir import Var
 from tracer.symbolic import graph_dims
 
 from .fuse import KernelGroup, Partition
-from .lower import INT_POWERS, expression, np_type
+from .kernel_source import (Aff, KernelSource, _eqn_comment, _flat, _is_row_value,  # noqa: F401
+                            _row_index, c_strides)
+from .lower import is_expensive, np_type
 
 # A kernel's float arithmetic gets no fast-math flags: each of them changed results of
 # finite inputs from NaN or inf to something else (tests/codegen/test_fastmath_semantics):
@@ -65,250 +66,6 @@ STREAM_ROW_MAX_BYTES = 1 << 18
 
 _NUMBA_TYPES = {"float32": "float32", "float64": "float64", "int32": "int32",
                 "int64": "int64", "bool": "boolean"}
-
-
-def c_strides(shape) -> tuple:
-    strides = []
-    acc = 1
-    for k, d in enumerate(reversed(shape)):
-        strides.append(acc)
-        if k + 1 < len(shape):  # (the leading size is never a stride: it may be symbolic)
-            acc *= d
-    return tuple(reversed(strides))
-
-
-class Aff:
-    """An affine integer expression over loop variables: const + sum(coef * var)."""
-
-    __slots__ = ("const", "terms")
-
-    def __init__(self, const=0, terms=None):
-        self.const = const
-        self.terms = dict(terms or {})
-
-    @staticmethod
-    def var(name):
-        return Aff(0, {name: 1})
-
-    def scale(self, k):
-        return Aff(self.const * k, {v: c * k for v, c in self.terms.items()})
-
-    def __add__(self, other):
-        terms = dict(self.terms)
-        for v, c in other.terms.items():
-            terms[v] = terms.get(v, 0) + c
-        return Aff(self.const + other.const, {v: c for v, c in terms.items() if c})
-
-    def render(self) -> str:
-        parts = []
-        for v, c in self.terms.items():
-            parts.append(v if c == 1 else f"{v} * {c}" if c > 0 else f"{v} * ({c})")
-        if self.const or not parts:
-            parts.append(str(self.const))
-        return " + ".join(parts)
-
-
-class KernelSource:
-    """Builds the source of one kernel module."""
-
-    def __init__(self, part: Partition, group: KernelGroup, io=None):
-        self.part = part
-        self.group = group
-        # id(output Var) -> the input Var it overwrites element by element (an update
-        # written in place): that output is stored through the input's argument.
-        self.io = dict(io or {})
-        self.members = {id(e.out): e for e in group.members}
-        self.args: list = []          # base Vars read from memory
-        self.arg_names: dict = {}
-        self.outputs = list(group.outputs)
-        self.out_names = {id(v): f"out{i}" for i, v in enumerate(self.outputs)}
-        self.consts: dict = {}        # (dtype name, repr) -> name
-        self.imports: set = set()
-        self.lines: list = []
-        # A loop variable whose range is not known at compile time (see ROW_BLOCK_SIZE):
-        # indices that use it are cast to unsigned.
-        self.unknown_range_var = None
-        self.dims: list = []          # symbolic sizes the code names (set by _module)
-        # The trip count of the outer loop when the runtime splits it among threads: the
-        # kernel then takes `lo, hi` and runs iterations lo..hi-1 (see SPLIT_DOC).
-        self.split = None
-        self.split_type = "uint64"  # (a row kernel's block numbers go to rows() as int64)
-        # A multi kernel: a value an earlier part wrote is read back from its output.
-        self.multi = group.kind == "multi"
-
-    def index(self, flat: Aff) -> str:
-        text = flat.render()
-        return f"np.uint64({text})" if self.unknown_range_var in flat.terms else text
-
-    # -------------------------------------------------------------- names
-    def const(self, value, dtype) -> str:
-        dtype = np.dtype(dtype)
-        v = np.array(value, dtype=dtype).item()
-        if dtype.kind == "f":
-            text = repr(float(v))
-            text = {"inf": "np.inf", "-inf": "-np.inf", "nan": "np.nan"}.get(text, text)
-        elif dtype.kind == "b":
-            text = "True" if v else "False"
-        else:
-            text = str(int(v))
-        key = (dtype.name, text)
-        name = self.consts.get(key)
-        if name is None:
-            name = f"_c{len(self.consts)}"
-            self.consts[key] = name
-        return name
-
-    def arg(self, var: Var) -> str:
-        name = self.arg_names.get(id(var))
-        if name is None and id(var) in self.out_names and self.multi:
-            # Written by an earlier loop nest of this kernel: read it back from there.
-            old = self.io.get(id(var))
-            return self.out_names[id(var)] if old is None else self.arg(old)
-        if name is None:
-            name = f"in{len(self.args)}"
-            self.args.append(var)
-            self.arg_names[id(var)] = name
-        return name
-
-    # -------------------------------------------------------------- loads
-    def index_of(self, x, idx: list):
-        """Follow views from operand `x` read at multi-index `idx` to (base, idx)."""
-        views = self.part.views
-        while isinstance(x, Var) and id(x) in views:
-            e = views[id(x)]
-            src = e.inputs[0]
-            new_idx = _view_index(e, src.type.shape, idx)
-            if new_idx is None:  # a reshape: same flat offset in a contiguous base
-                return src, None, _flat(x.type.shape, idx)
-            idx = new_idx
-            x = src
-        return x, idx, None
-
-    def load(self, x, idx: list, scope: dict, body: list) -> str:
-        if isinstance(x, Literal):
-            return self.const(x.value, x.type.dtype)
-        base, bidx, flat = self.index_of(x, idx)
-        if isinstance(base, Literal):
-            return self.const(base.value, base.type.dtype)
-        if id(base) in scope:  # computed inside this kernel
-            return scope[id(base)]
-        if flat is None:
-            flat = _flat(base.type.shape, bidx)
-        name = self.arg(base)
-        key = (name, flat.render())
-        cached = scope.get(key)
-        if cached is not None:
-            return cached
-        local = f"x{len([k for k in scope if isinstance(k, tuple)])}_{name}"
-        body.append(f"{local} = {name}[{self.index(flat)}]")
-        scope[key] = local
-        return local
-
-    def operand_index(self, x, out_shape, idx):
-        """Implicit broadcasting: the index of operand `x` for an output index `idx`."""
-        shape = x.type.shape
-        lead = len(out_shape) - len(shape)
-        return [Aff(0) if shape[k] == 1 and out_shape[lead + k] != 1 else idx[lead + k]
-                for k in range(len(shape))]
-
-    def compute(self, e, idx, scope: dict, body: list, name: str) -> None:
-        """Emit `name = <e on its operands>` (operands loaded or already in scope)."""
-        out_shape = e.out.type.shape
-        g = self.group
-        if g.kind == "row" and tuple(out_shape) != tuple(g.shape):
-            idx = _row_index(out_shape, g.shape[:g.split], idx)  # a per-row scalar
-        args = []
-        for x in e.inputs:
-            if isinstance(x, Var) and id(x) in scope:
-                args.append(scope[id(x)])
-                continue
-            args.append(self.load(x, self.operand_index(x, out_shape, idx), scope, body))
-        exponent = None
-        if e.op == "pow" and isinstance(e.inputs[1], Literal):
-            v = e.inputs[1].value.item()
-            if float(v).is_integer() and int(v) in INT_POWERS:
-                exponent = int(v)
-            elif float(v) == 0.5:
-                exponent = 0.5  # numpy's scalar-exponent fast path: sqrt (see lower.py)
-        d = e.inputs[1] if e.op == "div" else None
-        if (d is not None and e.out.type.dtype.kind == "f"
-                and (all(type(n) is int and n == 1 for n in d.type.shape)
-                     or (g.kind == "row" and _is_row_value(g, d)))):
-            # By a divisor the loop does not change (a scalar, or a row kernel's per-row
-            # value): two multiplications by a reciprocal LLVM computes once (what 'arcp'
-            # did, without its overflow at a denormal divisor; see vmath.div_invariant_f32).
-            helper = "div_invariant_" + ("f32" if e.out.type.dtype.itemsize == 4 else "f64")
-            self.imports.add(("codegen.vmath", helper))
-            expr = f"{helper}({args[0]}, {args[1]})"
-        else:
-            expr = expression(e.op, args, [x.type for x in e.inputs], e.out.type, e.params,
-                              self.imports, self.const, pow_exponent=exponent)
-        body.append(f"{name} = {expr}  # {_eqn_comment(e)}")
-        scope[id(e.out)] = name
-
-    # -------------------------------------------------------------- the module
-    def header(self, kind_doc: str) -> list:
-        g = self.group
-        shape = (f"iteration shape {list(g.shape)}" if g.kind != "multi" else
-                 "iteration shapes " + ", ".join(str(list(p.shape)) for p in g.parts))
-        return [
-            f'"""Kernel {g.name}: {g.kind}, {shape}.',
-            "",
-            kind_doc,
-            "Generated by tracejit codegen; each line cites the IR equation it implements.",
-            '"""',
-        ]
-
-
-def _eqn_comment(e) -> str:
-    text = format_eqn(e, "")[0]
-    loc = e.loc
-    core = text[: text.rfind(str(e.out.type))].rstrip() if loc else text
-    return f"{core}  ({loc})" if loc else core
-
-
-def _flat(shape, idx) -> Aff:
-    out = Aff(0)
-    for s, i in zip(c_strides(shape), idx):
-        out = out + i.scale(s)
-    return out
-
-
-def _view_index(e, src_shape, idx):
-    """The index into a view's input for index `idx` into its output (None: reshape)."""
-    op = e.op
-    if op == "broadcast_to":
-        lead = len(e.out.type.shape) - len(src_shape)
-        return [Aff(0) if src_shape[k] == 1 and e.out.type.shape[lead + k] != 1
-                else idx[lead + k] for k in range(len(src_shape))]
-    if op == "permute":
-        perm = e.params["perm"]
-        out = [None] * len(perm)
-        for k, p in enumerate(perm):
-            out[p] = idx[k]
-        return out
-    if op == "getitem":
-        out = []
-        o = 0
-        for item in e.params["index"]:
-            if item is None:
-                o += 1
-            elif isinstance(item, tuple):
-                start, _stop, step = item
-                out.append(Aff(start) + idx[o].scale(step))
-                o += 1
-            else:
-                out.append(Aff(item))
-        out.extend(idx[o:])
-        return out
-    if op == "reshape":
-        a, b = src_shape, e.out.type.shape
-        if [d for d in a if d != 1] == [d for d in b if d != 1]:
-            kept = [i for d, i in zip(b, idx) if d != 1]
-            it = iter(kept)
-            return [Aff(0) if d == 1 else next(it) for d in a]
-        return None
-    raise AssertionError(op)
 
 
 # --------------------------------------------------------------------------------------
@@ -474,14 +231,10 @@ def _stages(ks: KernelSource):
             b = ks.part.base(x)
             if isinstance(b, Var) and id(b) in stage:
                 s = max(s, stage[id(b)])
-        if e.op in ("sum", "amax"):
+        if _accumulates(e):
             s += 1
         stage[id(e.out)] = s
     return stage
-
-
-def _is_row_value(g, var) -> bool:
-    return var.type.shape != g.shape
 
 
 def _needed_full(ks: KernelSource, targets, row_ready: set, cached=()) -> list:
@@ -494,12 +247,12 @@ def _needed_full(ks: KernelSource, targets, row_ready: set, cached=()) -> list:
     for t in targets:
         if id(t.out) in row_ready:
             continue
-        if not _is_row_value(g, t.out) and t.op not in ("sum", "amax"):
+        if not _is_row_value(g, t.out) and not _accumulates(t):
             need.add(id(t.out))
         stack.append(t)
     while stack:
         e = stack.pop()
-        if id(e.out) in cached and e.op not in ("sum", "amax"):
+        if id(e.out) in cached and not _accumulates(e):
             continue
         for x in e.inputs:
             b = ks.part.base(x)
@@ -515,14 +268,18 @@ def _needed_full(ks: KernelSource, targets, row_ready: set, cached=()) -> list:
 # reduction into one dependency chain (layer_norm (4096,1024) serial: 1.6 -> 1.1 ms).
 UNROLL_MAX = 128
 
-# Recomputing these in a later pass costs more than a store and a load from a row buffer
-# (which stays in L1/L2: one row at a time).
-_EXPENSIVE = {"exp", "log", "tanh", "sigmoid", "erf", "pow", "div", "sqrt"}
+# where a reduction's accumulator starts, by its kind (OpDef.reduce)
+_IDENTITY = {"sum": 0, "max": -np.inf}
+
+
+def _accumulates(e) -> bool:
+    """A fused reduction (sum, amax): its row's OpDef.reduce names the accumulation."""
+    return OPS[e.op].reduce is not None
 
 
 def _identity(ks: KernelSource, e) -> str:
     """The typed constant a sum (0) or amax (-inf) accumulator starts from."""
-    return ks.const(0 if e.op == "sum" else -np.inf, e.out.type.dtype)
+    return ks.const(_IDENTITY[OPS[e.op].reduce], e.out.type.dtype)
 
 
 def _row_code(ks: KernelSource, loop_vars, idx) -> tuple[list, list]:
@@ -533,8 +290,8 @@ def _row_code(ks: KernelSource, loop_vars, idx) -> tuple[list, list]:
     outer_shape, inner_shape = g.shape[:split], g.shape[split:]
     inner_flat = _flat(inner_shape, idx[split:]).render()
     stage = _stages(ks)
-    reductions = [e for e in g.members if e.op in ("sum", "amax")]
-    row_members = [e for e in g.members if e.op not in ("sum", "amax")
+    reductions = [e for e in g.members if _accumulates(e)]
+    row_members = [e for e in g.members if not _accumulates(e)
                    and _is_row_value(g, e.out)]
     full_outputs = [v for v in ks.outputs if not _is_row_value(g, v)]
     row_outputs = [v for v in ks.outputs if _is_row_value(g, v)]
@@ -550,7 +307,7 @@ def _row_code(ks: KernelSource, loop_vars, idx) -> tuple[list, list]:
     for p, need in enumerate(plain_needs):
         later = set().union(*plain_needs[p + 1:]) if p + 1 < len(plain_needs) else set()
         for e in g.members:
-            if id(e.out) in need and id(e.out) in later and e.op in _EXPENSIVE:
+            if id(e.out) in need and id(e.out) in later and is_expensive(e.op):
                 cache.add(id(e.out))
     # A full-size output's row is a free buffer until the last pass, which reads a kept
     # value at the position it then writes (the stores come after all loads): softmax keeps
@@ -633,11 +390,11 @@ def _row_code(ks: KernelSource, loop_vars, idx) -> tuple[list, list]:
         for e, acc in accs:
             x = e.inputs[0]
             val = inner_scope.get(id(x)) or ks.load(x, idx, inner_scope, inner)
-            if e.op == "sum" and e.out.type.dtype.kind == "f":
+            if OPS[e.op].reduce == "sum" and e.out.type.dtype.kind == "f":
                 # only the accumulation may be reordered, so that it vectorizes (FASTMATH)
                 ks.imports.add(("codegen.vmath", "add_reassoc"))
                 inner.append(f"{acc} = add_reassoc({acc}, {val})  # {e.out!r}")
-            elif e.op == "sum":
+            elif OPS[e.op].reduce == "sum":
                 inner.append(f"{acc} += {val}  # {e.out!r}")
             elif e.out.type.dtype.kind == "f":
                 # llvm.maximum: NaN propagates, and the running max vectorizes (a
@@ -730,17 +487,11 @@ def _row_blocks_call(ks: KernelSource) -> list:
             f"        rows({', '.join(_params(ks))}, i0_block)"]
 
 
-def _row_index(shape, outer_shape, idx):
-    if tuple(shape) == tuple(outer_shape):
-        return idx[:len(outer_shape)]
-    return idx[:len(outer_shape)] + [Aff(0)] * (len(shape) - len(outer_shape))
-
-
 def _col_code(ks: KernelSource, loop_vars, idx) -> list:
     g = ks.group
     split = g.split
     kept_shape = g.shape[split:]
-    reductions = [e for e in g.members if e.op in ("sum", "amax")]
+    reductions = [e for e in g.members if _accumulates(e)]
     for e in reductions:
         if e.out not in ks.outputs:
             ks.outputs.append(e.out)
@@ -755,7 +506,7 @@ def _col_code(ks: KernelSource, loop_vars, idx) -> list:
     body: list = []
     counter = 0
     for e in g.members:
-        if e.op in ("sum", "amax"):
+        if _accumulates(e):
             continue
         ks.compute(e, idx, scope, body, f"v{counter}")
         counter += 1
@@ -764,7 +515,7 @@ def _col_code(ks: KernelSource, loop_vars, idx) -> list:
         x = e.inputs[0]
         val = scope.get(id(x)) or ks.load(x, idx, scope, body)
         o = ks.out_names[id(e.out)]
-        if e.op == "sum":
+        if OPS[e.op].reduce == "sum":
             body.append(f"{o}[{kept_flat}] += {val}")
         else:
             body.append(f"{o}[{kept_flat}] = {val} if ({val} > {o}[{kept_flat}] or "

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from eager.ops import Dim
+from eager.ops import OPS, Dim
 from tracer.ir import Graph, Literal, Var
 
 from .lower import LOWERING
@@ -123,7 +123,8 @@ class Partition:
 def partition(graph: Graph) -> Partition:
     p = Partition(graph)
     for e in graph.eqns:
-        how = LOWERING.get(e.op)
+        row = LOWERING.get(e.op)
+        how = row.how if row is not None else None
         if how == "view":
             _place_view(p, e)
         elif how == "kernel" and _kernel_types_ok(e):
@@ -176,7 +177,7 @@ def _deps(p: Partition, e):
 
 def _can_join(p: Partition, g: KernelGroup, e, role: str) -> bool:
     """May equation `e` become a member of group `g` (playing `role`)?"""
-    if role == "full" and g.kind == "col" and any(m.op in ("sum", "amax") for m in g.members):
+    if role == "full" and g.kind == "col" and any(OPS[m.op].reduce for m in g.members):
         # A col group's reductions complete only after the whole loop: nothing after them.
         for x, b in _deps(p, e):
             if p.group_of.get(id(b)) is g and b.type.shape != g.shape:

@@ -10,66 +10,135 @@ steps of the program:
 * ``"reduce"`` - sum/amax, fused as row or column reductions when the axes
   allow, else numpy;
 * ``"numpy"`` - runs the registry's numpy implementation inside the program
-  (gathers, scatters, concatenation, argmax, random numbers, control flow).
+  (gathers, scatters, concatenation, argmax, random numbers);
+* ``"control"`` - cond/while_loop: the registry row's ``run`` evaluates the sub-graphs.
 
-`tests/codegen` checks that every op in `eager.ops.OPS` has a row here.
+An elementwise row also says how the kernel computes it (an expression, a
+function, or the vmath function of the op's name) and whether it is expensive
+to recompute.  An op registered from another file adds its row with
+`lower_as` next to its ``register(...)``.  `tests/codegen` checks that every
+op in `eager.ops.OPS` has a row here.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Callable
+
 import numpy as np
 
-from eager.ops import OPS
+@dataclass(frozen=True)
+class Lowering:
+    """How one registry op becomes code: its row in `LOWERING`, keyed by the op's name."""
 
-# scalar helpers emitted code imports from codegen.scalar
-_BINARY = {
-    "add": "({0} + {1})",
-    "sub": "({0} - {1})",
-    "mul": "({0} * {1})",
-    "div": "({0} / {1})",
-    "eq": "({0} == {1})",
-    "ne": "({0} != {1})",
-    "lt": "({0} < {1})",
-    "le": "({0} <= {1})",
-    "gt": "({0} > {1})",
-    "ge": "({0} >= {1})",
+    how: str  # "kernel", "view", "reduce", "blas", "numpy" or "control"
+    # kernel: a scalar expression, a template of the operand names ({0}, {1}, ...) and typed
+    # constants ({zero}, {one}, {minus_one}), or a function f(eqn, args, imports, const) -> str
+    expr: str | Callable | None = None
+    # kernel: float operands call codegen.vmath's <op>_f32/_f64 (vectorizable), others math.<op>
+    vmath: bool = False
+    # kernel: recomputing it in a later pass of a row kernel costs more than a store and a
+    # load of a row buffer (which stays in L1/L2)
+    expensive: bool = False
+
+
+def _pow(e, args, imports, const):
+    from tracer.ir import Literal
+
+    pow_exponent = None
+    if isinstance(e.inputs[1], Literal):
+        v = e.inputs[1].value.item()
+        if float(v).is_integer() and int(v) in INT_POWERS:
+            pow_exponent = int(v)
+        elif float(v) == 0.5:
+            pow_exponent = 0.5  # numpy's scalar-exponent fast path: sqrt
+    if pow_exponent == 0.5:
+        # np.power with a scalar exponent 0.5 computes sqrt(x), as eager does: there
+        # (-inf) ** 0.5 is NaN (and -0.0 stays -0.0), where C's pow gives +inf.
+        return f"np.sqrt({args[0]})"
+    if pow_exponent is not None:
+        return _int_power(args[0], pow_exponent)
+    return f"({args[0]} ** {args[1]})"
+
+
+def _cast(e, args, imports, const):
+    target = np.dtype(e.params["dtype"])
+    if target.kind == "b":
+        return f"({args[0]} != 0)"
+    return f"{np_type(target)}({args[0]})"
+
+
+def _kernel(expr=None, vmath=False, expensive=False) -> Lowering:
+    return Lowering("kernel", expr, vmath, expensive)
+
+
+_VIEW, _REDUCE, _BLAS = Lowering("view"), Lowering("reduce"), Lowering("blas")
+_NUMPY, _CONTROL = Lowering("numpy"), Lowering("control")
+
+LOWERING: dict[str, Lowering] = {
+    "add": _kernel("({0} + {1})"),
+    "sub": _kernel("({0} - {1})"),
+    "mul": _kernel("({0} * {1})"),
+    "div": _kernel("({0} / {1})", expensive=True),
+    "eq": _kernel("({0} == {1})"),
+    "ne": _kernel("({0} != {1})"),
+    "lt": _kernel("({0} < {1})"),
+    "le": _kernel("({0} <= {1})"),
+    "gt": _kernel("({0} > {1})"),
+    "ge": _kernel("({0} >= {1})"),
     # np.maximum/np.minimum: NaN if either operand is NaN (operands are plain names)
-    "maximum": "({0} if ({0} > {1} or {0} != {0}) else {1})",
-    "minimum": "({0} if ({0} < {1} or {0} != {0}) else {1})",
-}
-
-_UNARY = {
-    "neg": "(-{0})",
-    "stop_gradient": "{0}",
-    "abs": "abs({0})",
-    "sqrt": "np.sqrt({0})",
+    "maximum": _kernel("({0} if ({0} > {1} or {0} != {0}) else {1})"),
+    "minimum": _kernel("({0} if ({0} < {1} or {0} != {0}) else {1})"),
+    "pow": _kernel(_pow, expensive=True),
+    "neg": _kernel("(-{0})"),
+    "stop_gradient": _kernel("{0}"),
+    "abs": _kernel("abs({0})"),
+    "sqrt": _kernel("np.sqrt({0})", expensive=True),
     # max(x, 0) with NaN propagating, as np.maximum(x, 0)
-    "relu": "({0} if ({0} > {zero} or {0} != {0}) else {zero})",
+    "relu": _kernel("({0} if ({0} > {zero} or {0} != {0}) else {zero})"),
     # the registry's sign: -1, 0, +1, and 0 for NaN as in PyTorch
-    "sign": "({one} if {0} > {zero} else ({minus_one} if {0} < {zero} else {zero}))",
+    "sign": _kernel("({one} if {0} > {zero} else ({minus_one} if {0} < {zero} else {zero}))"),
+    "exp": _kernel(vmath=True, expensive=True),
+    "log": _kernel(vmath=True, expensive=True),
+    "tanh": _kernel(vmath=True, expensive=True),
+    "sigmoid": _kernel(vmath=True, expensive=True),
+    "erf": _kernel(vmath=True, expensive=True),
+    "log1p": _kernel(vmath=True, expensive=True),
+    "expm1": _kernel(vmath=True, expensive=True),
+    "where": _kernel("({1} if {0} else {2})"),
+    "cast": _kernel(_cast),
+    "reshape": _VIEW,
+    "permute": _VIEW,
+    "broadcast_to": _VIEW,
+    "getitem": _VIEW,
+    "sum": _REDUCE,
+    "amax": _REDUCE,
+    "matmul": _BLAS,
+    "argmax": _NUMPY,
+    "check_class_index": _NUMPY,
+    "check_finite": _NUMPY,
+    "gather": _NUMPY,
+    "scatter_add": _NUMPY,
+    "scatter_slice": _NUMPY,
+    "slice_update": _NUMPY,
+    "cat": _NUMPY,
+    "uniform": _NUMPY,
+    "normal": _NUMPY,
+    "randint": _NUMPY,
+    "cond": _CONTROL,
+    "while_loop": _CONTROL,
 }
 
-# ops whose float versions come from codegen.vmath (vectorizable)
-_VMATH = ("exp", "log", "tanh", "sigmoid", "erf")
 
-ELEMENTWISE = set(_BINARY) | set(_UNARY) | set(_VMATH) | {"pow", "where", "cast"}
-VIEWS = {"reshape", "permute", "broadcast_to", "getitem"}
-REDUCTIONS = {"sum", "amax"}
-BLAS = {"matmul"}
-NUMPY = {"argmax", "check_class_index", "gather", "scatter_add", "scatter_slice", "slice_update",
-         "cat", "uniform", "normal", "randint", "check_finite"}
+def lower_as(name: str, how: str, expr=None, vmath=False, expensive=False) -> Lowering:
+    """Add the lowering row of an op registered from another file (next to its register())."""
+    row = LOWERING[name] = Lowering(how, expr, vmath, expensive)
+    return row
 
-LOWERING = {}
-for _name in OPS:
-    if _name in ELEMENTWISE:
-        LOWERING[_name] = "kernel"
-    elif _name in VIEWS:
-        LOWERING[_name] = "view"
-    elif _name in REDUCTIONS:
-        LOWERING[_name] = "reduce"
-    elif _name in BLAS:
-        LOWERING[_name] = "blas"
-    elif _name in NUMPY:
-        LOWERING[_name] = "numpy"
+
+def is_expensive(op: str) -> bool:
+    row = LOWERING.get(op)
+    return row is not None and row.expensive
+
 
 _NP_TYPE = {"float32": "np.float32", "float64": "np.float64", "int32": "np.int32",
             "int64": "np.int64", "bool": "np.bool_"}
@@ -79,41 +148,30 @@ def np_type(dtype) -> str:
     return _NP_TYPE[np.dtype(dtype).name]
 
 
-def expression(op: str, args: list, in_types: list, out_type, params: dict, imports: set,
-               const, pow_exponent=None) -> str:
-    """A Numba scalar expression computing `op` on operand names `args`.
+def expression(e, args: list, imports: set, const) -> str:
+    """A Numba scalar expression computing equation `e` on operand names `args`.
 
-    `const(value, dtype)` returns the name of a typed module-level constant.
+    `const(value, dtype)` returns the name of a typed module-level constant; `imports`
+    collects the (module, name) pairs the expression needs.
     """
-    if op in _BINARY:
-        return _BINARY[op].format(*args)
-    if op in _UNARY:
-        dt = out_type.dtype
-        return _UNARY[op].format(*args, zero=const(0, dt), one=const(1, dt),
-                                 minus_one=const(-1, dt))
-    if op in _VMATH:
+    op, out_type = e.op, e.out.type
+    row = LOWERING.get(op)
+    if row is None or row.how != "kernel":
+        raise KeyError(f"no kernel lowering for {op}")
+    if row.vmath:
         name = _vmath_name(op, out_type.dtype)
         if name is None:
             imports.add(("math", None))
             return f"math.{op}({args[0]})"
         imports.add(("codegen.vmath", name))
         return f"{name}({args[0]})"
-    if op == "pow":
-        if pow_exponent == 0.5:
-            # np.power with a scalar exponent 0.5 computes sqrt(x), as eager does: there
-            # (-inf) ** 0.5 is NaN (and -0.0 stays -0.0), where C's pow gives +inf.
-            return f"np.sqrt({args[0]})"
-        if pow_exponent is not None:
-            return _int_power(args[0], pow_exponent)
-        return f"({args[0]} ** {args[1]})"
-    if op == "where":
-        return f"({args[1]} if {args[0]} else {args[2]})"
-    if op == "cast":
-        target = np.dtype(params["dtype"])
-        if target.kind == "b":
-            return f"({args[0]} != 0)"
-        return f"{np_type(target)}({args[0]})"
-    raise KeyError(f"no kernel lowering for {op}")
+    if callable(row.expr):
+        return row.expr(e, args, imports, const)
+    if "{zero}" in row.expr or "{one}" in row.expr:
+        dt = out_type.dtype
+        return row.expr.format(*args, zero=const(0, dt), one=const(1, dt),
+                               minus_one=const(-1, dt))
+    return row.expr.format(*args)
 
 
 # The functions codegen.vmath defines, by (op, dtype name): its VMATH_NAMES is this table,

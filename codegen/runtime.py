@@ -29,7 +29,6 @@ import numpy as np
 
 from eager.ops import OPS, Dim
 from tracer import logs
-from tracer.backends import run_cond, run_while
 from tracer.ir import Graph, Literal, Var
 from tracer.symbolic import (SymbolicDimError, bind_params, bind_shape, binder,
                              check_nonempty, graph_dims, nonempty_checks, param_has_dims,
@@ -357,17 +356,12 @@ class Program:
         reads = [self._reader(x) for x in e.inputs]
         out_slots = [self._slot(o) for o in e.outs]
         sizes_slot = self._sizes_slot
-        if e.op == "cond":
+        if OPS[e.op].control:  # cond, while_loop: the row runs the sub-graphs
+            run_control = OPS[e.op].run
+
             def run(env, flat, dests):
                 sizes = env[sizes_slot] if sizes_slot is not None else None
-                outs = run_cond(e, [r(env) for r in reads], sizes)
-                for s, o in zip(out_slots, outs):
-                    env[s] = o
-            return run
-        if e.op == "while_loop":
-            def run(env, flat, dests):
-                sizes = env[sizes_slot] if sizes_slot is not None else None
-                outs = run_while(e, [r(env) for r in reads], sizes)
+                outs = run_control(e, [r(env) for r in reads], sizes)
                 for s, o in zip(out_slots, outs):
                     env[s] = o
             return run

@@ -28,10 +28,6 @@ from eager.tensor import Tensor
 from .ir import Eqn, Graph, Literal, Var, verify
 from .trace import Trace, TracingError
 
-_RECOMPUTABLE = {"add", "sub", "mul", "div", "neg", "relu", "cast", "where", "gt", "ge",
-                 "lt", "le", "eq", "ne", "maximum", "minimum", "abs", "sign", "tanh",
-                 "sigmoid", "exp", "reshape", "permute", "broadcast_to", "getitem"}
-
 
 class BackwardPlan:
     """Forward and backward graphs (and programs) for one differentiable ConcreteFunction."""
@@ -92,7 +88,7 @@ def build_plan(graph: Graph, input_requires_grad, capture_requires_grad, compile
                optimize) -> BackwardPlan:
     """Derive and compile forward/backward programs for `graph`."""
     for e in graph.eqns:
-        if e.op in ("cond", "while_loop"):
+        if OPS[e.op].control:
             raise TracingError("gradients through tracer.cond / tracer.while_loop are not "
                                "supported in compiled functions yet")
     if graph.updates:
@@ -372,7 +368,7 @@ def _recompute_chain(v, producer, available, bwd_set, limit=12, compared=frozens
 
 
 def _recomputable(e) -> bool:
-    return e.op in _RECOMPUTABLE
+    return OPS[e.op].recompute
 
 
 def _saved(joint, bwd_set, n_out, grad_inputs) -> list:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from eager import dispatch
+from eager.ops import OPS
 from eager.tensor import Tensor
 
 # dtype -> (rtol, atol); atol is scaled up by the largest magnitude of the eager value
@@ -336,7 +337,7 @@ def _first_eager_divergence(raw, traced, records):
     values = records.values
     j = 0
     for e, outs in traced:
-        if e.op in ("cond", "while_loop") or len(outs) != 1:
+        if OPS[e.op].control or len(outs) != 1:
             continue
         out = outs[0]
         for k in range(j, min(j + 64, len(values))):

@@ -602,8 +602,7 @@ def _outputs_needing_copy(graph: Graph) -> set:
         seen.add(id(v))
         if isinstance(v, Var):
             for e in graph.eqns:
-                if e.out is v and e.op in ("reshape", "permute", "broadcast_to", "getitem",
-                                           "stop_gradient"):
+                if e.out is v and OPS[e.op].view:
                     copies.add(j)
     return copies
 

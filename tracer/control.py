@@ -8,8 +8,10 @@ enclosing trace that a body uses become that sub-graph's captures.
 from __future__ import annotations
 
 from eager import dispatch
+from eager.ops import register
 from eager.tensor import Tensor
 
+from .interpret import run_cond, run_while
 from .ir import Graph, verify
 from .pytree import flatten, unflatten
 from .trace import Trace, TracedValue, TracingError, _where, current_trace
@@ -147,3 +149,25 @@ def _traced_while(tr, cond_fn, body_fn, loop_vars):
     outs = tr.record("while_loop", inputs, {"cond_graph": cg, "body_graph": bg,
                                             "n_carry": len(loop_vars)}, tuple(out_types))
     return tuple(tr.traced_tensor(v) for v in outs)
+
+
+# --------------------------------------------------------------------------------------
+# the registry rows: what the verifier, the passes, autodiff, the interpreter and codegen's
+# runner look up (OpDef.control, OpDef.run) instead of special-casing the two names
+
+def _cond_infer(*types, true_graph, false_graph, n_operands):
+    return tuple(v.type for v in true_graph.outputs)
+
+
+def _while_infer(*types, cond_graph, body_graph, n_carry):
+    return tuple(v.type for v in body_graph.outputs)
+
+
+register("cond", "control", -1, None, _cond_infer,
+         params=("true_graph", "false_graph", "n_operands"), control=True, run=run_cond,
+         doc="tracer.cond: inputs (pred, *operands, *true captures, *false captures); runs "
+             "true_graph or false_graph on the operands and that branch's captures.")
+register("while_loop", "control", -1, None, _while_infer,
+         params=("cond_graph", "body_graph", "n_carry"), control=True, run=run_while,
+         doc="tracer.while_loop: inputs (*carry, *cond captures, *body captures); runs "
+             "body_graph on the carry while cond_graph gives True.")

@@ -57,13 +57,12 @@ def run_graph(graph: Graph, args, sizes: dict | None = None, on_eqn=None) -> lis
 
     for e in graph.eqns:
         vals = [read(x) for x in e.inputs]
-        if e.op == "cond":
-            outs = run_cond(e, vals, sizes)
-        elif e.op == "while_loop":
-            outs = run_while(e, vals, sizes)
+        op = OPS[e.op]
+        if op.control:
+            outs = op.run(e, vals, sizes)
         else:
             params = bind_params(e.params, sizes) if id(e) in bound_eqns else e.params
-            out = OPS[e.op].impl(*vals, **params)
+            out = op.impl(*vals, **params)
             if out.__class__ is not np.ndarray:
                 out = np.asarray(out)
             outs = (out,)

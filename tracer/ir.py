@@ -159,15 +159,8 @@ class Graph:
         return counts
 
 
-CONTROL_OPS = ("cond", "while_loop")
-
-
 def infer_eqn(op: str, in_types, params):
-    """The output type of an equation, from the registry (or the control-flow rules)."""
-    if op == "cond":
-        return tuple(v.type for v in params["true_graph"].outputs)
-    if op == "while_loop":
-        return tuple(v.type for v in params["body_graph"].outputs)
+    """The output type of an equation, from the registry (a tuple for a control op's rows)."""
     return OPS[op].infer(*in_types, **params)
 
 
@@ -190,7 +183,7 @@ def verify(graph: Graph) -> Graph:
             if isinstance(x, Var) and id(x) not in defined:
                 raise VerifyError(f"{graph.name}: eqn {i} ({e.op}) uses {x!r} before it is "
                                   f"defined")
-        if e.op not in OPS and e.op not in CONTROL_OPS:
+        if e.op not in OPS:
             raise VerifyError(f"{graph.name}: eqn {i} uses unknown op {e.op!r}")
         try:
             expect = infer_eqn(e.op, [x.type for x in e.inputs], e.params)

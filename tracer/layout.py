@@ -127,7 +127,7 @@ def _reads(e) -> list:
     op = OPS.get(e.op)
     if op is None:
         return []
-    if op.category == "elementwise" or op.view or e.op in ("sum", "amax"):
+    if op.category == "elementwise" or op.view or op.reduce:
         vars_ = [x for x in e.inputs if isinstance(x, Var)]
         return vars_ if op.category == "elementwise" and not op.view else vars_[:1]
     return []
@@ -145,7 +145,7 @@ def _make(e, var, got):
         if op.category == "elementwise" and not op.view:
             w = _astype_witness(got[0]) if e.op == "cast" else \
                 _ufunc_witness(var.type.shape, got)
-        elif e.op in ("sum", "amax"):
+        elif op.reduce:
             w = _reduction_witness(got[0], var.type.shape, tuple(e.params["axes"]),
                                    e.params["keepdim"])
         else:

@@ -33,7 +33,7 @@ import numpy as np
 from eager.ops import OPS
 
 from . import logs
-from .ir import CONTROL_OPS, Eqn, Graph, Literal, Var, VerifyError, infer_eqn, verify
+from .ir import Eqn, Graph, Literal, Var, VerifyError, infer_eqn, verify
 
 MAX_FOLD_SIZE = 4096  # largest non-0-d result (in elements) that constant folding materializes
 
@@ -145,7 +145,7 @@ def _operand_key(x):
 
 def _eqn_key(eqn: Eqn):
     """A hashable identity of what `eqn` computes, or None if it must not be merged."""
-    if eqn.op in CONTROL_OPS or _is_random(eqn):
+    if OPS[eqn.op].control or _is_random(eqn):
         return None
     try:
         key = (eqn.op, eqn.param_key(), tuple(_operand_key(x) for x in eqn.inputs))
@@ -234,7 +234,7 @@ def fold_constants(graph: Graph, max_size: int = MAX_FOLD_SIZE) -> Graph:
 
 def _fold(eqn: Eqn, known: dict, max_size: int):
     """The value of `eqn` if all its operands are constant (an owned ndarray), else None."""
-    if eqn.op not in OPS or _is_random(eqn) or not eqn.inputs:
+    if OPS[eqn.op].control or _is_random(eqn) or not eqn.inputs:
         return None
     args = [_value_of(x, known) for x in eqn.inputs]
     if any(a is None for a in args):

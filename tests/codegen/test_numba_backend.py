@@ -14,10 +14,10 @@ eagerly, and the point here is the compiled path.
 from __future__ import annotations
 
 import math
+import os
+import sys
 import warnings
 import zlib
-from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 import pytest
@@ -29,8 +29,10 @@ import eager.optim as optim
 import tracer
 from codegen import LOWERING
 from tracer.function import MISS
-from eager import functions as EF
 from eager.ops import OPS
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "eager"))
+from opinfo import OPINFOS, UNARY, Case, shapes  # noqa: E402
 
 # IEEE results (0 * inf, log(-1), overflow) are values here, not warnings (as in eager).
 pytestmark = pytest.mark.filterwarnings(
@@ -50,190 +52,46 @@ TOLERANCES = {
 
 
 # --------------------------------------------------------------------------------------
-# the table
+# the table: generated from the OpInfo table (tests/eager/opinfo.py)
 
-@dataclass
-class Case:
-    name: str
-    fn: Callable                  # fn(*tensors) -> tensor or tuple/namedtuple of tensors
-    inputs: Callable              # inputs(rng, dtype, kind) -> list of arrays, or None
-    tol: str = "default"
-    specials: bool = True         # also run with NaN/inf/0 planted in the float inputs
-    dtypes: tuple = FLOATS
-    random: bool = False          # reseed before each run (random ops)
-
-    def __repr__(self) -> str:
-        return self.name
+def _derived_case(info) -> Case:
+    """An elementwise op's case from its main OpInfo entry: the call on uniform samples in
+    the entry's domain; "vmath" tolerances where its lowering row calls codegen.vmath."""
+    lo, hi = info.domain
+    tol = "vmath" if LOWERING[info.op].vmath else "default"
+    if OPS[info.op].nin == 1:
+        return Case(info.name, lambda a: info.call(a),
+                    shapes([(3, 5)], [()], [(0, 3)], lo=lo, hi=hi), tol=tol)
+    return Case(info.name, lambda a, b: info.call(a, b),
+                shapes([(2, 3, 4), (3, 1)], [(), ()], [(0, 4), (4,)], lo=lo, hi=hi), tol=tol)
 
 
-def shapes(main, scalar=None, empty=None, lo=-2.0, hi=2.0, ints=None):
-    """inputs(rng, dtype, kind) drawing uniform floats of the given shapes per kind.
-
-    `ints` maps an argument position to (low, high): that argument is an int64 array.
-    """
-    table = {"main": main, "scalar": scalar, "empty": empty}
-    ints = ints or {}
-
-    def inputs(rng, dtype, kind):
-        kind_shapes = table[kind]
-        if kind_shapes is None:
-            return None
-        out = []
-        for i, s in enumerate(kind_shapes):
-            if i in ints:
-                low, high = ints[i]
-                out.append(rng.integers(low, high, size=s).astype(np.int64))
-            else:
-                out.append(rng.uniform(lo, hi, size=s).astype(dtype))
-        return out
-    return inputs
+def _op_cases() -> dict:
+    cases: dict[str, list[Case]] = {}
+    for info in OPINFOS:
+        if info.op is None:
+            continue
+        compiled = info.compiled
+        if compiled is None and info.name == info.op and \
+                OPS[info.op].category == "elementwise" and OPS[info.op].nin in (1, 2):
+            compiled = [_derived_case(info)]
+        for case in compiled or ():
+            cases.setdefault(info.op, []).append(case)
+    return cases
 
 
-UNARY = shapes([(3, 5)], [()], [(0, 3)])
-BINARY = shapes([(2, 3, 4), (3, 1)], [(), ()], [(0, 4), (4,)])
+def _loop(x):
+    def body(v, i):
+        return v * 2 + 1, i + 1
+    return tracer.while_loop(lambda v, i: i < 3, body, (x, eager.tensor(0)))
 
 
-def _binary(name):
-    f = getattr(eager, name)
-    return Case(name, lambda a, b: f(a, b), BINARY)
-
-
-def _unary(name, tol="default", lo=-2.0, hi=2.0):
-    f = getattr(eager, name)
-    return Case(name, lambda a: f(a), shapes([(3, 5)], [()], [(0, 3)], lo=lo, hi=hi), tol=tol)
-
-
-def _casts(a):
-    other = eager.float64 if a.dtype == eager.float32 else eager.float32
-    return a.to(other), (a > 0).to(a.dtype), (a > 0).to(eager.int64).to(a.dtype), a.to(eager.bool_)
-
-
-def _int_casts(a):
-    return a.to(eager.int32), a.to(eager.int64), (a * 3).to(eager.int32).to(a.dtype)
-
-
-def _sums(x):
-    return (x.sum(-1), x.sum(0), x.sum(1), x.sum(), x.sum((1, 2), keepdim=True),
-            x.sum((0, 1)), eager.sum(x > 0, -1))
-
-
-def _amaxes(x):
-    return (eager.amax(x, -1), eager.amax(x, 0, keepdim=True), eager.amax(x, 1), eager.amax(x),
-            eager.amax(x, (1, 2)))
-
-
-def _views(x):
-    return (x.reshape(4, 6) + 1, x.reshape(-1) * 2, x.permute(2, 0, 1) - 1,
-            x.transpose(0, 1) * x.transpose(0, 1), x.reshape(2, 12).T + 0.5,
-            x.permute(1, 2, 0).reshape(12, 2) * 3, x.unsqueeze(1).squeeze(1) - 2)
-
-
-def _broadcasts(x, y):
-    return x.expand(2, 3, 4) + 1, y.expand(4, 3, 4) * y, x.expand(3, 4).reshape(12) - 1
-
-
-def _getitems(x):
-    return (x[1:3, ::2] + 1, x[::-1] * 2, x[:, ::-2] - 1, x[1] + 0.5, x[None, -1, 1:] * 3,
-            x[-1:0:-2, 3:0:-1], x[..., 2], x[:, None, 1] + 1, x[::-1, ::-1].reshape(24))
-
-
-def _gathers(x, idx):
-    return (x[idx] + 1, x[idx, 1:] * 2, x[:, idx] - 1, x[idx, idx] * x[idx, idx],
-            x[idx.reshape(2, -1)])
-
-
-def _scatter_adds(g, idx):
-    return EF.scatter_add(g, (idx,), (4, 3)), EF.scatter_add(g * 2, (idx,), (4, 3)) + 1
-
-
-def _scatter_slices(g):
-    return (EF.scatter_slice(g, (4, 6), ((3, None, -1), (0, 6, 2))),
-            EF.scatter_slice(g * 2, (5, 3), ((1, 5, 1),)) + 1)
-
-
-def _slice_updates(x, v):
-    return (EF.slice_update(x, v, ((1, 3, 1), (0, 6, 2))),
-            EF.slice_update(x * 2, v + 1, ((3, 0, -2), (5, None, -2))) + 1)
-
-
-def _cats(a, b):
-    return (eager.cat([a, b], 0), eager.cat([a, b * 2], 0) + 1, eager.cat([a.T, b.T], 1),
-            eager.stack([a, b], 1) * 2, eager.stack([a, a, b]))
-
-
-def _matmuls(a, b, v, w, batch):
-    return (v @ w, a @ w, v @ b, a @ b, batch @ b, eager.matmul(batch, batch.transpose(1, 2)),
-            (a @ b) * 2 + 1)
-
-
-OP_CASES: dict[str, list[Case]] = {name: [_binary(name)] for name in (
-    "add", "sub", "mul", "div", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge")}
+OP_CASES: dict[str, list[Case]] = _op_cases()
+# the control-flow rows (registered by tracer.control) have no eager op to tabulate
 OP_CASES.update({
-    "pow": [Case("pow", lambda a, b: a ** b, shapes([(2, 3, 4), (3, 1)], [(), ()],
-                                                  [(0, 4), (4,)], lo=-2.0, hi=3.0)),
-            Case("pow_literal", lambda a: (a ** 2, a ** 3, a ** 4, a ** 0.5, a ** -1.0,
-                                           2.0 ** a), UNARY)],
-    "neg": [_unary("neg")],
-    "exp": [_unary("exp", "vmath", lo=-100.0, hi=100.0)],
-    "log": [_unary("log", "vmath", lo=-0.5, hi=50.0)],
-    "sqrt": [_unary("sqrt", lo=-0.5, hi=50.0)],
-    "tanh": [_unary("tanh", "vmath", lo=-12.0, hi=12.0)],
-    "sigmoid": [_unary("sigmoid", "vmath", lo=-60.0, hi=60.0)],
-    "erf": [_unary("erf", "vmath", lo=-5.0, hi=5.0)],
-    "relu": [_unary("relu")],
-    "abs": [_unary("abs")],
-    "sign": [_unary("sign")],
-    "stop_gradient": [Case("stop_gradient", lambda a: (a.detach() * 2, a.detach().exp()),
-                           UNARY)],
-    "where": [Case("where", lambda a, b: eager.where(a > 0, a, b), BINARY),
-              Case("where_scalar", lambda a: eager.where(a < 0.5, 1.0, a), UNARY)],
-    "cast": [Case("cast", _casts, UNARY),
-             Case("cast_int", _int_casts, UNARY, specials=False)],  # NaN -> int: undefined
-    "sum": [Case("sum", _sums, shapes([(2, 3, 4)], None, [(2, 0, 4)]), tol="reduce"),
-            Case("sum_1d", lambda x: (x.sum(), x.sum(-1, keepdim=True), x.sum(0) * 2),
-                 shapes([(5,)], [()], [(0,)]), tol="reduce")],
-    "amax": [Case("amax", _amaxes, shapes([(2, 3, 4)])),
-             Case("amax_1d", lambda x: (eager.amax(x), eager.amax(x, 0, keepdim=True) + 1),
-                  shapes([(5,)], [()], None))],
-    "argmax": [Case("argmax", lambda x: (x.argmax(1), x.argmax(), x.argmax(0, keepdim=True)),
-                    shapes([(3, 5)], None, None))],
-    "matmul": [Case("matmul", _matmuls,
-                    shapes([(3, 4), (4, 5), (4,), (4,), (2, 3, 4)], None,
-                           [(0, 4), (4, 0), (4,), (4,), (2, 0, 4)]))],
-    "reshape": [Case("reshape", _views, shapes([(2, 3, 4)])),
-                Case("reshape_small", lambda x: (x.reshape(1) + 1, x.reshape(1, 1, 1) * 2,
-                                                 x.reshape(()) - 1),
-                     shapes([(1,)], [()], None))],
-    "permute": [Case("permute", lambda x: (x.permute(1, 0, 2) * 2, x.permute(2, 1, 0),
-                                           x.permute(0, 2, 1).sum(-1)),
-                     shapes([(2, 3, 4)], None, [(2, 0, 4)]), tol="reduce")],
-    "broadcast_to": [Case("broadcast_to", _broadcasts,
-                          shapes([(3, 1), (1, 3, 4)], [(), ()], None)),
-                     Case("broadcast_to_rows", lambda x: (x.expand(2, x.shape[0], 4) + 1,
-                                                          x.expand(x.shape[0], 4) * 2),
-                          shapes([(3, 1)], None, [(0, 1)]))],
-    "getitem": [Case("getitem", _getitems, shapes([(4, 6)], None, None)),
-                Case("getitem_3d", lambda x: (x[:, ::-1, 1:] + 1, x[0, :, ::3], x[1:2, -1]),
-                     shapes([(2, 3, 4)], None, [(2, 3, 0)]))],
-    "cat": [Case("cat", _cats, shapes([(2, 3), (2, 3)], None, [(0, 3), (0, 3)]))],
-    "gather": [Case("gather", _gathers, shapes([(5, 5), (4,)], None, [(5, 5), (0,)],
-                                               ints={1: (-5, 5)}))],
-    "check_class_index": [Case("check_class_index",
-                               lambda w, idx: (F.embedding(idx, w) + 1,),
-                               shapes([(5, 3), (4,)], None, [(5, 3), (0,)], ints={1: (0, 5)}))],
-    "check_finite": [Case("check_finite", lambda a: (EF.check_finite(a * 2, "not finite") + 1,),
-                          shapes([(3, 5)], [()], [(0, 3)]), specials=False)],
-    "scatter_add": [Case("scatter_add", _scatter_adds,
-                         shapes([(6, 3), (6,)], None, [(0, 3), (0,)], ints={1: (0, 4)}))],
-    "scatter_slice": [Case("scatter_slice", _scatter_slices, shapes([(4, 3)], None, None))],
-    "slice_update": [Case("slice_update", _slice_updates,
-                          shapes([(4, 6), (2, 3)], None, None))],
-    "uniform": [Case("uniform", lambda x: x + eager.rand(3, 5, dtype=x.dtype),
-                     shapes([(3, 5)]), random=True)],
-    "normal": [Case("normal", lambda x: x * eager.randn(3, 5, dtype=x.dtype),
-                    shapes([(3, 5)]), random=True)],
-    "randint": [Case("randint", lambda x: x + eager.randint(-3, 3, (3, 5)).to(x.dtype),
-                     shapes([(3, 5)]), random=True)],
+    "cond": [Case("cond", lambda x: tracer.cond(x.sum() > 0, lambda v: v * 2,
+                                                lambda v: -v.exp(), x), UNARY)],
+    "while_loop": [Case("while_loop", _loop, UNARY)],
 })
 
 
@@ -618,13 +476,13 @@ def test_outputs_are_fresh_arrays_at_every_call():
 # --------------------------------------------------------------------------------------
 # the table itself
 
-ALLOWED_LOWERINGS = {"kernel", "view", "reduce", "blas", "numpy"}
+ALLOWED_LOWERINGS = {"kernel", "view", "reduce", "blas", "numpy", "control"}
 
 
 def test_every_registry_op_has_a_lowering_row():
     missing = sorted(set(OPS) - set(LOWERING))
     assert not missing, f"ops without a row in codegen.lower.LOWERING: {missing}"
-    unknown = {op: how for op, how in LOWERING.items() if how not in ALLOWED_LOWERINGS}
+    unknown = {op: row.how for op, row in LOWERING.items() if row.how not in ALLOWED_LOWERINGS}
     assert not unknown, f"unknown lowerings: {unknown}"
     stale = sorted(set(LOWERING) - set(OPS))
     assert not stale, f"LOWERING rows for ops the registry does not have: {stale}"
@@ -690,6 +548,24 @@ def test_concrete_function_shows_ir_and_fused_kernels():
     cited = "\n".join(k.source for k in concrete.kernels) + kernels
     for e in concrete.graph.eqns:
         assert f"%{e.out.name}" in cited, e
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_log1p_and_expm1_lower_to_vmath_and_keep_tiny_arguments(dtype):
+    # the reason they are primitives: log(1 + a) and exp(a) - 1 lose every digit here
+    x = eager.from_numpy(np.array([1e-10, -3e-8, 2e-7, 0.0, -0.0, 0.5, -0.99, 30.0], dtype))
+    suffix = "f32" if dtype == F32 else "f64"
+    for backend in ("numba", "interpret"):
+        f = tracer.function(lambda a: (a.log1p(), eager.expm1(a)), backend=backend)
+        with eager.no_grad():
+            got = _arrays(f(x))
+            concrete = f.get_concrete_function(x)
+        want = _arrays((eager.log1p(x), eager.expm1(x)))
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_allclose(g, w, rtol=TOLERANCES["vmath"][dtype][0], atol=0)
+        source = "\n".join(k.source for k in concrete.kernels)
+        if backend == "numba":
+            assert f"log1p_{suffix}(" in source and f"expm1_{suffix}(" in source, source
 
 
 def test_interpret_backend_has_no_kernels():

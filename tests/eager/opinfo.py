@@ -76,6 +76,8 @@ class OpInfo:
     tol: dict = field(default_factory=dict)  # dtype -> (rtol, atol) overrides
     grad_eps: float = 1e-6
     grad_tol: tuple = (1e-6, 1e-8)  # (rtol, atol) of the directional-derivative check
+    compiled: list | None = None  # `Case`s run compiled (None: derived, see compiled cases)
+    domain: tuple = (-2.0, 2.0)  # the uniform samples of a derived compiled case
 
     def __repr__(self) -> str:
         return f"OpInfo({self.name})"
@@ -269,6 +271,32 @@ def _log(v):
     if v == 0:
         return -INF
     return math.log(v)
+
+
+def _log1p(v):
+    v = float(v)
+    if _isnan(v) or v < -1:
+        return NAN
+    if v == -1:
+        return -INF
+    return math.log1p(v)
+
+
+def _expm1(v):
+    try:
+        return math.expm1(v)
+    except OverflowError:
+        return INF
+
+
+# relative only: an atol would pass log(1 + a), which is 0 or off in every digit here
+TINY_TOL = {F32: (1e-6, 0.0), F64: (1e-14, 0.0)}
+
+
+def _tiny_samples(rng, dtype):
+    """Arguments where log(1 + a) and exp(a) - 1 lose every digit, and the domain's ends."""
+    return [Sample((np.array([1e-10, -1e-10, 3e-8, -2e-7, 1e-30, -1.0, 0.0, -0.0], dtype),),
+                   special=True)]
 
 
 def _sqrt(v):
@@ -1000,6 +1028,118 @@ def _dropout_module_eval(x, p):
 
 
 # --------------------------------------------------------------------------------------
+# compiled cases: how tests/codegen/test_numba_backend.py runs an entry's op compiled
+#
+# An entry's `compiled` lists them; None (the default) derives one for an elementwise op's
+# main entry (its name is the op's): the call on uniform samples in `domain` of shapes
+# UNARY or BINARY.  The compiled run compares the "numba" and "interpret" backends with
+# eager in several memory layouts and with NaN/inf planted (see that file).
+
+@dataclass
+class Case:
+    name: str
+    fn: Callable                  # fn(*tensors) -> tensor or tuple/namedtuple of tensors
+    inputs: Callable              # inputs(rng, dtype, kind) -> list of arrays, or None
+    tol: str = "default"
+    specials: bool = True         # also run with NaN/inf/0 planted in the float inputs
+    dtypes: tuple = FLOATS
+    random: bool = False          # reseed before each run (random ops)
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+def shapes(main, scalar=None, empty=None, lo=-2.0, hi=2.0, ints=None):
+    """inputs(rng, dtype, kind) drawing uniform floats of the given shapes per kind.
+
+    `ints` maps an argument position to (low, high): that argument is an int64 array.
+    """
+    table = {"main": main, "scalar": scalar, "empty": empty}
+    ints = ints or {}
+
+    def inputs(rng, dtype, kind):
+        kind_shapes = table[kind]
+        if kind_shapes is None:
+            return None
+        out = []
+        for i, s in enumerate(kind_shapes):
+            if i in ints:
+                low, high = ints[i]
+                out.append(rng.integers(low, high, size=s).astype(np.int64))
+            else:
+                out.append(rng.uniform(lo, hi, size=s).astype(dtype))
+        return out
+    return inputs
+
+
+UNARY = shapes([(3, 5)], [()], [(0, 3)])
+BINARY = shapes([(2, 3, 4), (3, 1)], [(), ()], [(0, 4), (4,)])
+
+
+def _casts(a):
+    other = eager.float64 if a.dtype == eager.float32 else eager.float32
+    return a.to(other), (a > 0).to(a.dtype), (a > 0).to(eager.int64).to(a.dtype), a.to(eager.bool_)
+
+
+def _int_casts(a):
+    return a.to(eager.int32), a.to(eager.int64), (a * 3).to(eager.int32).to(a.dtype)
+
+
+def _sums(x):
+    return (x.sum(-1), x.sum(0), x.sum(1), x.sum(), x.sum((1, 2), keepdim=True),
+            x.sum((0, 1)), eager.sum(x > 0, -1))
+
+
+def _amaxes(x):
+    return (eager.amax(x, -1), eager.amax(x, 0, keepdim=True), eager.amax(x, 1), eager.amax(x),
+            eager.amax(x, (1, 2)))
+
+
+def _views(x):
+    return (x.reshape(4, 6) + 1, x.reshape(-1) * 2, x.permute(2, 0, 1) - 1,
+            x.transpose(0, 1) * x.transpose(0, 1), x.reshape(2, 12).T + 0.5,
+            x.permute(1, 2, 0).reshape(12, 2) * 3, x.unsqueeze(1).squeeze(1) - 2)
+
+
+def _broadcasts(x, y):
+    return x.expand(2, 3, 4) + 1, y.expand(4, 3, 4) * y, x.expand(3, 4).reshape(12) - 1
+
+
+def _getitems(x):
+    return (x[1:3, ::2] + 1, x[::-1] * 2, x[:, ::-2] - 1, x[1] + 0.5, x[None, -1, 1:] * 3,
+            x[-1:0:-2, 3:0:-1], x[..., 2], x[:, None, 1] + 1, x[::-1, ::-1].reshape(24))
+
+
+def _gathers(x, idx):
+    return (x[idx] + 1, x[idx, 1:] * 2, x[:, idx] - 1, x[idx, idx] * x[idx, idx],
+            x[idx.reshape(2, -1)])
+
+
+def _scatter_adds(g, idx):
+    return EF.scatter_add(g, (idx,), (4, 3)), EF.scatter_add(g * 2, (idx,), (4, 3)) + 1
+
+
+def _scatter_slices(g):
+    return (EF.scatter_slice(g, (4, 6), ((3, None, -1), (0, 6, 2))),
+            EF.scatter_slice(g * 2, (5, 3), ((1, 5, 1),)) + 1)
+
+
+def _slice_updates(x, v):
+    return (EF.slice_update(x, v, ((1, 3, 1), (0, 6, 2))),
+            EF.slice_update(x * 2, v + 1, ((3, 0, -2), (5, None, -2))) + 1)
+
+
+def _cats(a, b):
+    return (eager.cat([a, b], 0), eager.cat([a, b * 2], 0) + 1, eager.cat([a.T, b.T], 1),
+            eager.stack([a, b], 1) * 2, eager.stack([a, a, b]))
+
+
+def _matmuls(a, b, v, w, batch):
+    return (v @ w, a @ w, v @ b, a @ b, batch @ b, eager.matmul(batch, batch.transpose(1, 2)),
+            (a @ b) * 2 + 1)
+
+
+# --------------------------------------------------------------------------------------
 # the table
 
 def _e(name, op, call, ref, samples, dtypes=FLOATS, grad=None, **kw):
@@ -1027,7 +1167,11 @@ OPINFOS: list[OpInfo] = [
     _e("div_operator", "div", lambda a, b: a / b, pointwise(_div, float_result),
        binary_samples(), NUMERIC, binary_grad("any", "nonzero")),
     _e("pow", "pow", eager.pow, pointwise(_pow), binary_samples("any", "exponent"), NUMERIC,
-       binary_grad("pos", "any")),
+       binary_grad("pos", "any"),
+       compiled=[Case("pow", lambda a, b: a ** b, shapes([(2, 3, 4), (3, 1)], [(), ()],
+                                                       [(0, 4), (4,)], lo=-2.0, hi=3.0)),
+                 Case("pow_literal", lambda a: (a ** 2, a ** 3, a ** 4, a ** 0.5, a ** -1.0,
+                                                2.0 ** a), UNARY)]),
     _e("pow_operator", "pow", lambda a, b: a ** b, pointwise(_pow),
        binary_samples("pos", "any"), FLOATS, binary_grad("pos", "any")),
     _e("maximum", "maximum", eager.maximum, pointwise(_maximum), binary_samples(), NUMERIC,
@@ -1055,20 +1199,36 @@ OPINFOS: list[OpInfo] = [
     _e("neg_operator", "neg", lambda a: -a, pointwise(lambda a: -a), unary_samples(), NUMERIC,
        unary_grad()),
     _e("exp", "exp", eager.exp, pointwise(_exp, float_result), unary_samples(), ALL,
-       unary_grad()),
+       unary_grad(),
+       domain=(-100.0, 100.0)),
     _e("log", "log", eager.log, pointwise(_log, float_result), unary_samples(), ALL,
-       unary_grad("pos")),
+       unary_grad("pos"),
+       domain=(-0.5, 50.0)),
     _e("sqrt", "sqrt", eager.sqrt, pointwise(_sqrt, float_result), unary_samples(), ALL,
-       unary_grad("pos")),
+       unary_grad("pos"),
+       domain=(-0.5, 50.0)),
     _e("tanh", "tanh", eager.tanh, pointwise(math.tanh, float_result), unary_samples(), ALL,
-       unary_grad()),
+       unary_grad(),
+       domain=(-12.0, 12.0)),
     _e("sigmoid", "sigmoid", eager.sigmoid, pointwise(_sigmoid, float_result),
-       unary_samples(), ALL, unary_grad()),
+       unary_samples(), ALL, unary_grad(),
+       domain=(-60.0, 60.0)),
     _e("sigmoid_large", "sigmoid", eager.sigmoid, pointwise(_sigmoid, float_result),
        lambda rng, dt: [Sample((np.array([-800.0, -100.0, -30.0, 30.0, 100.0, 800.0], dt),))],
        FLOATS),
     _e("erf", "erf", eager.erf, pointwise(math.erf, float_result), unary_samples(), ALL,
-       unary_grad()),
+       unary_grad(),
+       domain=(-5.0, 5.0)),
+    _e("log1p", "log1p", eager.log1p, pointwise(_log1p, float_result), unary_samples(), ALL,
+       unary_grad("pos"),
+       domain=(-0.99, 50.0)),
+    _e("log1p_tiny", "log1p", lambda a: a.log1p(), pointwise(_log1p, float_result),
+       _tiny_samples, FLOATS, tol=TINY_TOL),
+    _e("expm1", "expm1", eager.expm1, pointwise(_expm1, float_result), unary_samples(), ALL,
+       unary_grad(),
+       domain=(-60.0, 60.0)),
+    _e("expm1_tiny", "expm1", lambda a: a.expm1(), pointwise(_expm1, float_result),
+       _tiny_samples, FLOATS, tol=TINY_TOL),
     _e("relu", "relu", eager.relu, pointwise(_relu), unary_samples(), NUMERIC,
        unary_grad("nonzero")),
     _e("relu_functional", "relu", NF.relu, pointwise(_relu), unary_samples(), FLOATS,
@@ -1089,75 +1249,126 @@ OPINFOS: list[OpInfo] = [
     _e("sign", "sign", eager.sign, pointwise(_sign), unary_samples(), NUMERIC,
        unary_grad("nonzero")),
     _e("stop_gradient", "stop_gradient", eager.stop_gradient, pointwise(lambda v: v),
-       unary_samples(), ALL),
+       unary_samples(), ALL,
+       compiled=[Case("stop_gradient", lambda a: (a.detach() * 2, a.detach().exp()),
+                      UNARY)]),
     _e("where", "where", eager.where, pointwise(lambda c, a, b: a if c else b,
                                                 lambda c, a, b: a),
-       where_samples, ALL, where_grad),
+       where_samples, ALL, where_grad,
+       compiled=[Case("where", lambda a, b: eager.where(a > 0, a, b), BINARY),
+                 Case("where_scalar", lambda a: eager.where(a < 0.5, 1.0, a), UNARY)]),
     _e("cast", "cast", lambda a, dtype: a.to(dtype), cast_ref, cast_samples, ALL, cast_grad,
-       grad_eps=1e-2, grad_tol=(1e-5, 1e-6)),
+       grad_eps=1e-2, grad_tol=(1e-5, 1e-6),
+       compiled=[Case("cast", _casts, UNARY),
+                 Case("cast_int", _int_casts, UNARY, specials=False)]),
     # reductions
     _e("sum", "sum", lambda a, dim, keepdim: a.sum(dim=dim, keepdim=keepdim), sum_ref,
-       reduce_samples(), ALL, reduce_grad()),
+       reduce_samples(), ALL, reduce_grad(),
+       compiled=[Case("sum", _sums, shapes([(2, 3, 4)], None, [(2, 0, 4)]), tol="reduce"),
+                 Case("sum_1d", lambda x: (x.sum(), x.sum(-1, keepdim=True), x.sum(0) * 2),
+                      shapes([(5,)], [()], [(0,)]), tol="reduce")]),
     _e("sum_function", "sum", lambda a, dim, keepdim: eager.sum(a, dim, keepdim), sum_ref,
        reduce_samples(), NUMERIC, reduce_grad()),
     _e("amax", "amax", lambda a, dim, keepdim: a.amax(dim=dim, keepdim=keepdim), amax_ref,
-       reduce_samples("grid", nonempty=True), ALL, reduce_grad("grid", nonempty=True)),
+       reduce_samples("grid", nonempty=True), ALL, reduce_grad("grid", nonempty=True),
+       compiled=[Case("amax", _amaxes, shapes([(2, 3, 4)])),
+                 Case("amax_1d", lambda x: (eager.amax(x), eager.amax(x, 0, keepdim=True) + 1),
+                      shapes([(5,)], [()], None))]),
     _e("max_all", "amax", lambda a: eager.max(a), amax_ref,
        _shape_samples([((5,),), ((3, 4),), ((),)]), ALL,
        lambda rng: [Sample((values(rng, s, F64, "grid"),)) for s in [(5,), (3, 4), ()]]),
     _e("argmax", "argmax", lambda a, dim, keepdim: eager.argmax(a, dim, keepdim), argmax_ref,
        reduce_samples(nonempty=True, special=False,
-                      cases=[c for c in REDUCE_CASES if not isinstance(c[1], tuple)]), ALL),
+                      cases=[c for c in REDUCE_CASES if not isinstance(c[1], tuple)]), ALL,
+       compiled=[Case("argmax", lambda x: (x.argmax(1), x.argmax(), x.argmax(0, keepdim=True)),
+                      shapes([(3, 5)], None, None))]),
     _e("argmin", "argmax", lambda a, dim, keepdim: a.argmin(dim, keepdim), argmin_ref,
        reduce_samples(nonempty=True, special=False,
                       cases=[c for c in REDUCE_CASES if not isinstance(c[1], tuple)]), NUMERIC),
     # matmul
-    _e("matmul", "matmul", eager.matmul, matmul_ref, matmul_samples, NUMERIC, matmul_grad),
+    _e("matmul", "matmul", eager.matmul, matmul_ref, matmul_samples, NUMERIC, matmul_grad,
+       compiled=[Case("matmul", _matmuls,
+                      shapes([(3, 4), (4, 5), (4,), (4,), (2, 3, 4)], None,
+                             [(0, 4), (4, 0), (4,), (4,), (2, 0, 4)]))]),
     _e("matmul_operator", "matmul", lambda a, b: a @ b, matmul_ref, matmul_samples, NUMERIC,
        matmul_grad),
     # shapes
     _e("reshape", "reshape", lambda a, shape: a.reshape(shape), lambda a, s: a.reshape(s),
-       reshape_samples, ALL, _grad_of(reshape_samples)),
+       reshape_samples, ALL, _grad_of(reshape_samples),
+       compiled=[Case("reshape", _views, shapes([(2, 3, 4)])),
+                 Case("reshape_small", lambda x: (x.reshape(1) + 1, x.reshape(1, 1, 1) * 2,
+                                                  x.reshape(()) - 1),
+                      shapes([(1,)], [()], None))]),
     _e("reshape_varargs", "reshape", lambda a, shape: eager.reshape(a, *shape),
        lambda a, s: a.reshape(s), reshape_samples, FLOATS),
     _e("view", "reshape", lambda a, shape: a.view(*shape), lambda a, s: a.reshape(s),
        reshape_samples, ALL, _grad_of(reshape_samples)),
     _e("permute", "permute", lambda a, perm: a.permute(*perm),
        lambda a, p: permute_ref(a, [d % a.ndim for d in p]), permute_samples, ALL,
-       _grad_of(permute_samples)),
+       _grad_of(permute_samples),
+       compiled=[Case("permute", lambda x: (x.permute(1, 0, 2) * 2, x.permute(2, 1, 0),
+                                            x.permute(0, 2, 1).sum(-1)),
+                      shapes([(2, 3, 4)], None, [(2, 0, 4)]), tol="reduce")]),
     _e("permute_function", "permute", lambda a, perm: eager.permute(a, perm),
        lambda a, p: permute_ref(a, [d % a.ndim for d in p]), permute_samples, FLOATS),
     _e("expand", "broadcast_to", lambda a, shape: a.expand(*shape), expand_ref, expand_samples,
        ALL, _grad_of(expand_samples)),
     _e("broadcast_to", "broadcast_to", lambda a, shape: eager.broadcast_to(a, shape), expand_ref,
-       expand_samples, FLOATS, _grad_of(expand_samples)),
+       expand_samples, FLOATS, _grad_of(expand_samples),
+       compiled=[Case("broadcast_to", _broadcasts,
+                      shapes([(3, 1), (1, 3, 4)], [(), ()], None)),
+                 Case("broadcast_to_rows", lambda x: (x.expand(2, x.shape[0], 4) + 1,
+                                                      x.expand(x.shape[0], 4) * 2),
+                      shapes([(3, 1)], None, [(0, 1)]))]),
     _e("cat", "cat", lambda *parts, dim: eager.cat(list(parts), dim=dim),
        lambda *parts, dim: cat_ref(list(parts), dim), cat_parts_samples, ALL,
-       _grad_of(cat_parts_samples)),
+       _grad_of(cat_parts_samples),
+       compiled=[Case("cat", _cats, shapes([(2, 3), (2, 3)], None, [(0, 3), (0, 3)]))]),
     _e("cat_list", "cat", _cat_call, cat_ref, cat_samples, FLOATS),
     # indexing
     _e("getitem", "getitem", lambda a, key: a[key], lambda a, key: a[key], getitem_samples, ALL,
-       getitem_grad),
+       getitem_grad,
+       compiled=[Case("getitem", _getitems, shapes([(4, 6)], None, None)),
+                 Case("getitem_3d", lambda x: (x[:, ::-1, 1:] + 1, x[0, :, ::3], x[1:2, -1]),
+                      shapes([(2, 3, 4)], None, [(2, 3, 0)]))]),
     _e("scatter_slice", "scatter_slice", EF.scatter_slice, scatter_slice_ref,
-       scatter_slice_samples, ALL, _grad_of(scatter_slice_samples)),
+       scatter_slice_samples, ALL, _grad_of(scatter_slice_samples),
+       compiled=[Case("scatter_slice", _scatter_slices, shapes([(4, 3)], None, None))]),
     _e("slice_update", "slice_update", EF.slice_update, slice_update_ref, slice_update_samples,
-       ALL, _grad_of(slice_update_samples)),
+       ALL, _grad_of(slice_update_samples),
+       compiled=[Case("slice_update", _slice_updates,
+                      shapes([(4, 6), (2, 3)], None, None))]),
     _e("setitem", None, _setitem_call, slice_update_ref, slice_update_samples,
        FLOATS, _grad_of(slice_update_samples)),
-    _e("gather", "gather", _index_call, lambda a, key: a[key], gather_samples, ALL, gather_grad),
+    _e("gather", "gather", _index_call, lambda a, key: a[key], gather_samples, ALL, gather_grad,
+       compiled=[Case("gather", _gathers, shapes([(5, 5), (4,)], None, [(5, 5), (0,)],
+                                                 ints={1: (-5, 5)}))]),
     _e("embedding", "check_class_index", lambda w, idx: NF.embedding(idx, w),
-       lambda w, idx: w[idx], embedding_samples, ALL),
+       lambda w, idx: w[idx], embedding_samples, ALL,
+       compiled=[Case("check_class_index",
+                      lambda w, idx: (NF.embedding(idx, w) + 1,),
+                      shapes([(5, 3), (4,)], None, [(5, 3), (0,)], ints={1: (0, 5)}))]),
     _e("check_finite", "check_finite", lambda a: EF.check_finite(a, "not finite"),
-       pointwise(lambda a: a), unary_samples(special=False), FLOATS, unary_grad()),
+       pointwise(lambda a: a), unary_samples(special=False), FLOATS, unary_grad(),
+       compiled=[Case("check_finite", lambda a: (EF.check_finite(a * 2, "not finite") + 1,),
+                      shapes([(3, 5)], [()], [(0, 3)]), specials=False)]),
     _e("scatter_add", "scatter_add", _scatter_add_call, _scatter_add_ref, scatter_add_samples,
-       NUMERIC, _grad_of(scatter_add_samples)),
+       NUMERIC, _grad_of(scatter_add_samples),
+       compiled=[Case("scatter_add", _scatter_adds,
+                      shapes([(6, 3), (6,)], None, [(0, 3), (0,)], ints={1: (0, 4)}))]),
     # random
     _e("rand", "uniform", lambda shape, dtype: eager.rand(*shape, dtype=dtype), None,
-       random_samples, FLOATS, check=_check_uniform),
+       random_samples, FLOATS, check=_check_uniform,
+       compiled=[Case("uniform", lambda x: x + eager.rand(3, 5, dtype=x.dtype),
+                      shapes([(3, 5)]), random=True)]),
     _e("randn", "normal", lambda shape, dtype: eager.randn(shape, dtype=dtype), None,
-       random_samples, FLOATS, check=_check_normal),
+       random_samples, FLOATS, check=_check_normal,
+       compiled=[Case("normal", lambda x: x * eager.randn(3, 5, dtype=x.dtype),
+                      shapes([(3, 5)]), random=True)]),
     _e("randint", "randint", lambda lo, hi, size, dtype: eager.randint(lo, hi, size, dtype=dtype),
-       None, randint_samples, (I32, I64), check=_check_randint),
+       None, randint_samples, (I32, I64), check=_check_randint,
+       compiled=[Case("randint", lambda x: x + eager.randint(-3, 3, (3, 5)).to(x.dtype),
+                      shapes([(3, 5)]), random=True)]),
 
     # ---------------------------------------------------------------- composites
     _e("gelu", None, NF.gelu, pointwise(_gelu), unary_samples(), FLOATS, unary_grad()),

@@ -25,7 +25,8 @@ def sample_rng(*parts) -> np.random.Generator:
 
 def test_every_registry_op_has_an_opinfo():
     covered = {info.op for info in OPINFOS}
-    missing = sorted(set(eager.ops.OPS) - covered)
+    # (cond and while_loop, registered by tracer.control, are tested in tests/tracer)
+    missing = sorted(n for n, op in eager.ops.OPS.items() if not op.control and n not in covered)
     assert not missing, (f"registry ops without an OpInfo entry in tests/eager/opinfo.py: "
                          f"{missing}; add one (call, samples, numpy reference)")
 
@@ -195,7 +196,8 @@ def test_promotion_for_operators_comparisons_and_true_division():
 
 
 def test_float_functions_promote_ints_and_bools_to_float32():
-    for fn in (eager.exp, eager.log, eager.sqrt, eager.tanh, eager.sigmoid):
+    for fn in (eager.exp, eager.log, eager.sqrt, eager.tanh, eager.sigmoid, eager.log1p,
+               eager.expm1):
         assert fn(t([1, 2], i64)).dtype == f32
         assert fn(t([1, 2], i32)).dtype == f32
         assert fn(t([True], b8)).dtype == f32

@@ -149,7 +149,7 @@ def test_wrong_kernel_names_the_equation_its_kernel_and_line(monkeypatch):
     import codegen.lower as lower
 
     # A wrong lowering for one op: `sub` computes a - b + 0.01 in every kernel built now.
-    monkeypatch.setitem(lower._BINARY, "sub", "({0} - {1} + 0.01)")
+    monkeypatch.setitem(lower.LOWERING, "sub", lower.Lowering("kernel", "({0} - {1} + 0.01)"))
 
     def shifted(x):
         y = eager.tanh(x) * 3
@@ -172,7 +172,7 @@ def test_wrong_kernel_names_the_equation_its_kernel_and_line(monkeypatch):
 def test_random_ops_draw_the_same_numbers_when_localizing(monkeypatch):
     import codegen.lower as lower
 
-    monkeypatch.setitem(lower._BINARY, "sub", "({0} - {1} + 0.01)")
+    monkeypatch.setitem(lower.LOWERING, "sub", lower.Lowering("kernel", "({0} - {1} + 0.01)"))
 
     def dropped(x):
         return nn.functional.dropout(x * 3, 0.5, training=True) - 0.25
@@ -228,7 +228,8 @@ def test_a_wrong_compiled_backward_is_caught_by_the_gradient_check(monkeypatch):
     import codegen.lower as lower
 
     # sign() appears only in abs's backward (g * sign(x)): the forward stays right.
-    monkeypatch.setitem(lower._UNARY, "sign", "({one} if {0} == {0} else {zero})")
+    monkeypatch.setitem(lower.LOWERING, "sign",
+                        lower.Lowering("kernel", "({one} if {0} == {0} else {zero})"))
     w = eager.tensor(np.linspace(-1, 1, 9, dtype=np.float32), requires_grad=True)
 
     def weighted_abs(x):

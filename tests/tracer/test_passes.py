@@ -19,7 +19,7 @@ import eager
 
 from eager.ops import OPS, TensorType
 from tracer import logs
-from tracer.ir import CONTROL_OPS, Eqn, Graph, Literal, Var, VerifyError, infer_eqn, verify
+from tracer.ir import Eqn, Graph, Literal, Var, VerifyError, infer_eqn, verify
 from tracer.passes import PassStep, cse, dce, fold_constants, optimize, simplify
 
 F32 = np.dtype(np.float32)
@@ -56,7 +56,7 @@ class Builder:
 
     def emit(self, op, *inputs, **params):
         t = infer_eqn(op, [x.type for x in inputs], params)
-        if op in CONTROL_OPS:
+        if OPS[op].control:
             out = tuple(self._new(ti) for ti in t)
         else:
             out = self._new(t)

@@ -108,7 +108,8 @@ def test_traced_matches_eager(info, dtype):
 
 def test_every_registry_op_is_traced():
     covered = {info.op for info in OPINFOS}
-    missing = sorted(set(eager.ops.OPS) - covered)
+    # (cond and while_loop: tests/tracer/test_control.py)
+    missing = sorted(n for n, op in eager.ops.OPS.items() if not op.control and n not in covered)
     assert not missing, f"registry ops without an entry in tests/eager/opinfo.py: {missing}"
     names = {info.name for info in OPINFOS}
     assert not set(COMPOSITES) - names, f"composites without an entry: " \

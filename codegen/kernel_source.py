@@ -1,0 +1,260 @@
+"""The source of one kernel module under construction: `KernelSource` names the kernel's
+arguments and typed constants, follows views to affine flat offsets (`Aff`), loads operands
+and computes one IR equation as a scalar expression from its lowering row (codegen.lower).
+emit.py arranges these into loop nests by kernel kind.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from tracer.ir import Literal, Var
+from tracer.printing import format_eqn
+
+from .fuse import KernelGroup, Partition
+from .lower import expression
+
+
+def c_strides(shape) -> tuple:
+    strides = []
+    acc = 1
+    for k, d in enumerate(reversed(shape)):
+        strides.append(acc)
+        if k + 1 < len(shape):  # (the leading size is never a stride: it may be symbolic)
+            acc *= d
+    return tuple(reversed(strides))
+
+
+class Aff:
+    """An affine integer expression over loop variables: const + sum(coef * var)."""
+
+    __slots__ = ("const", "terms")
+
+    def __init__(self, const=0, terms=None):
+        self.const = const
+        self.terms = dict(terms or {})
+
+    @staticmethod
+    def var(name):
+        return Aff(0, {name: 1})
+
+    def scale(self, k):
+        return Aff(self.const * k, {v: c * k for v, c in self.terms.items()})
+
+    def __add__(self, other):
+        terms = dict(self.terms)
+        for v, c in other.terms.items():
+            terms[v] = terms.get(v, 0) + c
+        return Aff(self.const + other.const, {v: c for v, c in terms.items() if c})
+
+    def render(self) -> str:
+        parts = []
+        for v, c in self.terms.items():
+            parts.append(v if c == 1 else f"{v} * {c}" if c > 0 else f"{v} * ({c})")
+        if self.const or not parts:
+            parts.append(str(self.const))
+        return " + ".join(parts)
+
+
+class KernelSource:
+    """Builds the source of one kernel module."""
+
+    def __init__(self, part: Partition, group: KernelGroup, io=None):
+        self.part = part
+        self.group = group
+        # id(output Var) -> the input Var it overwrites element by element (an update
+        # written in place): that output is stored through the input's argument.
+        self.io = dict(io or {})
+        self.members = {id(e.out): e for e in group.members}
+        self.args: list = []          # base Vars read from memory
+        self.arg_names: dict = {}
+        self.outputs = list(group.outputs)
+        self.out_names = {id(v): f"out{i}" for i, v in enumerate(self.outputs)}
+        self.consts: dict = {}        # (dtype name, repr) -> name
+        self.imports: set = set()
+        self.lines: list = []
+        # A loop variable whose range is not known at compile time (see ROW_BLOCK_SIZE):
+        # indices that use it are cast to unsigned.
+        self.unknown_range_var = None
+        self.dims: list = []          # symbolic sizes the code names (set by _module)
+        # The trip count of the outer loop when the runtime splits it among threads: the
+        # kernel then takes `lo, hi` and runs iterations lo..hi-1 (see SPLIT_DOC).
+        self.split = None
+        self.split_type = "uint64"  # (a row kernel's block numbers go to rows() as int64)
+        # A multi kernel: a value an earlier part wrote is read back from its output.
+        self.multi = group.kind == "multi"
+
+    def index(self, flat: Aff) -> str:
+        text = flat.render()
+        return f"np.uint64({text})" if self.unknown_range_var in flat.terms else text
+
+    # -------------------------------------------------------------- names
+    def const(self, value, dtype) -> str:
+        dtype = np.dtype(dtype)
+        v = np.array(value, dtype=dtype).item()
+        if dtype.kind == "f":
+            text = repr(float(v))
+            text = {"inf": "np.inf", "-inf": "-np.inf", "nan": "np.nan"}.get(text, text)
+        elif dtype.kind == "b":
+            text = "True" if v else "False"
+        else:
+            text = str(int(v))
+        key = (dtype.name, text)
+        name = self.consts.get(key)
+        if name is None:
+            name = f"_c{len(self.consts)}"
+            self.consts[key] = name
+        return name
+
+    def arg(self, var: Var) -> str:
+        name = self.arg_names.get(id(var))
+        if name is None and id(var) in self.out_names and self.multi:
+            # Written by an earlier loop nest of this kernel: read it back from there.
+            old = self.io.get(id(var))
+            return self.out_names[id(var)] if old is None else self.arg(old)
+        if name is None:
+            name = f"in{len(self.args)}"
+            self.args.append(var)
+            self.arg_names[id(var)] = name
+        return name
+
+    # -------------------------------------------------------------- loads
+    def index_of(self, x, idx: list):
+        """Follow views from operand `x` read at multi-index `idx` to (base, idx)."""
+        views = self.part.views
+        while isinstance(x, Var) and id(x) in views:
+            e = views[id(x)]
+            src = e.inputs[0]
+            new_idx = _view_index(e, src.type.shape, idx)
+            if new_idx is None:  # a reshape: same flat offset in a contiguous base
+                return src, None, _flat(x.type.shape, idx)
+            idx = new_idx
+            x = src
+        return x, idx, None
+
+    def load(self, x, idx: list, scope: dict, body: list) -> str:
+        if isinstance(x, Literal):
+            return self.const(x.value, x.type.dtype)
+        base, bidx, flat = self.index_of(x, idx)
+        if isinstance(base, Literal):
+            return self.const(base.value, base.type.dtype)
+        if id(base) in scope:  # computed inside this kernel
+            return scope[id(base)]
+        if flat is None:
+            flat = _flat(base.type.shape, bidx)
+        name = self.arg(base)
+        key = (name, flat.render())
+        cached = scope.get(key)
+        if cached is not None:
+            return cached
+        local = f"x{len([k for k in scope if isinstance(k, tuple)])}_{name}"
+        body.append(f"{local} = {name}[{self.index(flat)}]")
+        scope[key] = local
+        return local
+
+    def operand_index(self, x, out_shape, idx):
+        """Implicit broadcasting: the index of operand `x` for an output index `idx`."""
+        shape = x.type.shape
+        lead = len(out_shape) - len(shape)
+        return [Aff(0) if shape[k] == 1 and out_shape[lead + k] != 1 else idx[lead + k]
+                for k in range(len(shape))]
+
+    def compute(self, e, idx, scope: dict, body: list, name: str) -> None:
+        """Emit `name = <e on its operands>` (operands loaded or already in scope)."""
+        out_shape = e.out.type.shape
+        g = self.group
+        if g.kind == "row" and tuple(out_shape) != tuple(g.shape):
+            idx = _row_index(out_shape, g.shape[:g.split], idx)  # a per-row scalar
+        args = []
+        for x in e.inputs:
+            if isinstance(x, Var) and id(x) in scope:
+                args.append(scope[id(x)])
+                continue
+            args.append(self.load(x, self.operand_index(x, out_shape, idx), scope, body))
+        d = e.inputs[1] if e.op == "div" else None
+        if (d is not None and e.out.type.dtype.kind == "f"
+                and (all(type(n) is int and n == 1 for n in d.type.shape)
+                     or (g.kind == "row" and _is_row_value(g, d)))):
+            # By a divisor the loop does not change (a scalar, or a row kernel's per-row
+            # value): two multiplications by a reciprocal LLVM computes once (what 'arcp'
+            # did, without its overflow at a denormal divisor; see vmath.div_invariant_f32).
+            helper = "div_invariant_" + ("f32" if e.out.type.dtype.itemsize == 4 else "f64")
+            self.imports.add(("codegen.vmath", helper))
+            expr = f"{helper}({args[0]}, {args[1]})"
+        else:
+            expr = expression(e, args, self.imports, self.const)
+        body.append(f"{name} = {expr}  # {_eqn_comment(e)}")
+        scope[id(e.out)] = name
+
+    # -------------------------------------------------------------- the module
+    def header(self, kind_doc: str) -> list:
+        g = self.group
+        shape = (f"iteration shape {list(g.shape)}" if g.kind != "multi" else
+                 "iteration shapes " + ", ".join(str(list(p.shape)) for p in g.parts))
+        return [
+            f'"""Kernel {g.name}: {g.kind}, {shape}.',
+            "",
+            kind_doc,
+            "Generated by tracejit codegen; each line cites the IR equation it implements.",
+            '"""',
+        ]
+
+
+def _eqn_comment(e) -> str:
+    text = format_eqn(e, "")[0]
+    loc = e.loc
+    core = text[: text.rfind(str(e.out.type))].rstrip() if loc else text
+    return f"{core}  ({loc})" if loc else core
+
+
+def _flat(shape, idx) -> Aff:
+    out = Aff(0)
+    for s, i in zip(c_strides(shape), idx):
+        out = out + i.scale(s)
+    return out
+
+
+def _view_index(e, src_shape, idx):
+    """The index into a view's input for index `idx` into its output (None: reshape)."""
+    op = e.op
+    if op == "broadcast_to":
+        lead = len(e.out.type.shape) - len(src_shape)
+        return [Aff(0) if src_shape[k] == 1 and e.out.type.shape[lead + k] != 1
+                else idx[lead + k] for k in range(len(src_shape))]
+    if op == "permute":
+        perm = e.params["perm"]
+        out = [None] * len(perm)
+        for k, p in enumerate(perm):
+            out[p] = idx[k]
+        return out
+    if op == "getitem":
+        out = []
+        o = 0
+        for item in e.params["index"]:
+            if item is None:
+                o += 1
+            elif isinstance(item, tuple):
+                start, _stop, step = item
+                out.append(Aff(start) + idx[o].scale(step))
+                o += 1
+            else:
+                out.append(Aff(item))
+        out.extend(idx[o:])
+        return out
+    if op == "reshape":
+        a, b = src_shape, e.out.type.shape
+        if [d for d in a if d != 1] == [d for d in b if d != 1]:
+            kept = [i for d, i in zip(b, idx) if d != 1]
+            it = iter(kept)
+            return [Aff(0) if d == 1 else next(it) for d in a]
+        return None
+    raise AssertionError(op)
+
+
+def _is_row_value(g, var) -> bool:
+    return var.type.shape != g.shape
+
+
+def _row_index(shape, outer_shape, idx):
+    if tuple(shape) == tuple(outer_shape):
+        return idx[:len(outer_shape)]
+    return idx[:len(outer_shape)] + [Aff(0)] * (len(shape) - len(outer_shape))
