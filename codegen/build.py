@@ -140,8 +140,8 @@ def _version_salt() -> str:
         "numpy=" + numpy.__version__,
         "python=" + sys.implementation.name + "-" + sys.version,
         # Numba's cache checks only a kernel's own file, not the functions it calls, so
-        # the helper modules kernels import are part of every kernel's identity.
-        "vmath=" + _file_digest(Path(__file__).with_name("vmath.py")),
+        # the helper modules kernels import (every vmath file) are part of its identity.
+        "vmath=" + ",".join(map(_file_digest, sorted(Path(__file__).parent.glob("vmath/*.py")))),
     ]
     return "\n".join(parts)
 
