@@ -531,9 +531,9 @@ def _numba():
 # covered: Numba is set up by then, and what a later compile imports is a small part.
 _SETUP_SNAPSHOT = None   # sys.modules' names when the set-up began; None: not begun, or done
 _SETUP_DONE = False
-# What the set-up imports that holds Numba's objects: Numba, its dependencies, and
-# tracejit's vector math (intrinsics made by the Numba of its import)
-_SETUP_PACKAGES = ("numba", "llvmlite", "scipy", "codegen.vmath")
+# What the set-up imports that holds Numba's objects: Numba, its dependencies (PyYAML: its
+# config), and tracejit's vector math (intrinsics made by the Numba of its import)
+_SETUP_PACKAGES = ("numba", "llvmlite", "scipy", "yaml", "codegen.vmath")
 
 
 @contextlib.contextmanager
