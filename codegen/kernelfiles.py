@@ -85,9 +85,8 @@ def _version_salt() -> str:
         "llvmlite=" + llvmlite.__version__,
         "numpy=" + numpy.__version__,
         "python=" + sys.implementation.name + "-" + sys.version,
-        # Numba's cache checks only a kernel's own file, not the functions it calls, so
-        # the helper modules kernels import are part of every kernel's identity.
-        "vmath=" + _file_digest(Path(__file__).with_name("vmath.py")),
+        # every vmath file: Numba checks only a kernel's own file, not what it calls
+        "vmath=" + ",".join(map(_file_digest, sorted(Path(__file__).parent.glob("vmath/*.py")))),
     ]
     return "\n".join(parts)
 

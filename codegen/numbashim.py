@@ -147,7 +147,7 @@ _SETUP_SNAPSHOT = None   # sys.modules' names when the set-up began; None: not b
 _SETUP_DONE = False
 # What the set-up imports that holds Numba's objects: Numba, its dependencies, and
 # tracejit's vector math (intrinsics made by the Numba of its import)
-_SETUP_PACKAGES = ("numba", "llvmlite", "scipy", "codegen.vmath")
+_SETUP_PACKAGES = ("numba", "llvmlite", "scipy", "yaml", "codegen.vmath")
 # ... and every package the set-up imported first (Numba's own dependencies: a SIGINT
 # inside `import yaml`, which numba.core.config imports, left yaml's submodules behind and
 # the next `import yaml` failed on them), except tracejit's own modules

@@ -26,7 +26,9 @@ from .random import Generator, manual_seed, get_rng_state, set_rng_state
 # Bind the late references that keep the hot path free of imports.
 _dispatch._Tensor = Tensor
 _dispatch._attach_node = autograd.attach_node
-_functions.Tensor = Tensor
+for _module in (_functions,) + _functions.MODULES:
+    _module.Tensor = Tensor
+del _module
 autograd.Tensor = Tensor
 
 from .functions import (  # noqa: E402

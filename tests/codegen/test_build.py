@@ -251,12 +251,22 @@ def test_size_thresholds_from_the_environment(monkeypatch):
         _env_threshold("TRACEJIT_TEST_THRESHOLD", 64)
 
 
-def test_a_vmath_change_gives_kernels_new_files(cache, monkeypatch):
+VMATH_FILES = sorted(p.name for p in Path(build.__file__).with_name("vmath").glob("*.py"))
+
+
+def test_vmath_files_are_the_package():
+    import codegen.vmath
+    assert {"__init__.py", "intrinsics.py", "explog.py"} <= set(VMATH_FILES)
+    assert Path(codegen.vmath.__file__).parent == Path(build.__file__).with_name("vmath")
+
+
+@pytest.mark.parametrize("edited", VMATH_FILES)
+def test_a_vmath_change_gives_kernels_new_files(cache, monkeypatch, edited):
     """Kernels call codegen.vmath, whose source Numba's cache does not check: the cache key
-    includes its digest, or a kernel cached before a vmath change would be loaded after it
-    (stale results)."""
+    includes the digest of every one of its files, or a kernel cached before a vmath change
+    would be loaded after it (stale results)."""
     before = build.load_module(PLAIN_SRC, "uses_vmath")
-    vmath = Path(build.__file__).with_name("vmath.py")
+    vmath = Path(build.__file__).with_name("vmath") / edited
     real_digest = kernelfiles._file_digest
 
     def digest_after_an_edit(path):

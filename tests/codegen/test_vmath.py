@@ -279,8 +279,8 @@ def test_ldexp_is_one_instruction_with_avx512_and_the_split_elsewhere(dtype):
     run("exp", np.zeros(4, dtype))
     text = k.inspect_asm(k.signatures[0])
     suffix = "ps" if dtype == "float32" else "pd"
-    assert (f"vscalef{suffix}" in text) == V._scalef()
-    if V._scalef() and dtype == "float32":  # n from the shifter's bits: no vcvttps2dq
+    assert (f"vscalef{suffix}" in text) == V.intrinsics._scalef()
+    if V.intrinsics._scalef() and dtype == "float32":  # n from the shifter's bits: no vcvttps2dq
         assert "vcvttps2dq" not in text and "vmaxps" in text and "vminps" in text
 
 

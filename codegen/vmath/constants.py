@@ -1,0 +1,96 @@
+"""Typed constants and polynomial coefficients of the vmath approximations.
+
+Float32 functions use float32 constants only (module-level ``np.float32``), so their
+LLVM IR contains no ``double`` operations."""
+import numpy as np
+
+__all__: list = []  # all private: the modules that compute with them import them by name
+
+
+# ---------------------------------------------------------------------------
+# constants
+# ---------------------------------------------------------------------------
+
+_F = np.float32
+_D = np.float64
+
+_ZERO_F32, _HALF_F32, _ONE_F32, _TWO_F32 = _F(0.0), _F(0.5), _F(1.0), _F(2.0)
+_ZERO_F64, _HALF_F64, _ONE_F64, _TWO_F64 = _D(0.0), _D(0.5), _D(1.0), _D(2.0)
+_INF_F32, _NAN_F32 = _F(np.inf), _F(np.nan)
+_INF_F64, _NAN_F64 = _D(np.inf), _D(np.nan)
+
+_LOG2E_F32 = _F(1.4426950408889634)
+_LOG2E_F64 = _D(1.4426950408889634)
+# ln2 = HI + LO with HI having few significant bits (n * HI exact).
+_LN2HI_F32 = _F(0.693359375)
+_LN2LO_F32 = _F(-0.00021219444170128554)
+_LN2HI_F64 = _D(0.6931471803691238)
+_LN2LO_F64 = _D(1.9082149292705877e-10)
+# round-to-nearest-integer shifters (1.5 * 2**mantissa_bits)
+_RND_F32 = _F(12582912.0)
+_RND_F64 = _D(6755399441055744.0)
+
+# exp / expm1 argument clamps (beyond: result is inf / 0 / -1 anyway)
+_EXP_HI_F32, _EXP_LO_F32 = _F(89.0), _F(-104.0)
+_EXP_HI_F64, _EXP_LO_F64 = _D(710.0), _D(-746.0)
+_EM1_LO_F32 = _F(-20.0)
+_EM1_LO_F64 = _D(-40.0)
+_EM1_TINY_F32 = _F(2.0 ** -25)
+_EM1_TINY_F64 = _D(2.0 ** -54)
+_EM1_NBIG_F32 = _F(25.0)
+_EM1_NBIG_F64 = _D(54.0)
+_EM1_NCLAMP_F32 = _F(64.0)
+_EM1_NCLAMP_F64 = _D(512.0)
+_EM1_TCLAMP_F32 = _RND_F32 + _EM1_NCLAMP_F32   # the same clamp, on n + RND (exact)
+_EM1_TCLAMP_F64 = _RND_F64 + _EM1_NCLAMP_F64
+
+# (e^r - 1 - r) / r^2 on |r| <= ln2/2: minimax, relative error of e^r - 1
+# float32: 5.1e-10, float64: 1.5e-18
+_E2_F32, _E3_F32, _E4_F32, _E5_F32, _E6_F32, _E7_F32 = (
+    _F(0.5), _F(0.1666666567325592), _F(0.04166646674275398),
+    _F(0.008333643898367882), _F(0.0013934981543570757),
+    _F(0.00019660689576994628))
+(_E2_F64, _E3_F64, _E4_F64, _E5_F64, _E6_F64, _E7_F64, _E8_F64, _E9_F64,
+ _E10_F64, _E11_F64, _E12_F64, _E13_F64) = (
+    _D(0.5), _D(0.16666666666666666), _D(0.0416666666666667),
+    _D(0.008333333333333345), _D(0.001388888888887008),
+    _D(0.00019841269841207115), _D(2.4801587353915757e-05),
+    _D(2.7557319363672743e-06), _D(2.7557248446518063e-07),
+    _D(2.5051966643512176e-08), _D(2.0922710028474826e-09),
+    _D(1.6120392755766945e-10))
+
+# log(1+f) = 2s + s*R(s^2), s = f/(2+f), |s| <= 0.1716; R minimax
+_LG1_F32, _LG2_F32, _LG3_F32 = (
+    _F(0.6666677594184875), _F(0.39977526664733887), _F(0.2987228035926819))
+_LG1_F64, _LG2_F64, _LG3_F64, _LG4_F64, _LG5_F64, _LG6_F64, _LG7_F64 = (
+    _D(0.6666666666666735), _D(0.399999999994128), _D(0.2857142874288815),
+    _D(0.22222198513796304), _D(0.18183567809858608),
+    _D(0.15313951708178183), _D(0.14797031887822992))
+_MIN_NORMAL_F32 = _F(2.0 ** -126)
+_MIN_NORMAL_F64 = _D(2.0 ** -1022)
+_DENORM_SCALE_F32, _DENORM_EXP_F32 = _F(2.0 ** 23), _F(23.0)
+_DENORM_SCALE_F64, _DENORM_EXP_F64 = _D(2.0 ** 54), _D(54.0)
+_L1P_TINY_F32 = _F(2.0 ** -25)
+_L1P_TINY_F64 = _D(2.0 ** -54)
+_MINUS_ONE_F32 = _F(-1.0)
+_MINUS_ONE_F64 = _D(-1.0)
+
+_TANH_TINY_F32 = _F(2.0 ** -13)
+_TANH_LO_F32 = _F(-20.0)          # expm1(-20) rounds to -1 -> tanh = 1
+_TANH_TINY_F64 = _D(2.0 ** -28)
+_TANH_LO_F64 = _D(-40.0)          # expm1(-40) rounds to -1 -> tanh = 1
+
+# erf, float32: |x| <= 1: erf(x) = x + x*PA(x^2);  1 < |x|: erfc = exp(Q(|x|-1))
+_ERF_SPLIT_F32 = _F(1.0)
+_ERF_CLAMP_F32 = _F(4.0)
+_A0_F32, _A1_F32, _A2_F32, _A3_F32, _A4_F32, _A5_F32, _A6_F32 = (
+    _F(0.12837916612625122), _F(-0.3761262595653534),
+    _F(0.11283578723669052), _F(-0.026853347197175026),
+    _F(0.005187162198126316), _F(-0.0007997853099368513),
+    _F(7.806903886375949e-05))
+_B0_F32, _B1_F32, _B2_F32, _B3_F32, _B4_F32, _B5_F32, _B6_F32 = (
+    _F(-1.8496055603027344), _F(-2.6389667987823486),
+    _F(-0.8431175947189331), _F(-0.04150349646806717),
+    _F(0.00989545602351427), _F(-0.0018293799366801977),
+    _F(0.00018637825269252062))
+
