@@ -57,6 +57,8 @@ REDUCTIONS = {"sum", "amax"}
 BLAS = {"matmul"}
 NUMPY = {"argmax", "check_class_index", "gather", "scatter_add", "scatter_slice", "slice_update",
          "cat", "uniform", "normal", "randint", "check_finite"}
+NUMPY |= {"cumsum", "cumprod", "logcumsumexp", "cum_argmax", "argsort", "scatter",
+          "scatter_reduce"}
 
 LOWERING = {}
 for _name in OPS:
