@@ -241,7 +241,7 @@ def scatter_reduce(x, dim, index, src, reduce, *, include_self=True):
             raise op_error("scatter_reduce", "reduce='mean' of an integer tensor (PyTorch "
                            "floor-divides) is not supported", (x,),
                            hint="cast to float first", exc=TypeError)
-        total = div(total, count)
+        total = div(total, where(touched, count, const(1, x.dtype)))  # (no 0/0 anywhere)
     return where(touched, total, x)
 
 
@@ -302,8 +302,9 @@ def nonzero(x, *, as_tuple=False):
     _refuse_traced(x, "nonzero() (its output's size depends on the values; keep the shape "
                       "with a mask: where(x != 0, ..., ...) or masked_fill)")
     data = x.detach().numpy()
-    if data.ndim == 0:
-        data = data.reshape(1)
+    if data.ndim == 0:  # PyTorch: (1, 0) or (0, 0)
+        return _new(np.zeros((int(data != 0), 0), np.int64)) if not as_tuple else \
+            (_new(np.zeros(int(data != 0), np.int64)),)
     rows = np.nonzero(data)
     if as_tuple:
         return tuple(_new(r.astype(np.int64)) for r in rows)

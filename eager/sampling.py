@@ -18,7 +18,7 @@ import numpy as np
 
 from . import dispatch as _dispatch
 from . import dtypes
-from .errors import op_error
+from .errors import op_error, user_location
 from .functions import (
     add,
     as_tensor,
@@ -78,22 +78,18 @@ def multinomial(probs, num_samples, replacement=False, *, generator=None):
         raise op_error("multinomial", "cannot sample n_sample > prob_dist.size(-1) samples "
                        "without replacement", (p,), exc=RuntimeError)
     p = stop_gradient(p)
-    nan = const(np.nan, p.dtype)
     zero = const(0, p.dtype)
-    # Checked when the program runs (traced too): a wrong distribution is an error, never a
-    # sample from it.
-    p = check_finite(where(lt(p, zero), nan, p),
-                     "multinomial: probability tensor contains either `inf`, `nan` or "
-                     "element < 0")
-    total = sum(p, -1, keepdim=True)
-    total = check_finite(where(le(total, zero), nan, total),
-                         "multinomial: invalid multinomial distribution (sum of probabilities "
-                         "<= 0)")
+    # A wrong distribution is an error, never a sample from it; compiled, the check runs
+    # when the program runs.
+    p = _checked(p, lt(p, zero), "probability tensor contains either `inf`, `nan` or "
+                                 "element < 0")
+    # (each check passes p on, so that a compiled program keeps it)
+    p = _checked(p, le(sum(p, -1, keepdim=True), zero), "invalid multinomial distribution "
+                 "(sum of probabilities <= 0)")
     if not replacement:
         count = sum(cast(gt(p, zero), p.dtype), -1, keepdim=True)
-        check_finite(where(lt(count, const(n, p.dtype)), nan, count),
-                     "multinomial: invalid multinomial distribution (with replacement=False, "
-                     "not enough non-negative category to sample)")
+        p = _checked(p, lt(count, const(n, p.dtype)), "invalid multinomial distribution "
+                     "(with replacement=False, not enough non-negative category to sample)")
         u = _uniform(tuple(p.shape), p.dtype, generator, "multinomial")
         # Gumbel top-k: the order of log p_i + G_i (G = -log(-log u)) is a draw without
         # replacement; zero probabilities get -inf and are never picked.
@@ -107,6 +103,18 @@ def multinomial(probs, num_samples, replacement=False, *, generator=None):
     u = _uniform(tuple(p.shape[:-1]) + (n,), p.dtype, generator, "multinomial")
     below = le(unsqueeze(cdf, -2), unsqueeze(u, -1))  # [..., sample, category]
     return sum(below, -1)
+
+
+def _checked(value, bad, message):
+    """`value`, after checking that `bad` (broadcast to it) holds nowhere and `value` is
+    finite: RuntimeError(message) otherwise, now (eager) or when the compiled program runs
+    (traced)."""
+    message = f"multinomial: {message}"
+    if _dispatch.tracing():
+        return check_finite(where(bad, const(np.nan, value.dtype), value), message)
+    if bad.numpy().any() or not np.isfinite(value.numpy()).all():
+        raise RuntimeError(f"{message} (at {user_location()})")
+    return value
 
 
 def randperm(n, *, generator=None, dtype=None, requires_grad=False):
