@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from collections import namedtuple
 
+import numpy as np
+
 from . import dtypes
 from .dispatch import apply
 from .errors import op_error
@@ -99,6 +101,8 @@ def topk(x, k, dim=-1, largest=True, sorted=True):
     x = as_tensor(x, "topk")
     axis = _norm_dim(dim, x.ndim, "topk")
     size = x.shape[axis] if x.ndim else 1
+    if isinstance(k, np.integer):
+        k = int(k)
     if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k <= size:
         raise op_error("topk", f"k ({k!r}) is out of range for dimension {axis} of size "
                        f"{size}", (x,), hint="k must be an int in [0, size]",

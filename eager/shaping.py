@@ -268,13 +268,13 @@ def repeat_interleave(x, repeats, dim=None, *, output_size=None):
         if x.ndim == 0:
             x = reshape(x, (1,))
     if hasattr(repeats, "_data"):
+        from .indexing import _refuse_traced
+
+        _refuse_traced(repeats, "repeat_interleave() with a tensor of repeats (the output "
+                                "size depends on their values; pass an int)")
         if repeats.ndim == 0 or repeats.numel() == 1:
             repeats = int(reshape(repeats, ()).item())
         else:
-            from .indexing import _refuse_traced
-
-            _refuse_traced(repeats, "repeat_interleave() with a tensor of repeats (the output "
-                                    "size depends on their values; pass an int)")
             counts = repeats.detach().numpy()
             if counts.shape != (x.shape[axis],):
                 raise op_error("repeat_interleave", f"repeats must have the same size as "

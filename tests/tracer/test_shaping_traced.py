@@ -213,3 +213,40 @@ def test_gpt_training_step_and_generate_match_eager(backend):
             logits, _ = eager_model(got[:, t - 4:t])
             top = set(eager.topk(logits[0, -1], 3).indices.tolist())
             assert got[0, t].item() in top
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_gradients_through_the_new_primitives_compiled(backend):
+    """loss.backward() inside a compiled function: the IR autodiff of cumsum, cumprod,
+    logcumsumexp, cummax, sort, topk, scatter and scatter_reduce gives eager's .grad."""
+    idx = eager.tensor([[0, 2, 0], [1, 1, 3]])
+
+    def body(x, w):
+        loss = (eager.cumsum(x, 1) * w).sum()
+        loss = loss + (eager.cumprod(x, 0) * w).sum() + eager.logcumsumexp(x, 1).sum()
+        loss = loss + (eager.cummax(x, 1).values * w).sum()
+        loss = loss + (eager.sort(x, 0, descending=True).values * w).sum()
+        loss = loss + eager.topk(x, 2).values.sum() * 0.5
+        loss = loss + (eager.scatter(x, 1, idx, w[:, :3]) * w).sum()
+        loss = loss + (eager.scatter_reduce(x, 1, idx, w[:, :3] * 2, "amax") * w).sum()
+        loss = loss + (eager.scatter_reduce(x, 1, idx, w[:, 1:], "prod", include_self=False)
+                       * w).sum()
+        loss.backward()
+        return loss
+
+    rng = np.random.default_rng(3)
+    x0 = rng.standard_normal((2, 4))
+    x0[1, 2] = 0.0  # a zero for cumprod's and prod's exact gradients
+    w0 = rng.standard_normal((2, 4))
+    compiled = tracer.function(body, backend=backend)
+    for _ in range(2):
+        xs = [eager.tensor(x0, requires_grad=True) for _ in range(2)]
+        ws = [eager.tensor(w0, requires_grad=True) for _ in range(2)]
+        want = body(xs[0], ws[0])
+        got = compiled(xs[1], ws[1])
+        np.testing.assert_allclose(got.item(), want.item(), rtol=1e-12)
+        np.testing.assert_allclose(xs[1].grad.numpy(), xs[0].grad.numpy(), rtol=1e-10,
+                                   atol=1e-12)
+        np.testing.assert_allclose(ws[1].grad.numpy(), ws[0].grad.numpy(), rtol=1e-10,
+                                   atol=1e-12)
+    assert compiled.trace_count == 1
