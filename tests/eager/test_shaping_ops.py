@@ -290,3 +290,17 @@ def test_multinomial_rejects_bad_distributions():
         eager.multinomial(t([0.5, 0.0, 0.0]), 2)
     with pytest.raises(RuntimeError, match="inf"):
         eager.multinomial(t([NAN, 1.0]), 1)
+
+
+# --------------------------------------------------------------------------------------
+# second derivatives (the vjp rules are written with registry ops, so they differentiate)
+
+from test_grad import test_second_derivative_matches_finite_differences as _second_order  # noqa: E402
+
+
+@pytest.mark.parametrize("name", ["cumsum", "cumprod", "logcumsumexp", "cummax", "sort",
+                                  "topk", "gather_dim", "scatter", "scatter_reduce_amax",
+                                  "scatter_reduce_prod", "scatter_reduce_mean", "tril",
+                                  "einsum", "unfold", "diag", "roll"])
+def test_second_derivatives_match_finite_differences(name):
+    _second_order(name)
