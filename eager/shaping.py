@@ -246,9 +246,12 @@ def repeat(x, *sizes):
     return reshape(y, tuple(r * d for r, d in zip(sizes, shape)))
 
 
-def tile(x, dims):
-    """x repeated `dims` times per dim; fewer dims than x.ndim are padded with ones."""
+def tile(x, *dims):
+    """x repeated `dims` times per dim; fewer dims than x.ndim are padded with ones:
+    tile(x, (2, 2)) or x.tile(2, 2)."""
     x = as_tensor(x, "tile")
+    if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
+        dims = tuple(dims[0])
     dims = tuple(int(d) for d in dims)
     if len(dims) < x.ndim:
         dims = (1,) * (x.ndim - len(dims)) + dims
@@ -297,11 +300,12 @@ def repeat_interleave(x, repeats, dim=None, *, output_size=None):
 # --------------------------------------------------------------------------------------
 # reordering
 
-def flip(x, dims):
-    """x reversed along each of `dims` (a view with negative strides)."""
+def flip(x, *dims):
+    """x reversed along each of `dims` (a view with negative strides): flip(x, (0, 1)) or
+    x.flip(0, 1)."""
     x = as_tensor(x, "flip")
-    if isinstance(dims, int):
-        dims = (dims,)
+    if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
+        dims = tuple(dims[0])
     axes = {_norm_dim(d, x.ndim, "flip") for d in dims}
     if x.ndim == 0 or not axes:
         return x

@@ -4,6 +4,7 @@ eager.sampling)."""
 from __future__ import annotations
 
 from . import indexing, sampling, scan, shaping
+from .device import check_device
 from .functions import full, ones, tensor, zeros
 from .tensor import Tensor, _method
 
@@ -18,6 +19,8 @@ def _inplace(fn, name):
 
 def _new(make):
     def method(self, *size, dtype=None, device=None, requires_grad=False, **kwargs):
+        if device is not None:
+            check_device(device, make.__name__)
         if len(size) == 1 and isinstance(size[0], (tuple, list)):
             size = tuple(size[0])
         return make(size, dtype=dtype or self.dtype, requires_grad=requires_grad, **kwargs)
@@ -25,10 +28,14 @@ def _new(make):
 
 
 def _new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=False):
+    if device is not None:
+        check_device(device, "new_full")
     return full(tuple(size), fill_value, dtype=dtype or self.dtype, requires_grad=requires_grad)
 
 
 def _new_tensor(self, data, *, dtype=None, device=None, requires_grad=False):
+    if device is not None:
+        check_device(device, "new_tensor")
     return tensor(data, dtype=dtype or self.dtype, requires_grad=requires_grad)
 
 

@@ -250,6 +250,16 @@ def test_new_creation_methods_and_empty():
     assert eager.empty(2, 3).shape == (2, 3) and eager.empty(2, dtype=eager.int64).dtype == np.int64
     assert eager.empty_like(x).shape == (2,)
     assert eager.zeros(2).new_zeros(3, requires_grad=True).requires_grad
+    assert x.new_ones(2, device="cpu").shape == (2,)
+    with pytest.raises(RuntimeError, match="CPU only"):
+        x.new_zeros(2, device="cuda")
+
+
+def test_flip_and_tile_take_dims_as_varargs_or_a_tuple():
+    m = eager.arange(6).reshape(2, 3)
+    np.testing.assert_array_equal(m.flip(0, 1).numpy(), m.flip((0, 1)).numpy())
+    np.testing.assert_array_equal(eager.flip(m, [1]).numpy(), [[2, 1, 0], [5, 4, 3]])
+    assert m.tile(2, 2).shape == (4, 6) and eager.tile(m, (2,)).shape == (2, 6)
 
 
 def test_randint_high_size_and_randperm():
