@@ -141,10 +141,8 @@ def take_along_dim(x, indices, dim=None):
                                    f"{axis}", (x, indices), exc=RuntimeError)
         x = expand(x, tuple(xs))
         indices = expand(indices, tuple(ins))
-    size = x.shape[axis]
-    # Negative indices count from the end, as in numpy/PyTorch's take_along_dim.
-    indices = where(indices < 0, indices + size, indices) if indices.numel() else indices
-    indices = check_class_index(indices, size, "take_along_dim")
+    # A negative index is an IndexError, as in PyTorch (numpy's take_along_axis wraps it).
+    indices = check_class_index(indices, x.shape[axis], "take_along_dim")
     return _along(x, indices, axis)
 
 

@@ -232,11 +232,16 @@ def _index_select_samples(rng, dtype):
 
 
 def take_along_ref(x, index, dim):
-    return gather_ref(x, dim % x.ndim, np.where(index < 0, index + x.shape[dim], index))
+    shape = list(np.broadcast_shapes(x.shape[:dim] + (1,) + x.shape[dim + 1:],
+                                     index.shape[:dim] + (1,) + index.shape[dim + 1:]))
+    xs, ins = list(shape), list(shape)
+    xs[dim], ins[dim] = x.shape[dim], index.shape[dim]
+    return gather_ref(np.broadcast_to(x, xs), dim, np.broadcast_to(index, ins))
 
 
 def _take_along_samples(rng, dtype):
-    return [Sample((values(rng, (3, 4), dtype), rng.integers(-4, 4, (3, 2)), 1)),
+    return [Sample((values(rng, (3, 4), dtype), rng.integers(0, 4, (3, 2)), 1)),
+            Sample((values(rng, (3, 1, 4), dtype), rng.integers(0, 4, (1, 2, 5)), 2)),
             Sample((values(rng, (2, 3), dtype), rng.integers(0, 2, (3, 3)), 0))]
 
 

@@ -138,6 +138,8 @@ def test_gather_and_scatter_check_index_values():
         eager.gather(x, 1, t([[-1, 0], [1, 0]]))
     with pytest.raises(IndexError):
         x.scatter(0, t([[2, 0]]), t([[1.0, 1.0]]))
+    with pytest.raises(IndexError):
+        eager.take_along_dim(x, t([[-1], [0]]), 1)
     with pytest.raises(RuntimeError, match="index must be an integer"):
         eager.gather(x, 0, t([[0.0, 1.0]]))
     with pytest.raises(RuntimeError, match="boolean masks"):
