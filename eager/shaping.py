@@ -204,7 +204,8 @@ def unflatten(x, dim, sizes):
 def unfold(x, dimension, size, step):
     """Sliding windows of `size` with stride `step` along `dimension`: that dim becomes the
     window count and a new last dim of `size` holds each window (Tensor.unfold; here a
-    gathered copy, not a view)."""
+    gathered copy, not a view as in PyTorch: gradients flow back, in-place writes to the
+    windows do not reach x)."""
     x = as_tensor(x, "unfold")
     if x.ndim == 0:
         x = reshape(x, (1,))
@@ -358,7 +359,8 @@ def _diag_index(n, m, offset):
 
 
 def diagonal(x, offset=0, dim1=0, dim2=1):
-    """The `offset` diagonal of the dims (dim1, dim2), as a last dim (PyTorch's layout)."""
+    """The `offset` diagonal of the dims (dim1, dim2), as a last dim (PyTorch's layout).
+    A gathered copy, not a view as in PyTorch: write to x through an index instead."""
     x = as_tensor(x, "diagonal")
     if x.ndim < 2:
         raise op_error("diagonal", f"needs at least 2 dims, got {x.ndim}", (x,),
