@@ -22,7 +22,6 @@ import numpy as np
 from . import dispatch as _dispatch
 from . import dtypes
 from .dispatch import apply
-from .errors import op_error
 from .functions import (
     _norm_dim,
     add,
@@ -42,7 +41,7 @@ from .functions import (
 )
 from .functions import scatter_add as _scatter_add_prim
 from .ops import OPS
-from .scan_ops import SCATTER, SCATTER_REDUCE
+from .scan_ops import SCATTER, SCATTER_REDUCE, size_error
 
 __all__ = [
     "gather",
@@ -62,7 +61,7 @@ _GATHER = OPS["gather"]
 def _int_index(index, op):
     index = as_tensor(index, op)
     if index.dtype.kind not in "iu":
-        raise op_error(op, f"index must be an integer tensor, got {index.dtype}", (index,),
+        raise size_error(op, f"index must be an integer tensor, got {index.dtype}", (index,),
                        hint="use .long() on the index", exc=RuntimeError)
     return index
 
@@ -88,11 +87,11 @@ def _along(x, index, axis):
 
 def _check_sizes(op, x, index, axis, what="index"):
     if index.ndim != x.ndim and not (index.ndim <= 1 and x.ndim <= 1):
-        raise op_error(op, f"{what} tensor must have the same number of dimensions as the "
+        raise size_error(op, f"{what} tensor must have the same number of dimensions as the "
                        f"input ({index.ndim} vs {x.ndim})", (x, index), exc=RuntimeError)
     for d in range(index.ndim):
         if d != axis and index.shape[d] > x.shape[d]:
-            raise op_error(op, f"size of {what} ({tuple(index.shape)}) exceeds the input's "
+            raise size_error(op, f"size of {what} ({tuple(index.shape)}) exceeds the input's "
                            f"({tuple(x.shape)}) at dimension {d}", (x, index),
                            exc=RuntimeError)
 
@@ -122,7 +121,7 @@ def take_along_dim(x, indices, dim=None):
     else:
         axis = _norm_dim(dim, x.ndim, "take_along_dim")
         if indices.ndim != x.ndim:
-            raise op_error("take_along_dim", f"input and indices must have the same number "
+            raise size_error("take_along_dim", f"input and indices must have the same number "
                            f"of dimensions ({x.ndim} vs {indices.ndim})", (x, indices),
                            exc=RuntimeError)
         xs = list(x.shape)
@@ -136,7 +135,7 @@ def take_along_dim(x, indices, dim=None):
                 elif ins[d] == 1:
                     ins[d] = xs[d]
                 else:
-                    raise op_error("take_along_dim", f"shapes {tuple(x.shape)} and "
+                    raise size_error("take_along_dim", f"shapes {tuple(x.shape)} and "
                                    f"{tuple(indices.shape)} do not broadcast outside dim "
                                    f"{axis}", (x, indices), exc=RuntimeError)
         x = expand(x, tuple(xs))
@@ -151,7 +150,7 @@ def index_select(x, dim, index):
     x = as_tensor(x, "index_select")
     index = _int_index(index, "index_select")
     if index.ndim > 1:
-        raise op_error("index_select", f"index must be 0-d or 1-d, got {index.ndim}-d",
+        raise size_error("index_select", f"index must be 0-d or 1-d, got {index.ndim}-d",
                        (index,), exc=IndexError)
     axis = _norm_dim(dim, x.ndim, "index_select")
     if x.ndim == 0:
@@ -171,7 +170,7 @@ def _src_for(op, x, index, src, axis):
         return broadcast_to(const(np.array(src).astype(x.dtype), x.dtype), tuple(index.shape))
     src = as_tensor(src, op)
     if src.dtype != x.dtype:
-        raise op_error(op, f"expected src ({src.dtype}) to have the input's dtype {x.dtype}",
+        raise size_error(op, f"expected src ({src.dtype}) to have the input's dtype {x.dtype}",
                        (x, src), hint="cast src with .to(x.dtype)", exc=RuntimeError)
     _check_sizes(op, src, index, -1, what="index")
     if tuple(src.shape) != tuple(index.shape):
@@ -184,7 +183,7 @@ def _scatter_setup(op, x, dim, index, src):
     index = _int_index(index, op)
     axis = _norm_dim(dim, x.ndim, op)
     if x.ndim == 0:
-        raise op_error(op, "a 0-d input is not supported; reshape it to (1,)", (x,))
+        raise size_error(op, "a 0-d input is not supported; reshape it to (1,)", (x,))
     _check_sizes(op, x, index, axis)
     src = _src_for(op, x, index, src, axis)
     index = check_class_index(index, x.shape[axis], op)
@@ -197,7 +196,7 @@ def scatter(x, dim, index, src=None, *, value=None, reduce=None):
     if src is None:
         src = value
     if src is None:
-        raise op_error("scatter", "needs src or value", exc=TypeError)
+        raise size_error("scatter", "needs src or value", exc=TypeError)
     if reduce is not None:
         return scatter_reduce(x, dim, index, src, {"add": "sum", "multiply": "prod"}.get(
             reduce, reduce))
@@ -218,14 +217,14 @@ def scatter_reduce(x, dim, index, src, reduce, *, include_self=True):
     """x with src reduced in at `index` along `dim` (reduce: sum, prod, mean, amax, amin);
     include_self=False leaves x's values out where something is scattered."""
     if reduce not in _REDUCES:
-        raise op_error("scatter_reduce", f"reduce must be one of {_REDUCES}, got {reduce!r}",
+        raise size_error("scatter_reduce", f"reduce must be one of {_REDUCES}, got {reduce!r}",
                        exc=RuntimeError)
     x, _axis, idx, src = _scatter_setup("scatter_reduce", x, dim, index, src)
     if reduce in ("amax", "amin", "prod"):
         return apply(SCATTER_REDUCE, x, src, *idx, reduce=reduce,
                      include_self=bool(include_self))
     if x.dtype == dtypes.bool_:
-        raise op_error("scatter_reduce", f"reduce={reduce!r} of a bool tensor", (x,),
+        raise size_error("scatter_reduce", f"reduce={reduce!r} of a bool tensor", (x,),
                        exc=TypeError)
     total = _scatter_add_prim(src, idx, x.shape)
     ones = broadcast_to(const(1, x.dtype), tuple(src.shape))
@@ -236,7 +235,7 @@ def scatter_reduce(x, dim, index, src, reduce, *, include_self=True):
         count = add(count, const(1, x.dtype))
     if reduce == "mean":
         if x.dtype.kind != "f":
-            raise op_error("scatter_reduce", "reduce='mean' of an integer tensor (PyTorch "
+            raise size_error("scatter_reduce", "reduce='mean' of an integer tensor (PyTorch "
                            "floor-divides) is not supported", (x,),
                            hint="cast to float first", exc=TypeError)
         total = div(total, where(touched, count, const(1, x.dtype)))  # (no 0/0 anywhere)
@@ -249,12 +248,12 @@ def masked_fill(x, mask, value):
     x = as_tensor(x, "masked_fill")
     mask = as_tensor(mask, "masked_fill")
     if mask.dtype != dtypes.bool_:
-        raise op_error("masked_fill", f"only supports boolean masks, but got mask with dtype "
+        raise size_error("masked_fill", f"only supports boolean masks, but got mask with dtype "
                        f"{mask.dtype}", (x, mask), hint="compare first, e.g. mask == 0",
                        exc=RuntimeError)
     if hasattr(value, "_data"):
         if value.ndim != 0:
-            raise op_error("masked_fill", f"only supports a 0-dimensional value tensor, but "
+            raise size_error("masked_fill", f"only supports a 0-dimensional value tensor, but "
                            f"got tensor with {value.ndim} dimension(s)", (value,),
                            exc=RuntimeError)
         fill = cast(value, x.dtype)
@@ -282,7 +281,7 @@ def masked_select(x, mask):
     x = as_tensor(x, "masked_select")
     mask = as_tensor(mask, "masked_select")
     if mask.dtype != dtypes.bool_:
-        raise op_error("masked_select", f"expected a bool mask, got {mask.dtype}", (mask,),
+        raise size_error("masked_select", f"expected a bool mask, got {mask.dtype}", (mask,),
                        exc=RuntimeError)
     _refuse_traced(mask, "masked_select() (its output's size depends on the mask's values; "
                          "keep the shape with masked_fill(x, ~mask, 0) or where(mask, x, 0))")

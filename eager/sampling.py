@@ -18,7 +18,7 @@ import numpy as np
 
 from . import dispatch as _dispatch
 from . import dtypes
-from .errors import op_error, user_location
+from .errors import user_location
 from .functions import (
     add,
     as_tensor,
@@ -41,6 +41,7 @@ from .functions import (
 )
 from .functions import randint as _randint
 from .scan import argsort, cumsum, topk
+from .scan_ops import size_error
 
 __all__ = ["empty", "empty_like", "multinomial", "randint", "randperm"]
 
@@ -49,7 +50,7 @@ def _uniform(shape, dtype, generator, op):
     if generator is None:
         return rand(*shape, dtype=dtype)
     if _dispatch.tracing():
-        raise op_error(op, "generator= inside a @function: the draws of a generator of "
+        raise size_error(op, "generator= inside a @function: the draws of a generator of "
                        "one's own are not traced (they would be frozen into the trace)",
                        hint="use the global generator (eager.manual_seed) in compiled code",
                        exc=RuntimeError)
@@ -64,18 +65,18 @@ def multinomial(probs, num_samples, replacement=False, *, generator=None):
     `probs` (1-D or 2-D, not necessarily normalized); int64 of shape (..., num_samples)."""
     p = as_tensor(probs, "multinomial")
     if p.ndim not in (1, 2):
-        raise op_error("multinomial", f"prob_dist must be 1 or 2 dim, got {p.ndim}", (p,),
+        raise size_error("multinomial", f"prob_dist must be 1 or 2 dim, got {p.ndim}", (p,),
                        exc=RuntimeError)
     if p.dtype.kind != "f":
-        raise op_error("multinomial", f"only supports floating-point dtypes for input, got "
+        raise size_error("multinomial", f"only supports floating-point dtypes for input, got "
                        f"{p.dtype}", (p,), exc=RuntimeError)
     n = int(num_samples)
     categories = p.shape[-1]
     if n <= 0:
-        raise op_error("multinomial", "cannot sample n_sample <= 0 samples", (p,),
+        raise size_error("multinomial", "cannot sample n_sample <= 0 samples", (p,),
                        exc=RuntimeError)
     if not replacement and n > categories:
-        raise op_error("multinomial", "cannot sample n_sample > prob_dist.size(-1) samples "
+        raise size_error("multinomial", "cannot sample n_sample > prob_dist.size(-1) samples "
                        "without replacement", (p,), exc=RuntimeError)
     p = stop_gradient(p)
     zero = const(0, p.dtype)
@@ -127,7 +128,7 @@ def randperm(n, *, generator=None, dtype=None, requires_grad=False):
 def randint(*args, size=None, dtype=None, generator=None, **kwargs):
     """randint(high, size), randint(low, high, size): integers in [low, high)."""
     if generator is not None:
-        raise op_error("randint", "generator= is not supported; use eager.manual_seed",
+        raise size_error("randint", "generator= is not supported; use eager.manual_seed",
                        exc=NotImplementedError)
     if len(args) == 2 and isinstance(args[1], (tuple, list)) and size is None:
         args, size = (0, args[0]), tuple(args[1])  # PyTorch's randint(high, size)

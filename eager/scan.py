@@ -17,10 +17,9 @@ import numpy as np
 
 from . import dtypes
 from .dispatch import apply
-from .errors import op_error
 from .functions import _norm_dim, as_tensor, cast, getitem_basic, reshape
 from .indexing import take_along_dim
-from .scan_ops import ARGSORT, CUM_ARGMAX, CUMPROD, CUMSUM, LOGCUMSUMEXP
+from .scan_ops import ARGSORT, CUM_ARGMAX, CUMPROD, CUMSUM, LOGCUMSUMEXP, size_error
 
 __all__ = ["argsort", "cummax", "cummin", "cumprod", "cumsum", "logcumsumexp", "sort", "topk"]
 
@@ -51,7 +50,7 @@ def logcumsumexp(x, dim):
     """log(cumsum(exp(x))) along `dim`, computed as a running logaddexp (no overflow)."""
     x = as_tensor(x, "logcumsumexp")
     if x.dtype.kind != "f":
-        raise op_error("logcumsumexp", f"needs a floating-point tensor, got {x.dtype}", (x,),
+        raise size_error("logcumsumexp", f"needs a floating-point tensor, got {x.dtype}", (x,),
                        hint="cast with .float()", exc=TypeError)
     return _scan(LOGCUMSUMEXP, x, dim, "logcumsumexp")
 
@@ -104,7 +103,7 @@ def topk(x, k, dim=-1, largest=True, sorted=True):
     if isinstance(k, np.integer):
         k = int(k)
     if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k <= size:
-        raise op_error("topk", f"k ({k!r}) is out of range for dimension {axis} of size "
+        raise size_error("topk", f"k ({k!r}) is out of range for dimension {axis} of size "
                        f"{size}", (x,), hint="k must be an int in [0, size]",
                        exc=RuntimeError)
     if x.ndim == 0:

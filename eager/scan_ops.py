@@ -19,12 +19,21 @@ from __future__ import annotations
 import numpy as np
 
 from . import dtypes
-from .errors import op_error
+from .errors import _symbolic_dim, op_error
 from .ops import TensorType, _check_axes, _check_indices, broadcast_shapes, register
 
 I = "indexing"
 S = "shape"
 R = "reduction"
+
+
+def size_error(op: str, problem: str, operands=(), hint: str = "", exc=RuntimeError):
+    """`op_error` with PyTorch's exception type; where a size check failed on a symbolic
+    dimension (a traced input_signature's None), the tracer's TracingError instead, since
+    the sizes may agree at run time."""
+    if exc is not TypeError and _symbolic_dim(operands) is not None:
+        return op_error(op, problem, operands, hint)
+    return op_error(op, problem, operands, hint, exc=exc)
 
 
 # --------------------------------------------------------------------------------------

@@ -18,7 +18,6 @@ import numpy as np
 
 from . import dtypes
 from .dispatch import apply
-from .errors import op_error
 from .functions import (
     _norm_dim,
     as_tensor,
@@ -34,6 +33,7 @@ from .functions import (
 from .functions import sum as _sum
 from .indexing import index_select
 from .ops import OPS
+from .scan_ops import size_error
 
 __all__ = [
     "bmm",
@@ -88,7 +88,7 @@ def movedim(x, source, destination):
 def _triangle(x, diagonal, lower, op):
     x = as_tensor(x, op)
     if x.ndim < 2:
-        raise op_error(op, f"input tensor must have at least 2 dimensions, got {x.ndim}", (x,),
+        raise size_error(op, f"input tensor must have at least 2 dimensions, got {x.ndim}", (x,),
                        exc=RuntimeError)
     n, m = x.shape[-2], x.shape[-1]
     keep = np.tri(n, m, int(diagonal), dtype=bool)
@@ -116,12 +116,12 @@ def split(x, split_size_or_sections, dim=0):
     x = as_tensor(x, "split")
     axis = _norm_dim(dim, x.ndim, "split")
     if x.ndim == 0:
-        raise op_error("split", "cannot split a 0-d tensor", (x,), exc=RuntimeError)
+        raise size_error("split", "cannot split a 0-d tensor", (x,), exc=RuntimeError)
     size = x.shape[axis]
     if isinstance(split_size_or_sections, int):
         step = split_size_or_sections
         if step <= 0 and not (step == 0 and size == 0):
-            raise op_error("split", f"split_size must be positive, got {step}", (x,),
+            raise size_error("split", f"split_size must be positive, got {step}", (x,),
                            exc=RuntimeError)
         if size == 0:
             return (x,)
@@ -129,7 +129,7 @@ def split(x, split_size_or_sections, dim=0):
     else:
         sizes = [int(s) for s in split_size_or_sections]
         if sum(sizes) != size or any(s < 0 for s in sizes):
-            raise op_error("split", f"split_with_sizes expects split_sizes to sum exactly to "
+            raise size_error("split", f"split_with_sizes expects split_sizes to sum exactly to "
                            f"{size} (input tensor's size at dimension {axis}), but got "
                            f"split_sizes={sizes}", (x,), exc=RuntimeError)
     out = []
@@ -145,7 +145,7 @@ def chunk(x, chunks, dim=0):
     may be fewer, as in PyTorch."""
     x = as_tensor(x, "chunk")
     if not isinstance(chunks, int) or chunks <= 0:
-        raise op_error("chunk", f"chunk expects `chunks` to be greater than 0, got: {chunks}",
+        raise size_error("chunk", f"chunk expects `chunks` to be greater than 0, got: {chunks}",
                        (x,), exc=RuntimeError)
     axis = _norm_dim(dim, x.ndim, "chunk")
     size = x.shape[axis]
@@ -174,11 +174,11 @@ def narrow(x, dim, start, length):
     size = x.shape[axis]
     start = int(start)
     if not -size <= start <= size:
-        raise op_error("narrow", f"start ({start}) is out of range for dimension {axis} of "
+        raise size_error("narrow", f"start ({start}) is out of range for dimension {axis} of "
                        f"size {size}", (x,), exc=IndexError)
     start %= size if size else 1
     if length < 0 or start + length > size:
-        raise op_error("narrow", f"start ({start}) + length ({length}) exceeds dimension "
+        raise size_error("narrow", f"start ({start}) + length ({length}) exceeds dimension "
                        f"size ({size})", (x,), exc=RuntimeError)
     return _slice(x, axis, start, start + int(length))
 
@@ -189,13 +189,13 @@ def unflatten(x, dim, sizes):
     axis = _norm_dim(dim, x.ndim, "unflatten")
     sizes = tuple(int(s) for s in sizes)
     if sizes.count(-1) > 1:
-        raise op_error("unflatten", "only one dimension can be inferred", (x,),
+        raise size_error("unflatten", "only one dimension can be inferred", (x,),
                        exc=RuntimeError)
     known = int(np.prod([s for s in sizes if s != -1]))
     if -1 in sizes:
         sizes = tuple(x.shape[axis] // known if s == -1 and known else s for s in sizes)
     if int(np.prod(sizes)) != x.shape[axis]:
-        raise op_error("unflatten", f"provided sizes {sizes} don't multiply up to the size "
+        raise size_error("unflatten", f"provided sizes {sizes} don't multiply up to the size "
                        f"of dim {axis} ({x.shape[axis]}) in the input tensor", (x,),
                        exc=RuntimeError)
     return reshape(x, x.shape[:axis] + sizes + x.shape[axis + 1:])
@@ -212,10 +212,10 @@ def unfold(x, dimension, size, step):
     axis = _norm_dim(dimension, x.ndim, "unfold")
     n = x.shape[axis]
     if size > n or size < 0:
-        raise op_error("unfold", f"maximum size for tensor at dimension {axis} is {n} but "
+        raise size_error("unfold", f"maximum size for tensor at dimension {axis} is {n} but "
                        f"size is {size}", (x,), exc=RuntimeError)
     if step <= 0:
-        raise op_error("unfold", f"step is {step} but must be > 0", (x,), exc=RuntimeError)
+        raise size_error("unfold", f"step is {step} but must be > 0", (x,), exc=RuntimeError)
     count = (n - size) // step + 1
     windows = (np.arange(count)[:, None] * step + np.arange(size)[None, :]).astype(np.int64)
     moved = movedim(x, axis, 0)
@@ -234,7 +234,7 @@ def repeat(x, *sizes):
         sizes = tuple(sizes[0])
     sizes = tuple(int(s) for s in sizes)
     if len(sizes) < x.ndim:
-        raise op_error("repeat", f"number of dimensions of repeat dims ({len(sizes)}) can not "
+        raise size_error("repeat", f"number of dimensions of repeat dims ({len(sizes)}) can not "
                        f"be smaller than number of dimensions of tensor ({x.ndim})", (x,),
                        exc=RuntimeError)
     shape = (1,) * (len(sizes) - x.ndim) + tuple(x.shape)
@@ -281,17 +281,17 @@ def repeat_interleave(x, repeats, dim=None, *, output_size=None):
         else:
             counts = repeats.detach().numpy()
             if counts.shape != (x.shape[axis],):
-                raise op_error("repeat_interleave", f"repeats must have the same size as "
+                raise size_error("repeat_interleave", f"repeats must have the same size as "
                                f"input along dim, got {counts.shape} for size "
                                f"{x.shape[axis]}", (x, repeats), exc=RuntimeError)
             if (counts < 0).any():
-                raise op_error("repeat_interleave", "repeats can not be negative",
+                raise size_error("repeat_interleave", "repeats can not be negative",
                                (repeats,), exc=RuntimeError)
             index = np.repeat(np.arange(x.shape[axis], dtype=np.int64), counts)
             return index_select(x, axis, const(index, np.int64))
     repeats = int(repeats)
     if repeats < 0:
-        raise op_error("repeat_interleave", "repeats can not be negative", (x,),
+        raise size_error("repeat_interleave", "repeats can not be negative", (x,),
                        exc=RuntimeError)
     y = reshape(x, x.shape[:axis + 1] + (1,) + x.shape[axis + 1:])
     y = expand(y, x.shape[:axis + 1] + (repeats,) + x.shape[axis + 1:])
@@ -323,7 +323,7 @@ def roll(x, shifts, dims=None):
     if dims is None:
         if isinstance(shifts, (tuple, list)):
             if len(shifts) != 1:
-                raise op_error("roll", "shifts and dims must align when dims is not given",
+                raise size_error("roll", "shifts and dims must align when dims is not given",
                                (x,), exc=RuntimeError)
             shifts = shifts[0]
         return reshape(roll(flatten(x), shifts, 0), x.shape)
@@ -332,7 +332,7 @@ def roll(x, shifts, dims=None):
     if isinstance(dims, int):
         dims = (dims,)
     if len(shifts) != len(dims):
-        raise op_error("roll", f"shifts and dimensions must align. shifts: {len(shifts)}, "
+        raise size_error("roll", f"shifts and dimensions must align. shifts: {len(shifts)}, "
                        f"dims: {len(dims)}", (x,), exc=RuntimeError)
     for s, d in zip(shifts, dims):
         axis = _norm_dim(d, x.ndim, "roll")
@@ -363,12 +363,12 @@ def diagonal(x, offset=0, dim1=0, dim2=1):
     A gathered copy, not a view as in PyTorch: write to x through an index instead."""
     x = as_tensor(x, "diagonal")
     if x.ndim < 2:
-        raise op_error("diagonal", f"needs at least 2 dims, got {x.ndim}", (x,),
+        raise size_error("diagonal", f"needs at least 2 dims, got {x.ndim}", (x,),
                        exc=RuntimeError)
     d1 = _norm_dim(dim1, x.ndim, "diagonal")
     d2 = _norm_dim(dim2, x.ndim, "diagonal")
     if d1 == d2:
-        raise op_error("diagonal", f"diagonal dimensions cannot be identical {dim1}, {dim2}",
+        raise size_error("diagonal", f"diagonal dimensions cannot be identical {dim1}, {dim2}",
                        (x,), exc=RuntimeError)
     rest = [d for d in range(x.ndim) if d not in (d1, d2)]
     moved = permute(x, [d1, d2] + rest)
@@ -383,7 +383,7 @@ def diag(x, diagonal=0):
     if x.ndim == 2:
         return globals()["diagonal"](x, diagonal, 0, 1)
     if x.ndim != 1:
-        raise op_error("diag", f"expected a 1-D or 2-D tensor, got {x.ndim}-D", (x,),
+        raise size_error("diag", f"expected a 1-D or 2-D tensor, got {x.ndim}-D", (x,),
                        exc=RuntimeError)
     n = x.shape[0] + abs(int(diagonal))
     rows, cols = _diag_index(n, n, int(diagonal))
@@ -399,7 +399,7 @@ def mm(a, b):
     """The product of two 2-D matrices."""
     a, b = as_tensor(a, "mm"), as_tensor(b, "mm")
     if a.ndim != 2 or b.ndim != 2:
-        raise op_error("mm", f"expected 2-D tensors, got {a.ndim}-D and {b.ndim}-D", (a, b),
+        raise size_error("mm", f"expected 2-D tensors, got {a.ndim}-D and {b.ndim}-D", (a, b),
                        exc=RuntimeError)
     return matmul(a, b)
 
@@ -408,10 +408,10 @@ def bmm(a, b):
     """Batched product of two 3-D tensors with one batch size (no broadcasting)."""
     a, b = as_tensor(a, "bmm"), as_tensor(b, "bmm")
     if a.ndim != 3 or b.ndim != 3:
-        raise op_error("bmm", f"expected 3-D tensors, got {a.ndim}-D and {b.ndim}-D", (a, b),
+        raise size_error("bmm", f"expected 3-D tensors, got {a.ndim}-D and {b.ndim}-D", (a, b),
                        exc=RuntimeError)
     if a.shape[0] != b.shape[0]:
-        raise op_error("bmm", f"batch sizes differ: {a.shape[0]} and {b.shape[0]}", (a, b),
+        raise size_error("bmm", f"batch sizes differ: {a.shape[0]} and {b.shape[0]}", (a, b),
                        exc=RuntimeError)
     return matmul(a, b)
 
@@ -420,7 +420,7 @@ def mv(a, v):
     """Matrix (2-D) times vector (1-D)."""
     a, v = as_tensor(a, "mv"), as_tensor(v, "mv")
     if a.ndim != 2 or v.ndim != 1:
-        raise op_error("mv", f"expected a 2-D matrix and a 1-D vector, got {a.ndim}-D and "
+        raise size_error("mv", f"expected a 2-D matrix and a 1-D vector, got {a.ndim}-D and "
                        f"{v.ndim}-D", (a, v), exc=RuntimeError)
     return matmul(a, v)
 
@@ -436,7 +436,7 @@ def _parse_einsum(equation, operands):
         lhs, rhs = eq, None
     terms = lhs.split(",")
     if len(terms) != len(operands):
-        raise op_error("einsum", f"{len(terms)} subscripts for {len(operands)} operands",
+        raise size_error("einsum", f"{len(terms)} subscripts for {len(operands)} operands",
                        operands, exc=RuntimeError)
     spare = [c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ" if c not in eq]
     ell_ndim = 0
@@ -450,7 +450,7 @@ def _parse_einsum(equation, operands):
             k = x.ndim - (len(t) - 3)
             t = t.replace("...", ell[ell_ndim - k:])
         if len(t) != x.ndim or not all(c.isalpha() for c in t):
-            raise op_error("einsum", f"subscripts {t!r} do not match an operand of "
+            raise size_error("einsum", f"subscripts {t!r} do not match an operand of "
                            f"{x.ndim} dims", operands, exc=RuntimeError)
         out_terms.append(t)
     if rhs is None:
@@ -490,7 +490,7 @@ def _contract(a, ta, b, tb, keep):
     for t, x in ((ta, a), (tb, b)):
         for c, n in zip(t, x.shape):
             if c in sizes and sizes[c] != n and 1 not in (sizes[c], n):
-                raise op_error("einsum", f"subscript {c} has size {sizes[c]} and {n}", (a, b),
+                raise size_error("einsum", f"subscript {c} has size {sizes[c]} and {n}", (a, b),
                                exc=RuntimeError)
             sizes[c] = max(sizes.get(c, n), n)
 
@@ -516,7 +516,7 @@ def einsum(equation, *operands):
         operands = tuple(operands[0])
     xs = [as_tensor(x, "einsum") for x in operands]
     if not xs:
-        raise op_error("einsum", "needs at least one operand", exc=RuntimeError)
+        raise size_error("einsum", "needs at least one operand", exc=RuntimeError)
     dtype = xs[0].dtype
     for x in xs[1:]:
         dtype = dtypes.promote(dtype, x.dtype)
@@ -526,7 +526,7 @@ def einsum(equation, *operands):
     terms, rhs = _parse_einsum(equation, xs)
     for c in rhs:
         if not any(c in t for t in terms):
-            raise op_error("einsum", f"output subscript {c} does not appear in the inputs",
+            raise size_error("einsum", f"output subscript {c} does not appear in the inputs",
                            xs, exc=RuntimeError)
     acc, ta = xs[0], terms[0]
     later = "".join(terms[1:]) + rhs
