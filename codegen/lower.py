@@ -124,6 +124,14 @@ LOWERING: dict[str, Lowering] = {
     "uniform": _NUMPY,
     "normal": _NUMPY,
     "randint": _NUMPY,
+    # eager/scan_ops.py (cumulative ops, sort, scatters)
+    "cumsum": _NUMPY,
+    "cumprod": _NUMPY,
+    "logcumsumexp": _NUMPY,
+    "cum_argmax": _NUMPY,
+    "argsort": _NUMPY,
+    "scatter": _NUMPY,
+    "scatter_reduce": _NUMPY,
     "cond": _CONTROL,
     "while_loop": _CONTROL,
 }

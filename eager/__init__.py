@@ -16,6 +16,7 @@ from . import dispatch as _dispatch
 from . import dtypes
 from . import functions as _functions
 from . import ops
+from . import scan_ops as _scan_ops  # noqa: F401  (registers cumsum, argsort, scatter, ...)
 from .dtypes import bool_, float32, float64, int32, int64
 from . import tensor as _tensor
 from .tensor import Tensor
@@ -59,6 +60,25 @@ from . import optim  # noqa: E402
 from .nn.functional import softmax, log_softmax  # noqa: E402
 from . import utils  # noqa: E402
 from .serialization import load, save  # noqa: E402
+
+# Indexing, shaping, scans and sampling (issue 16 item 4).
+from .indexing import (gather, index_select, masked_fill, masked_select, nonzero,  # noqa: E402
+                       scatter, scatter_add, scatter_reduce, take_along_dim)
+from .shaping import (bmm, chunk, diag, diagonal, einsum, flip, mm, movedim,  # noqa: E402
+                      mv, narrow, repeat_interleave, roll, split, tile, tril, triu, unbind,
+                      unflatten)
+from .scan import (argsort, cummax, cummin, cumprod, cumsum, logcumsumexp, sort,  # noqa: E402
+                   topk)
+from .sampling import multinomial  # noqa: E402
+from . import sampling as _sampling  # noqa: E402
+from . import tensor_methods as _tensor_methods  # noqa: E402
+
+_tensor_methods.attach()
+randint = _with_device(_sampling.randint)
+randperm = _with_device(_sampling.randperm)
+empty = _with_device(_sampling.empty)
+empty_like = _with_device(_sampling.empty_like)
+moveaxis = movedim
 
 Tensor.softmax = _tensor._method(softmax)          # x.softmax(dim), as in PyTorch
 Tensor.log_softmax = _tensor._method(log_softmax)

@@ -95,6 +95,66 @@ OP_CASES.update({
 })
 
 
+# Indexing, shaping, scans and sampling (issue 16 item 4): the registry rows of
+# eager/scan_ops.py run as numpy steps; the composites around them fuse as usual.
+def _scans(x):
+    return (eager.cumsum(x, 1), eager.cumsum(x, 0) * 2, eager.cumprod(x, 1) + 1,
+            eager.logcumsumexp(x, -1), eager.logcumsumexp(x * 30, 0))
+
+
+def _cum_extremes(x):
+    mx, mn = eager.cummax(x, 1), eager.cummin(x, 0)
+    return mx.values * 2, mx.indices, mn.values, mn.indices
+
+
+def _sorts(x):
+    s = eager.sort(x, 1)
+    d = eager.sort(x, 0, descending=True)
+    t = eager.topk(x, 2, dim=-1)
+    return s.values, s.indices, d.values + 1, d.indices, t.values, t.indices, x.argsort(0)
+
+
+def _scatters(x, idx, src):
+    return (eager.scatter(x, 0, idx, src), eager.scatter_add(x, 0, idx, src * 2) + 1,
+            x.scatter(0, idx, value=-1.0))
+
+
+def _scatter_reduces(x, idx, src):
+    return tuple(eager.scatter_reduce(x, 0, idx, src, r, include_self=s)
+                 for r in ("amax", "amin", "prod", "sum", "mean") for s in (True, False))
+
+
+def _shapings(x, y):
+    mask = eager.tril(eager.ones(4, 4, dtype=eager.bool_))
+    return (eager.tril(x), x.triu(1) * 2, x.masked_fill(~mask, float("-inf")).exp(),
+            x.flip(0), eager.roll(x, (1, -2), (0, 1)), x.diagonal(1), eager.diag(x[0]),
+            eager.einsum("ij,jk->ik", x, y), eager.einsum("ij,ij->i", x, x),
+            x.split(3, 1)[1] + 1, x.chunk(2)[0], x.repeat(2, 1), x.repeat_interleave(2, 0),
+            x.unfold(1, 2, 1), eager.gather(x, 1, x.argsort(1)), x.index_select(0,
+            eager.tensor([3, 0])), x.unbind(1)[2], x.narrow(0, 1, 2), x.unflatten(1, (2, 2)))
+
+
+def _samplings(p):
+    q = p.abs() + 0.1
+    return (eager.multinomial(q, 2), eager.multinomial(q, 5, replacement=True),
+            eager.randperm(6) + 0, eager.randint(5, (3,)) + 0)
+
+
+OP_CASES.update({
+    "cumsum": [Case("cumsum", _scans, shapes([(3, 5)], None, [(0, 5)]), tol="reduce")],
+    "cumprod": [Case("cumprod", lambda x: (x.cumprod(0), eager.cumprod(x, -1) * 2),
+                     shapes([(3, 5)], None, [(3, 0)]))],
+    "logcumsumexp": [Case("logcumsumexp", lambda x: (x.logcumsumexp(1) + 1,),
+                          shapes([(3, 5)], None, [(0, 5)]))],
+    "cum_argmax": [Case("cum_argmax", _cum_extremes, shapes([(3, 5)], None, [(0, 5)]))],
+    "argsort": [Case("argsort", _sorts, shapes([(3, 5)], None, [(0, 5)]))],
+    "scatter": [Case("scatter", _scatters, shapes([(4, 3), (2, 3), (2, 3)], None, None,
+                                                  ints={1: (0, 4)}))],
+    "scatter_reduce": [Case("scatter_reduce", _scatter_reduces,
+                            shapes([(4, 3), (5, 3), (5, 3)], None, None, ints={1: (0, 4)}))],
+})
+
+
 def _layer_norm_affine(x, w, b):
     return F.layer_norm(x, (5,), w, b), F.layer_norm(x, (3, 5), None, None, eps=1e-3)
 
@@ -169,6 +229,11 @@ COMPOSITE_CASES: list[Case] = [
          shapes([(5, 4), (3,)], None, None, ints={1: (-5, 5)})),
     Case("chain", lambda x, y: (F.softmax(F.gelu(x @ y), -1) * 2).sum(0),
          shapes([(3, 4), (4, 5)], None, [(0, 4), (4, 5)]), tol="reduce"),
+]
+
+COMPOSITE_CASES += [
+    Case("shaping", _shapings, shapes([(4, 4), (4, 3)], None, None)),
+    Case("sampling", _samplings, shapes([(2, 4)], None, None), random=True, specials=False),
 ]
 
 ALL_CASES: list[Case] = [c for cases in OP_CASES.values() for c in cases] + COMPOSITE_CASES

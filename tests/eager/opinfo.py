@@ -1449,6 +1449,9 @@ OPINFOS: list[OpInfo] = [
        ALL, _grad_of(_shape_samples([((2, 3, 4), 1)]))),
 ]
 
+from opinfo_shaping import SHAPING_OPINFOS  # noqa: E402  (issue 16 item 4's ops)
+
+OPINFOS += SHAPING_OPINFOS
 BY_NAME = {info.name: info for info in OPINFOS}
 assert len(BY_NAME) == len(OPINFOS), "OpInfo names must be unique"
 

@@ -335,6 +335,16 @@ NEEDS_THE_SIZE = {"broadcast_to", "cat", "expand", "flatten", "gather", "getitem
                   "matmul", "matmul_operator", "reshape", "reshape_varargs", "scatter_slice",
                   "setitem", "slice_update",
                   "view"}
+# issue 16 item 4 (tests/eager/opinfo_shaping.py): a mask or arange of the size (tril, the
+# per-dim indices of gather/scatter/sort), a slice along it (split, flip, roll, narrow), or
+# a random draw of that shape (multinomial)
+NEEDS_THE_SIZE |= {"chunk", "cummax", "cummin", "cummin_grad", "diag", "diagonal", "einsum",
+                   "flip", "gather_dim", "index_select", "multinomial", "narrow", "repeat",
+                   "repeat_interleave", "roll", "scatter", "scatter_add_dim",
+                   "scatter_reduce_amax", "scatter_reduce_amin", "scatter_reduce_mean",
+                   "scatter_reduce_prod", "scatter_reduce_sum", "scatter_value", "sort",
+                   "split", "take_along_dim", "tile", "topk", "tril", "triu", "unbind",
+                   "unflatten", "unfold"}
 
 
 @pytest.mark.one_backend  # (tests/codegen/test_symbolic_kernels.py does Numba's share)
