@@ -57,6 +57,7 @@ REDUCTIONS = {"sum", "amax"}
 BLAS = {"matmul"}
 NUMPY = {"argmax", "check_class_index", "gather", "scatter_add", "scatter_slice", "slice_update",
          "cat", "uniform", "normal", "randint", "check_finite"}
+NUMPY |= {"im2col", "col2im"}  # sliding windows (eager/ops_conv.py)
 
 LOWERING = {}
 for _name in OPS:

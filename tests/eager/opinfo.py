@@ -1238,6 +1238,9 @@ OPINFOS: list[OpInfo] = [
        ALL, _grad_of(_shape_samples([((2, 3, 4), 1)]))),
 ]
 
+from opinfo_conv import CONV_OPINFOS  # noqa: E402  (sliding windows: conv, pooling, pad)
+OPINFOS += CONV_OPINFOS
+
 BY_NAME = {info.name: info for info in OPINFOS}
 assert len(BY_NAME) == len(OPINFOS), "OpInfo names must be unique"
 
