@@ -335,6 +335,8 @@ NEEDS_THE_SIZE = {"broadcast_to", "cat", "expand", "flatten", "gather", "getitem
                   "matmul", "matmul_operator", "reshape", "reshape_varargs", "scatter_slice",
                   "setitem", "slice_update",
                   "view"}
+# convolutions merge the batch into one matrix product's columns
+NEEDS_THE_SIZE |= {"conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d"}
 
 
 @pytest.mark.one_backend  # (tests/codegen/test_symbolic_kernels.py does Numba's share)
