@@ -52,6 +52,26 @@ def _pool_args(op, nd, x, kernel_size, stride, padding, dilation):
                                                                       "dilation")
 
 
+def _tiles(kernel, stride, padding, dilation, out, spatial) -> bool:
+    """Windows that tile the input (stride == kernel, no padding or dilation, every window
+    inside): then they are a reshape and a permute of it, no im2col copy, and their
+    gradient is the inverse views (no col2im)."""
+    return (tuple(stride) == tuple(kernel) and not any(padding) and set(dilation) == {1}
+            and all(o * k <= s for o, k, s in zip(out, kernel, spatial)))
+
+
+def _tile_windows(x, kernel, out):
+    """im2col's layout (C, *kernel, N, *out) of tiling windows, by views of x."""
+    nd = len(kernel)
+    if any(o * k != s for o, k, s in zip(out, kernel, x.shape[2:])):
+        x = T.getitem(x, (slice(None), slice(None)) + tuple(slice(0, o * k)
+                                                            for o, k in zip(out, kernel)))
+    split = tuple(x.shape[:2]) + tuple(v for o, k in zip(out, kernel) for v in (o, k))
+    perm = (1,) + tuple(3 + 2 * i for i in range(nd)) + (0,) + tuple(2 + 2 * i
+                                                                      for i in range(nd))
+    return T.permute(T.reshape(x, split), perm)
+
+
 def _to_nc_first(y, nd):
     """(C, N, *out) -> (N, C, *out)."""
     return T.permute(y, (1, 0) + tuple(range(2, nd + 2)))
@@ -66,7 +86,10 @@ def _max_poolnd(op, nd, x, kernel_size, stride, padding, dilation, ceil_mode, re
     spatial = tuple(x.shape[2:])
     geo = _geometry(op, spatial, kernel, stride, padding, dilation, ceil_mode)
     out = tuple(g[0] for g in geo)
-    cols = im2col(x, kernel, stride, dilation, tuple(g[1] for g in geo), -math.inf)
+    if _tiles(kernel, stride, padding, dilation, out, spatial):
+        cols = _tile_windows(x, kernel, out)
+    else:
+        cols = im2col(x, kernel, stride, dilation, tuple(g[1] for g in geo), -math.inf)
     c, n, kk = x.shape[1], x.shape[0], math.prod(kernel)
     cols = T.reshape(cols, (c, kk, n) + out)
     first = T.argmax(cols, 1)                                  # (C, N, *out): window offset
@@ -120,7 +143,10 @@ def _avg_poolnd(op, nd, x, kernel_size, stride, padding, ceil_mode, count_includ
     spatial = tuple(x.shape[2:])
     geo = _geometry(op, spatial, kernel, stride, padding, dilation, ceil_mode)
     out = tuple(g[0] for g in geo)
-    cols = im2col(x, kernel, stride, dilation, tuple(g[1] for g in geo), 0.0)
+    if _tiles(kernel, stride, padding, dilation, out, spatial):
+        cols = _tile_windows(x, kernel, out)
+    else:
+        cols = im2col(x, kernel, stride, dilation, tuple(g[1] for g in geo), 0.0)
     total = T.sum(cols, tuple(range(1, nd + 1)))               # (C, N, *out)
     if divisor_override:
         divisor = np.full(out, float(divisor_override))

@@ -336,19 +336,26 @@ def _pool2d_samples(rng, dtype):
     ]
 
 
+def _tile_samples(rng, dtype):
+    """Windows that tile the input (stride == kernel): views instead of im2col; a crop."""
+    return [Sample((values(rng, (2, 3, 7, 6), dtype, "grid"), 2)),
+            Sample((values(rng, (1, 2, 6, 9), dtype, "grid"), (3, 2)), {"ceil_mode": True})]
+
+
 def _maxpool2d_samples(rng, dtype):
-    return _pool2d_samples(rng, dtype) + [
+    return _pool2d_samples(rng, dtype) + _tile_samples(rng, dtype) + [
         Sample((values(rng, (1, 2, 7, 7), dtype, "grid"), 2),
                {"dilation": 2, "return_indices": True}, desc="dilation, indices")]
 
 
 def _maxpool1d_samples(rng, dtype):
     return [Sample((values(rng, (2, 2, 8), dtype, "grid"), 3),
-                   {"stride": 2, "padding": 1, "ceil_mode": True, "return_indices": True})]
+                   {"stride": 2, "padding": 1, "ceil_mode": True, "return_indices": True}),
+            Sample((values(rng, (2, 2, 7), dtype, "grid"), 2), {"return_indices": True})]
 
 
 def _avgpool2d_samples(rng, dtype):
-    return _pool2d_samples(rng, dtype) + [
+    return _pool2d_samples(rng, dtype) + _tile_samples(rng, dtype) + [
         Sample((values(rng, (1, 2, 7, 6), dtype), 3),
                {"stride": 2, "padding": 1, "ceil_mode": True, "count_include_pad": False})]
 
