@@ -20,6 +20,7 @@ import traceback
 
 import numpy as np
 
+from . import cnn
 from .timing import measure
 from .workloads import BETAS, EPS, LR, TRAIN_CHECK_STEPS, WORKLOADS, Runner
 
@@ -179,6 +180,8 @@ def _np_train_runner(inputs) -> Runner:
 
 
 def build_numpy(w, inputs) -> Runner:
+    if w.key == "W8":
+        return cnn.numpy_runner(inputs)
     if w.kind == "train":
         return _np_train_runner(inputs)
     make = {"W1": _np_gelu, "W2": _np_softmax, "W3": _np_layer_norm, "W4": _np_mlp_forward,
@@ -194,6 +197,8 @@ def build_torch(w, inputs, compiled: bool = False) -> Runner:
     import torch
     import torch.nn.functional as TF
 
+    if w.key == "W8":
+        return cnn.torch_runner(inputs, compiled)
     wrap = torch.compile if compiled else (lambda f: f)
     t = {k: torch.from_numpy(v) for k, v in inputs.items() if isinstance(v, np.ndarray)}
     if w.kind == "train":
@@ -260,6 +265,8 @@ def build_jax(w, inputs) -> Runner:
     import jax
     import jax.numpy as jnp
 
+    if w.key == "W8":
+        raise NotImplementedError("W8 (CNN) has no JAX version yet")
     if w.kind == "train":
         return _jax_train_runner(inputs)
     if w.key == "W1":

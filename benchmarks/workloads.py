@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import cnn
 from .timing import NormTolerance, Tolerance, compare
 
 __all__ = [
@@ -250,6 +251,9 @@ WORKLOADS: dict[str, Workload] = {w.key: w for w in [
              ref_affine, {"out": Tolerance(rtol=1e-6, atol=0.0)}),
     Workload("W7", "larger MLP training step", "256x1024 -> 1024 -> 1024 -> 10, CE, Adam",
              "train", _mlp_inputs(BIG_MLP, 256, True), ref_train, _TRAIN_TOL, layers=BIG_MLP),
+    Workload("W8", "LeNet-5 CNN training step", "64x1x28x28, conv 5x5 6/16, max-pool 2, "
+             "400 -> 120 -> 84 -> 10, CE, SGD momentum", "train", cnn.cnn_inputs,
+             cnn.ref_cnn_train, _TRAIN_TOL),
 ]}
 
 
@@ -348,6 +352,8 @@ def _train_runner(inputs, compiled: bool) -> Runner:
 
 
 def build_eager(w: Workload, inputs: dict) -> Runner:
+    if w.key == "W8":
+        return cnn.tracejit_runner(inputs, compiled=False)
     if w.kind == "train":
         return _train_runner(inputs, compiled=False)
     body, args, run = _tracejit_parts(w, inputs)
@@ -358,6 +364,8 @@ def build_compiled(w: Workload, inputs: dict) -> Runner:
     """The workload under `@tracer.function` (numba backend)."""
     import tracer
 
+    if w.key == "W8":
+        return cnn.tracejit_runner(inputs, compiled=True)
     if w.kind == "train":
         return _train_runner(inputs, compiled=True)
     body, args, run = _tracejit_parts(w, inputs)

@@ -132,6 +132,9 @@ LOWERING: dict[str, Lowering] = {
     "argsort": _NUMPY,
     "scatter": _NUMPY,
     "scatter_reduce": _NUMPY,
+    # eager/ops_conv.py (sliding windows of convolution and pooling)
+    "im2col": _NUMPY,
+    "col2im": _NUMPY,
     "cond": _CONTROL,
     "while_loop": _CONTROL,
 }

@@ -95,4 +95,6 @@ divide = div
 negative = neg
 is_tensor = lambda obj: isinstance(obj, Tensor)  # noqa: E731
 
+from . import ops_conv as _ops_conv  # noqa: E402,F401  (sliding-window rows: conv, pooling)
+
 __all__ = [name for name in dir() if not name.startswith("_")]

@@ -196,3 +196,13 @@ def embedding(idx, weight):
 
 def one_hot(idx, num_classes: int):
     return T.cast(T.eq(T.unsqueeze(idx, -1), T.arange(num_classes)), dtypes.int64)
+
+
+# Convolution, pooling, padding and resampling live in their own modules (conv.py,
+# pooling.py, resample.py); F.* re-exports them as PyTorch does.
+from .conv import (conv1d, conv2d, conv3d, conv_transpose1d, conv_transpose2d,  # noqa: E402
+                   conv_transpose3d, fold, unfold)
+from .pooling import (adaptive_avg_pool1d, adaptive_avg_pool2d,  # noqa: E402
+                      adaptive_max_pool1d, adaptive_max_pool2d, avg_pool1d, avg_pool2d,
+                      avg_pool3d, max_pool1d, max_pool2d, max_pool3d, max_unpool2d)
+from .resample import interpolate, pad, upsample  # noqa: E402

@@ -235,6 +235,13 @@ COMPOSITE_CASES += [
     Case("shaping", _shapings, shapes([(4, 4), (4, 3)], None, None)),
     Case("sampling", _samplings, shapes([(2, 4)], None, None), random=True, specials=False),
 ]
+OP_CASES.update({  # sliding windows (eager/ops_conv.py): convolution and pooling
+    "im2col": [Case("im2col", lambda x, w: (F.conv2d(x, w, padding=1, stride=(1, 2)),
+                                            F.max_pool2d(x, 2)),
+                    shapes([(2, 3, 5, 6), (4, 3, 3, 3)]))],
+    "col2im": [Case("col2im", lambda x, w: F.conv_transpose2d(x, w, stride=2) * 2,
+                    shapes([(2, 3, 3, 4), (3, 2, 3, 3)]))],
+})
 
 ALL_CASES: list[Case] = [c for cases in OP_CASES.values() for c in cases] + COMPOSITE_CASES
 

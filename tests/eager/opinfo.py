@@ -1452,8 +1452,12 @@ OPINFOS: list[OpInfo] = [
 from opinfo_shaping import SHAPING_OPINFOS  # noqa: E402  (issue 16 item 4's ops)
 
 OPINFOS += SHAPING_OPINFOS
+from opinfo_conv import CONV_OPINFOS  # noqa: E402  (sliding windows: conv, pooling, pad)
+OPINFOS += CONV_OPINFOS
+
 BY_NAME = {info.name: info for info in OPINFOS}
-assert len(BY_NAME) == len(OPINFOS), "OpInfo names must be unique"
+_DUPLICATE = [n for n in BY_NAME if sum(i.name == n for i in OPINFOS) > 1]
+assert not _DUPLICATE, f"OpInfo names must be unique: {_DUPLICATE}"
 
 
 def forward_cases():

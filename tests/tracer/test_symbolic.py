@@ -345,6 +345,8 @@ NEEDS_THE_SIZE |= {"chunk", "cummax", "cummin", "cummin_grad", "diag", "diagonal
                    "scatter_reduce_prod", "scatter_reduce_sum", "scatter_value", "sort",
                    "split", "take_along_dim", "tile", "topk", "tril", "triu", "unbind",
                    "unflatten", "unfold"}
+# convolutions merge the batch into one matrix product's columns
+NEEDS_THE_SIZE |= {"conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d"}
 
 
 @pytest.mark.one_backend  # (tests/codegen/test_symbolic_kernels.py does Numba's share)
