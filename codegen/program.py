@@ -10,7 +10,6 @@ it is what every call executes, and `describe()` prints the same list.
 """
 from __future__ import annotations
 
-import logging
 import math
 import threading
 
@@ -22,14 +21,13 @@ from tracer.ir import Graph, Literal, Var
 from tracer.symbolic import SymbolicDimError, binder, graph_dims, nonempty_checks
 
 from . import ahead, build, fallback, runner
-from .steps import (SUBGRAPH_RUNNERS, FallbackStep, Kernel, KernelCall, KernelOut, NumpyStep, SubgraphStep,
-                    step_text)
 from .emit import PARALLEL_MIN_SIZE
 from .fuse import CallStep, KernelGroup, ViewStep, describe, merge_adjacent, partition
 from .inplace_plan import _plan_inplace
 from .parallel import _split_call
+from .steps import (SUBGRAPH_RUNNERS, FallbackStep, Kernel, KernelCall, KernelOut, NumpyStep,
+                    SubgraphStep, step_text)
 
-log = logging.getLogger("tracer.kernels")
 
 class Program:
     """The 'numba' backend's executable for one graph: `program(args, dests=None)`."""
@@ -87,6 +85,7 @@ class Program:
             self.emitted = {}
         self.results = [self._operand(x) for x in graph.results]
         self.runner_source, self._run, self.call1 = runner.generate(self)
+        self._observed = None  # (run_observed's runner, generated on first use)
 
     # -------------------------------------------------------------- slots
     def _slot(self, v: Var) -> int:
@@ -209,6 +208,14 @@ class Program:
         (or None): such updates are computed straight into it."""
         return self._run(args, dests)
 
+    def run_observed(self, args, note):
+        """Run on `args` (no `dests`) calling `note(slot, value)` for each value a step
+        writes, in order: the same generated lines as `__call__` (check mode compares each
+        value with the reference interpreter's)."""
+        if self._observed is None:
+            self._observed = runner.generate(self, observe=True)[1]
+        return self._observed(args, note)
+
     def references(self, slot: int, a) -> int:
         """How many references this program keeps between calls to the array `a` of
         argument slot `slot` (the flat-view cache of a capture: the array and its view), so
@@ -260,4 +267,4 @@ def small_kernel(group) -> bool:
         and math.prod(group.shape) < PARALLEL_MIN_SIZE
 
 
-__all__ = ["Program", "Kernel"]
+__all__ = ["Kernel", "Program"]

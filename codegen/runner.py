@@ -29,21 +29,25 @@ AUTOTUNE_MATMUL = matmul_layout.AUTOTUNE_MATMUL
 _matmul_choice = matmul_layout._matmul_choice
 
 
-def generate(program):
+def generate(program, observe: bool = False):
     """(source, run, run1) for `program`: `run(args, dests)` -> the results;
     `run1(a)`, for a program of one argument, one result and no `dests`, takes the array
     and returns the result array (the one-argument fast path of tracer.function), else
-    None. Both are made from the same lines."""
-    gen = _Generator(program)
+    None. Both are made from the same lines.
+
+    With `observe`, `run(args, note, dests=None)` calls `note(slot, value)` after each step
+    for each value it wrote (check mode's search for the first diverging equation)."""
+    gen = _Generator(program, observe)
     body, ns = gen.body()
     results = [gen.result(r, j) for j, r in enumerate(program.results)]
     unpack = []
     if program.n_args:
         unpack = ["    " + ", ".join(f"v{s}" for s in range(program.n_args)) + ", = args"]
-    source = "\n".join(["def run(args, dests):"] + unpack + body
+    header = "def run(args, note, dests=None):" if observe else "def run(args, dests):"
+    source = "\n".join([header] + unpack + body
                        + [f"    return [{', '.join(results)}]"]) + "\n"
     one = program.bind is None and program.n_args == 1 and len(results) == 1 \
-        and isinstance(program.results[0], int) and not program._dest_pos
+        and isinstance(program.results[0], int) and not program._dest_pos and not observe
     if one:
         source += "\n\n" + "\n".join(["def run1(v0):"] + body
                                      + [f"    return {results[0]}"]) + "\n"
@@ -52,8 +56,9 @@ def generate(program):
 
 
 class _Generator:
-    def __init__(self, program):
+    def __init__(self, program, observe=False):
         self.p = program
+        self.observe = observe
         self.ns = {"empty": np.empty, "zeros": np.zeros, "matmul": np.matmul,
                    "fortran": np.asfortranarray, "contiguous": np.ascontiguousarray,
                    "asarray": np.asarray, "array": np.array, "ndarray": np.ndarray,
@@ -152,6 +157,8 @@ class _Generator:
                              f"sub{k}(e{k}, [{ops}], {sizes})  # {step.eqn.op}")
             else:
                 self.numpy_step(k, step)
+            if self.observe:
+                lines.extend(f"    note({s}, v{s})" for s in _writes(step))
         prologue = []
         if self.rings:
             ns["recycled"], ns["n_rings"] = _recycled, self.rings
@@ -298,6 +305,15 @@ class _Generator:
         names = list(names)
         names[j] = f"{('fortran', 'contiguous')[layouts[j] == 'F']}({names[j]})"
         return names
+
+
+def _writes(step) -> list:
+    """The slots a step writes."""
+    if isinstance(step, KernelCall):
+        return [o.slot for o in step.outs]
+    if isinstance(step, (FallbackStep, SubgraphStep)):
+        return list(step.outs)
+    return [step.out]
 
 
 # ------------------------------------------------------------------ run-time helpers

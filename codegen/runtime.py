@@ -83,4 +83,4 @@ def compile_numba(graph: Graph):
     return program
 
 
-__all__ = ["compile_numba", "Program", "PerSizeProgram", "Kernel", "FallbackWarning"]
+__all__ = ["FallbackWarning", "Kernel", "PerSizeProgram", "Program", "compile_numba"]
