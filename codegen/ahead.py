@@ -199,8 +199,6 @@ class Ahead:
             pass
 
 
-
-
 def _set_up_numba() -> None:
     """Numba's compiler set-up (its typing and lowering registries: ~0.3 s, once per
     process), done before forking: the program needs it anyway, and the child then

@@ -17,7 +17,7 @@ import eager.nn.functional as F
 import eager.optim as optim
 import tracer
 from codegen import ahead
-from codegen.steps import FallbackStep, KernelCall, NumpyStep, SubgraphStep
+from codegen.steps import FallbackStep, KernelCall, SubgraphStep
 from tracer import TensorSpec
 
 ROWS = [TensorSpec((None, 4), eager.float32)]
