@@ -36,6 +36,7 @@ import threading
 import warnings
 
 from tracer import settings
+from tracer.symbolic import SymbolicDimError
 
 from . import build
 from .emit import emit_kernel
@@ -112,9 +113,14 @@ class Ahead:
         self._buf = b""
 
     def emit(self, part, group, io):
-        """`emit_kernel(part, group, io)`, emitted already by `start` (once is enough)."""
+        """`emit_kernel(part, group, io)`, as `emit_all` emitted it (once is enough): its
+        (source, KernelSource), or the exception emission raised."""
         got = self.emitted.pop(id(group), None)
-        return got if got is not None else emit_kernel(part, group, io)
+        if got is None:
+            return emit_kernel(part, group, io)
+        if isinstance(got, Exception):
+            raise got
+        return got
 
     def wait(self, source: str) -> None:
         """Return once the child has compiled `source`, or failed to, or will not."""
@@ -194,9 +200,6 @@ class Ahead:
             pass
 
 
-_NONE = Ahead()
-
-
 def _set_up_numba() -> None:
     """Numba's compiler set-up (its typing and lowering registries: ~0.3 s, once per
     process), done before forking: the program needs it anyway, and the child then
@@ -217,17 +220,22 @@ def _compile_in_child(source: str, name: str) -> None:
     build.load_module(source, name)
 
 
-def _emit_all(program) -> dict:
-    """id(group) -> emit_kernel's (source, KernelSource), for each of `program`'s kernels,
-    as Program._kernel_op would emit them (which then takes them from here)."""
+def emit_all(program) -> dict:
+    """id(group) -> emit_kernel's (source, KernelSource), or the exception it raised, for
+    each of `program`'s kernels, as Program._kernel_op takes them (through Ahead.emit): each
+    kernel's source is emitted once. SymbolicDimError propagates: such a graph is compiled
+    per size instead (codegen.runtime.compile_numba)."""
     out = {}
     for group in program.part.steps:
         if not isinstance(group, KernelGroup):
             continue
         try:
             out[id(group)] = emit_kernel(program.part, group, program.updates_in(group))
-        except Exception:  # noqa: BLE001 - the program emits it again and reports it
-            continue
+        except SymbolicDimError as exc:
+            exc.kernel = group.name  # (for the per-size program's reason)
+            raise
+        except Exception as exc:  # noqa: BLE001 - the program falls back and reports it
+            out[id(group)] = exc
     return out
 
 
@@ -285,13 +293,16 @@ def _become_invisible(parent: int) -> None:
 
 def start(program) -> Ahead:
     """Fork a child compiling the later part of `program`'s kernels, when that can help."""
+    emitted = dict(program.emitted)  # (emit_all's, made by the program first)
     if not (ENABLED and sys.platform.startswith("linux") and hasattr(os, "fork")) \
             or _cpus() < 2 or not _threads_alone():
-        return _NONE
-    emitted = _emit_all(program)
+        return Ahead(emitted=emitted)
     names = {id(g): g.name for g in program.part.steps if isinstance(g, KernelGroup)}
     work, seen = [], set()
-    for key, (source, _) in emitted.items():
+    for key, got in emitted.items():
+        if isinstance(got, Exception):
+            continue
+        source = got[0]
         if source not in seen and not _is_cached(source, names[key]):
             seen.add(source)
             work.append((source, names[key]))
@@ -341,4 +352,4 @@ def start(program) -> Ahead:
     return Ahead(pid, r, [s for s, _ in theirs], emitted)
 
 
-__all__ = ["ENABLED", "STALL_SECONDS", "Ahead", "start"]
+__all__ = ["ENABLED", "STALL_SECONDS", "Ahead", "emit_all", "start"]

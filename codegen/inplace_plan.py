@@ -1,5 +1,5 @@
 """The in-place plan: which updates a program writes straight into the memory of the
-tensor they update (codegen.runtime builds it with `_plan_inplace` for each program)."""
+tensor they update (codegen.program builds it with `_plan_inplace` for each program)."""
 
 from __future__ import annotations
 

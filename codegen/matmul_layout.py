@@ -1,5 +1,5 @@
 """BLAS layout tuning: which operand of a small 2-D matmul to copy into the other layout
-first, timed once per shape (codegen.runtime's runner calls `_matmul_choice`)."""
+first, timed once per shape (codegen.runner calls `_matmul_choice`)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Output recycling: large outputs reuse an array the caller has dropped (the executor's
-memory; codegen.runtime allocates a step's output through `_recycled`)."""
+memory; codegen.runner allocates a step's output through `_recycled`)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The parallel split: a kernel's loop run in pieces on the calling thread and a pool's
-(codegen.runtime wraps split kernels with `_split_call`)."""
+(codegen.program wraps split kernels with `_split_call`)."""
 
 from __future__ import annotations
 

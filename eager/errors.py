@@ -15,7 +15,8 @@ def _is_library_file(filename: str) -> bool:
         for pkg in _PACKAGES:
             if filename.startswith(os.path.join(root, pkg) + os.sep):
                 return True
-    return filename.startswith("<frozen") or "contextlib.py" in filename
+    # (code tracejit generates - runners, call paths - is named "<tracejit ...>")
+    return filename.startswith(("<frozen", "<tracejit")) or "contextlib.py" in filename
 
 
 def user_frame():

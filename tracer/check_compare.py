@@ -248,28 +248,21 @@ def _first_compiled_divergence(program, graph, inputs, reference, records):
     """Run the numba program step by step (kernel, BLAS call, numpy step) on copies of
     the inputs, and find the first equation whose materialized value differs from the
     reference interpreter's."""
-    ops = getattr(program, "ops", None)
+    run_observed = getattr(program, "run_observed", None)
     slots = getattr(program, "slots", None)
-    if ops is None or slots is None:
+    if run_observed is None or slots is None:
         return None
-    env = [np.array(a, copy=True) for a in inputs] + [None] * (program.n_slots - len(inputs))
-    if program._sizes_slot is not None:
-        env[program._sizes_slot] = program._bind(env[:program.n_args])
-    for s, value in program.const_slots:
-        env[s] = value
-    flat = [None] * program.n_slots
     got = {}
+
+    def note(s, value):
+        if value is not None and s not in got:
+            got[s] = np.array(value, copy=True)
     from eager import random as _random
 
     after = _random.get_rng_state()
     _random.set_rng_state(records.rng)
     try:
-        for op in ops:
-            before = list(map(id, env))
-            op(env, flat, None)
-            for s, (a, b) in enumerate(zip(before, map(id, env))):
-                if a != b and env[s] is not None and s not in got:
-                    got[s] = np.array(env[s], copy=True)
+        run_observed([np.array(a, copy=True) for a in inputs], note)
     finally:
         _random.set_rng_state(after)
     for e in graph.eqns:

@@ -118,10 +118,15 @@ class ConcreteFunction:
         grad_targets = {i for kind, i in update_targets if kind == "grad"}
         self._accumulated = tuple(j for j, owner in enumerate(capture_grad_owner)
                                   if owner is not None and owner in grad_targets)
+        # The one way this trace runs: `run`, generated from the data above; `call_fast`
+        # is `run` with the guards in front, generated where there are guards to check.
+        self.run, self.run_source = self._generate(guarded=False)
         self.call_source = None  # the generated call_fast, when there is one
         self.call_fast = self._checked_call
         if not self._plain and not one_shot and (captures or guards):
-            self.call_fast = self._generate_call()
+            call, self.call_source = self._generate(guarded=True)
+            if call is not None:
+                self.call_fast = call
 
     # -------------------------------------------------------------- inspection
     @property
@@ -210,12 +215,16 @@ class ConcreteFunction:
             return None
         return self._alias(self._input_values(leaves))
 
-    def _generate_call(self):
-        """`_checked_call` as one generated function: the guards, reading the captures,
-        the .grad arrays the program writes into, the run and the write-back, straight-line
-        over this trace's captures (a training step has 17; looping over them with their
-        per-capture tuples cost more than most of its kernels). On any guard miss it
-        returns MISS and the caller takes the general path, which says what changed."""
+    def _generate(self, guarded: bool):
+        """The call as one generated function, made from this trace's data: reading the
+        captures, the .grad arrays the program writes into, the run and the write-back,
+        straight-line over this trace's captures (a training step has 17; looping over
+        them with their per-capture tuples cost more than most of its kernels).
+
+        `guarded` (`call_fast`): the guards first; on any miss it returns MISS and the
+        caller takes the general path, which says what changed (None where this trace
+        writes state the fast path does not). Unguarded (`run`): what every call of this
+        trace runs once its guards have passed. Returns (function, source)."""
         caps = self._captures
         ns = {"MISS": MISS, "ndarray": np.ndarray, "seen": self._guard_seen,
               "dseen": self._dest_seen, "EPOCH": STRUCTURE_EPOCH, "self": self,
@@ -236,50 +245,56 @@ class ConcreteFunction:
             shape, dtype = self._capture_types[i]
             ns[f"S{i}"], ns[f"D{i}"] = shape, dtype
             if owner is not None:
-                lines += [f"    g = c{owner}._grad",
-                          "    if g is None:",
-                          "        return MISS",
-                          f"    d{i} = g._data"]
+                lines.append(f"    g = c{owner}._grad")
+                if guarded:
+                    lines += ["    if g is None:", "        return MISS"]
+                lines.append(f"    d{i} = g._data")
             else:
                 lines.append(f"    d{i} = c{i}._data")
-            lines += [f"    if d{i} is not seen[{i}]:",
-                      "        co[0] = None",
-                      "        astale[0] = True",
-                      f"        if d{i}.__class__ is not ndarray or d{i}.shape != S{i} "
-                      f"or d{i}.dtype != D{i}:",
-                      "            return MISS",
-                      f"        seen[{i}] = d{i}"]
-            rg = self._capture_requires_grad[i]
-            if rg is not None:
-                lines += [f"    if c{i}.requires_grad != {rg}:", "        return MISS"]
+            if guarded:
+                lines += [f"    if d{i} is not seen[{i}]:",
+                          "        co[0] = None",
+                          "        astale[0] = True",
+                          f"        if d{i}.__class__ is not ndarray or d{i}.shape != S{i} "
+                          f"or d{i}.dtype != D{i}:",
+                          "            return MISS",
+                          f"        seen[{i}] = d{i}"]
+                rg = self._capture_requires_grad[i]
+                if rg is not None:
+                    lines += [f"    if c{i}.requires_grad != {rg}:", "        return MISS"]
             if i in self._accumulated:
-                # Held: d{i}, seen[{i}] and what the program caches; the tensor, by
-                # self._captures if it is the traced one.
-                lines += [(f"    if not unshared(g, 2 + prefs({n_in + i}, d{i}), "
+                # Held: d{i}, seen[{i}] (set above when guarded) and what the program
+                # caches; the tensor, by self._captures if it is the traced one.
+                seen = "1" if guarded else f"(seen[{i}] is d{i})"
+                lines += [(f"    if not unshared(g, 1 + {seen} + prefs({n_in + i}, d{i}), "
                            f"g is self._captures[{i}]):"),
                           f"        d{i} = d{i}.copy()"]
-        lines += check_lines(self._call_guards, ns)
-        if self._sources or self._epoch_guards:
-            lines += ["    if EPOCH[0] != self._epoch:", "        return MISS"]
-        if self.input_layouts:
-            ns["layout_failure"] = self.layout_failure
-            lines += ["    if layout_failure(leaves) is not None:", "        return MISS"]
-        for k, guard in enumerate(self._items.guards):
-            lines += guard.check_source(k, ns)
+        if guarded:
+            lines += check_lines(self._call_guards, ns)
+            if self._sources or self._epoch_guards:
+                lines += ["    if EPOCH[0] != self._epoch:", "        return MISS"]
+            if self.input_layouts:
+                ns["layout_failure"] = self.layout_failure
+                lines += ["    if layout_failure(leaves) is not None:", "        return MISS"]
+            for k, guard in enumerate(self._items.guards):
+                lines += guard.check_source(k, ns)
         lines.append("    values = [" + ", ".join(
             [f"leaves[{j}]._data" for j in range(n_in)] + [f"d{i}" for i in range(len(caps))])
             + "]")
-        if self._alias is not None:
+        if guarded and self._alias is not None:
             lines += ["    if alias(values, astale[0]) is not None:", "        return MISS",
                       "    astale[0] = False"]
         if self._dest_targets:
             # Where the program may write a .grad straight into its array: not when that
             # array (or what it views) is also read as an argument or capture.
-            lines += ["    owners = co[0]",
-                      "    if owners is None:",
-                      f"        owners = co[0] = {{_owner(a) for a in values[{n_in}:]}}",
-                      "    leaf_owners = (" + "".join(
-                          f"_owner(leaves[{j}]._data), " for j in range(n_in)) + ")"]
+            if guarded:  # (the captures' owners are kept until one of their arrays changes)
+                lines += ["    owners = co[0]",
+                          "    if owners is None:",
+                          f"        owners = co[0] = {{_owner(a) for a in values[{n_in}:]}}"]
+            else:
+                lines.append(f"    owners = {{_owner(a) for a in values[{n_in}:]}}")
+            lines.append("    leaf_owners = (" + "".join(
+                f"_owner(leaves[{j}]._data), " for j in range(n_in)) + ")")
             names = []
             for k, (i, shape, dtype) in enumerate(self._dest_targets):
                 ns[f"DS{k}"], ns[f"DD{k}"] = shape, dtype
@@ -333,8 +348,13 @@ class ConcreteFunction:
                 lines.append(f"    assign_grad(c{i}, {r})")
             elif kind == "input":
                 lines.append(f"    assign_data(leaves[{i}], {r})")
-            else:  # created state, input grads: not on the fast path (see Function.__call__)
-                return self._checked_call
+            elif guarded:  # created state, input grads: not on the fast path
+                return None, None  # (see Function.__call__)
+            elif kind == "created":
+                ns[f"created{i}"] = self._created_targets[i]
+                lines.append(f"    assign_data(created{i}, {r})")
+            else:  # input_grad
+                lines.append(f"    assign_grad(leaves[{i}], {r})")
         for j, (kind, i) in self._out_alias.items():
             lines.append(f"    outs[{j}] = " + {"input": f"leaves[{i}]", "capture": f"c{i}",
                                                  "grad": f"c{i}._grad",
@@ -342,11 +362,14 @@ class ConcreteFunction:
         if self._items.writes:
             ns["items_replay"] = self._items.replay
             lines.append("    items_replay()")
-        lines.append("    return unflatten(out_tree, iter(outs))")
+        if self.out_tree == LEAF:
+            lines.append("    return outs[0]")
+        else:
+            lines.append("    return unflatten(out_tree, iter(outs))")
         source = "\n".join(lines) + "\n"
-        exec(compile(source, f"<tracejit call {self.name}>", "exec"), ns)
-        self.call_source = source
-        return ns["call"]
+        kind = "call" if guarded else "run"
+        exec(compile(source, f"<tracejit {kind} {self.name}>", "exec"), ns)
+        return ns["call"], source
 
     def __call__(self, *args, **kwargs):
         leaves = []
@@ -434,30 +457,6 @@ class ConcreteFunction:
         self._items.replay()
         return unflatten(self.out_tree, iter(outs))
 
-    def run(self, leaves):
-        if self._plain:
-            # No captures, no updates, one fresh tensor out: the common small function.
-            if len(leaves) == 1:
-                return Tensor._wrap(self.program([leaves[0]._data])[0])
-            return Tensor._wrap(self.program([t._data for t in leaves])[0])
-        values = self._input_values(leaves)
-        if self._dest_targets:
-            results = self.program(values, self._dests(values))
-        else:
-            results = self.program(values)
-        outs = self._output_tensors(results)
-        if self._update_copies:
-            results = list(results)
-            for k in self._update_copies:
-                results[k] = np.array(results[k])
-        self._write_back(results[len(outs):], leaves)
-        if self._out_alias:
-            self._substitute_aliases(outs, leaves)
-        if self._freed:
-            self._mark_freed(outs)
-        self._items.replay()
-        return unflatten(self.out_tree, iter(outs))
-
     def _mark_freed(self, outs):
         """Eager's loss after loss.backward(): requires grad, its graph already freed."""
         for j, node in self._freed.items():
@@ -481,35 +480,6 @@ class ConcreteFunction:
                 values[n_in + i] = g._data.copy()
         return values
 
-    def _dests(self, values) -> list:
-        """The current .grad arrays the program may write into, or None where one cannot be
-        used: missing, of another shape or dtype, not C-contiguous and writable, or one of
-        the call's own input arrays (which the program still reads)."""
-        caps = self._captures
-        seen = self._dest_seen
-        dests = []
-        owners = None  # memory owners of the call's arrays (the same rule as call_source)
-        for k, (i, shape, dtype) in enumerate(self._dest_targets):
-            g = caps[i]._grad
-            d = g._data if g is not None else None
-            if d is not None and d is not seen[k]:
-                # Checked once per array object: a tensor's array keeps its shape and
-                # layout; the same .grad array is reused call after call.
-                ok = (d.__class__ is np.ndarray and d.shape == shape and d.dtype == dtype
-                      and d.flags.c_contiguous and d.flags.writeable)
-                seen[k] = d if ok else None
-                if not ok:
-                    d = None
-            if d is not None:
-                if owners is None:
-                    owners = {_memory_owner(a) for a in values}
-                if _memory_owner(d) in owners:
-                    d = None
-                elif not _unshared(g, 1 + (seen[k] is d)):
-                    d = None  # someone else holds the old gradient: eager leaves it alone
-            dests.append(d)
-        return dests
-
     def _output_tensors(self, results) -> list:
         """Tensors for the program's outputs (copies where they would alias)."""
         outs = []
@@ -532,26 +502,6 @@ class ConcreteFunction:
                 outs[j] = self._captures[i]._grad
             else:
                 outs[j] = leaves[i]._grad
-
-    def _write_back(self, updates, leaves):
-        caps = self._captures
-        for target, value in zip(self._update_targets, updates):
-            kind, i = target
-            if kind == "data":
-                owner = self._capture_grad_owner[i]
-                t = caps[owner]._grad if owner is not None else caps[i]
-                if value is t._data:  # written in place by the program
-                    t._version[0] += 1
-                else:
-                    _assign_data(t, value)
-            elif kind == "grad":
-                _assign_grad(caps[i], value)
-            elif kind == "created":
-                _assign_data(self._created_targets[i], value)
-            elif kind == "input_grad":
-                _assign_grad(leaves[i], value)
-            elif kind == "input":
-                _assign_data(leaves[i], value)
 
 
 def _no_references(slot, a) -> int:

@@ -32,7 +32,7 @@ def failing_builds(monkeypatch):
 
     monkeypatch.setattr(codegen.build, "load_kernel", broken)
     monkeypatch.setattr(codegen.ahead, "ENABLED", False)
-    monkeypatch.setattr(codegen.runtime, "_warned", set())
+    monkeypatch.setattr(codegen.fallback, "_warned", set())
 
 
 def _fallback_warnings(caught) -> list:
@@ -201,7 +201,7 @@ def test_a_kernel_the_code_generator_fails_on_runs_through_numpy(monkeypatch):
         raise KeyError("simulated emission bug")
 
     monkeypatch.setattr(codegen.ahead, "emit_kernel", broken)
-    monkeypatch.setattr(codegen.runtime, "_warned", set())
+    monkeypatch.setattr(codegen.fallback, "_warned", set())
     rng = np.random.default_rng(6)
     x = eager.from_numpy(rng.standard_normal((6, 8)).astype(np.float32))
     t = eager.from_numpy(rng.standard_normal((6, 1)).astype(np.float32))

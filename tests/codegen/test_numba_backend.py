@@ -675,26 +675,20 @@ def test_compiled_training_step_matches_eager(make_opt, monkeypatch):
         return step(model, opt, x, y)
 
     calls = []
-    run = tracer.ConcreteFunction.run
-    generate = tracer.ConcreteFunction._generate_call
+    generate = tracer.ConcreteFunction._generate
 
-    def counting_run(self, leaves):
-        calls.append(self)
-        return run(self, leaves)
-
-    def counting_generate(self):  # the generated fast call does not go through run()
-        fn = generate(self)
-        if fn == self._checked_call:
-            return fn
+    def counting_generate(self, guarded):  # run and the guarded call_fast, both generated
+        fn, source = generate(self, guarded)
+        if fn is None:
+            return fn, source
 
         def counted(leaves):
             out = fn(leaves)
             if out is not MISS:
                 calls.append(self)
             return out
-        return counted
-    monkeypatch.setattr(tracer.ConcreteFunction, "run", counting_run)
-    monkeypatch.setattr(tracer.ConcreteFunction, "_generate_call", counting_generate)
+        return counted, source
+    monkeypatch.setattr(tracer.ConcreteFunction, "_generate", counting_generate)
 
     rng = np.random.default_rng(0)
     x = eager.from_numpy(rng.standard_normal((8, 6)).astype(np.float32))

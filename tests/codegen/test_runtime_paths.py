@@ -1,4 +1,4 @@
-"""The executor's direct paths for numpy steps (codegen.runtime.Program._call_op), each
+"""The runner's direct lines for numpy steps (codegen.runner), each
 checked against eager where its shortcut is valid and where it must not be taken."""
 from __future__ import annotations
 
@@ -179,9 +179,9 @@ def test_a_live_hyperparameter_is_passed_to_kernels_without_a_copy():
 def _compiled_and_eager_mlp(choice, monkeypatch, x_np, transposed_input):
     """A small MLP's loss and gradients, compiled with `_matmul_choice` forced to
     `choice`, and the same step run eagerly on the same parameters."""
-    import codegen.runtime as runtime
+    import codegen.runner as runner
 
-    monkeypatch.setattr(runtime, "_matmul_choice", lambda *args: choice)
+    monkeypatch.setattr(runner, "_matmul_choice", lambda *args: choice)
     rng = np.random.default_rng(3)
     w1 = eager.tensor(rng.standard_normal((16, 12)).astype(np.float32), requires_grad=True)
     w2 = eager.tensor(rng.standard_normal((5, 16)).astype(np.float32), requires_grad=True)
@@ -228,10 +228,10 @@ def test_matmul_choice_is_timed_once_per_shape_and_layout(monkeypatch):
 
 
 def test_matmul_tuning_can_be_switched_off(monkeypatch):
-    import codegen.runtime as runtime
+    import codegen.runner as runner
 
-    monkeypatch.setattr(runtime, "AUTOTUNE_MATMUL", False)
-    monkeypatch.setattr(runtime, "_matmul_choice", lambda *args: "a")
+    monkeypatch.setattr(runner, "AUTOTUNE_MATMUL", False)
+    monkeypatch.setattr(runner, "_matmul_choice", lambda *args: "a")
     x = eager.from_numpy(np.ones((4, 6), np.float32))
     w = eager.from_numpy(np.ones((3, 6), np.float32))
     f = tracer.function(lambda x: (x @ w.T) * 2.0)

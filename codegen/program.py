@@ -1,0 +1,270 @@
+"""A compiled program as data: its steps, in order, over a flat list of value slots.
+
+Slots hold the graph inputs, then the captures, then consts and step outputs. A step is
+one of: a kernel call (`KernelCall`), a numpy step (`NumpyStep`: a registry op, BLAS
+matmul, a view), a kernel that could not be built and runs through numpy
+(`FallbackStep`) or a sub-graph (`SubgraphStep`: cond, while_loop). Symbolic sizes (a
+None of an input_signature) are bound from the arguments' shapes at each call and passed
+to the steps that need them. One runner is generated from this list (codegen.runner):
+it is what every call executes, and `describe()` prints the same list.
+"""
+from __future__ import annotations
+
+import math
+import threading
+
+import numpy as np
+
+from eager.ops import Dim
+from tracer import logs
+from tracer.ir import Graph, Literal, Var
+from tracer.symbolic import SymbolicDimError, binder, graph_dims, nonempty_checks
+
+from . import ahead, build, fallback, runner
+from .emit import PARALLEL_MIN_SIZE
+from .fuse import CallStep, KernelGroup, ViewStep, describe, merge_adjacent, partition
+from .inplace_plan import _plan_inplace
+from .parallel import _split_call
+from .steps import (subgraph_runner, FallbackStep, Kernel, KernelCall, KernelOut, NumpyStep,
+                    SubgraphStep, step_text)
+
+
+class Program:
+    """The 'numba' backend's executable for one graph: `program(args, dests=None)`."""
+
+    def __init__(self, graph: Graph):
+        self.graph = graph
+        self.part = partition(graph)
+        self.slots: dict = {}
+        self.slot_vars: list = []
+        self.own_slots: set = set()  # C-contiguous writable arrays this program allocates
+        self.kernels: list = []
+        self.steps: list = []
+        for v in tuple(graph.inputs) + tuple(graph.captures):
+            self._slot(v)
+        self.n_args = len(self.slot_vars)
+        self.n_inputs = len(graph.inputs)
+        self.bind = binder(graph)  # None, or args -> {Dim: size}
+        self.dims = graph_dims(graph) if self.bind is not None else []
+        self.nonempty = nonempty_checks(graph) if self.bind is not None else ()
+        # Values that leave the program (outputs, and what output views look into) get
+        # fresh memory every call; every other kernel output reuses a buffer per thread,
+        # which also saves the page faults of touching new memory. Updates do not leave:
+        # most are written straight into the tensors they update (_plan_inplace), the
+        # rest land in reused buffers that the caller copies over their targets (W7's
+        # Adam kernels spent most of their time faulting in three fresh 4 MiB arrays).
+        self._escaping = set()
+        for x in graph.outputs:
+            while isinstance(x, Var):
+                self._escaping.add(id(x))
+                e = self.part.views.get(id(x))
+                x = e.inputs[0] if e is not None else None
+        self.tls = threading.local()
+        # Updates written straight into the tensor they update (see _plan_inplace).
+        self.inplace = _plan_inplace(graph, self.part, self._escaping)
+        # ...planned on the separate kernels, whose order merging keeps.
+        merge_adjacent(self.part, small_kernel)
+        self._dest_pos = {}  # slot of an update value -> its position in `dests`
+        self._flat_cache = [None] * self.n_args  # per capture slot: (array, its flat view)
+        self.const_slots = [(self._slot(v), value) for v, value in graph.consts]
+        self._defined = set(range(self.n_args)) | {s for s, _ in self.const_slots}
+        # Every kernel's source, emitted once (a symbolic size a kernel cannot take at run
+        # time raises SymbolicDimError here, before anything forks or compiles).
+        self.emitted = ahead.emit_all(self)
+        self._ahead = ahead.start(self)  # a child compiles some kernels meanwhile
+        try:
+            for step in self.part.steps:
+                if isinstance(step, KernelGroup):
+                    self.steps.append(self._kernel_op(step))
+                elif isinstance(step, CallStep):
+                    self.steps.append(self._call_op(step.eqn, step.how))
+                elif isinstance(step, ViewStep):
+                    self.steps.append(self._call_op(step.eqn, "view"))
+        finally:  # (if a step raises, the child must not outlive the failed build)
+            self._ahead.close()
+            self.emitted = {}
+        self.results = [self._operand(x) for x in graph.results]
+        self.runner_source, self._run, self.call1 = runner.generate(self)
+        self._observed = None  # (run_observed's runner, generated on first use)
+
+    # -------------------------------------------------------------- slots
+    def _slot(self, v: Var) -> int:
+        s = self.slots.get(id(v))
+        if s is None:
+            s = len(self.slot_vars)
+            self.slots[id(v)] = s
+            self.slot_vars.append(v)
+        return s
+
+    def _operand(self, x):
+        """What a step reads for input `x`: its slot, or the Literal, or None."""
+        if x is None or isinstance(x, Literal):
+            return x
+        return self.slots[id(x)]
+
+    def _define(self, slots) -> None:
+        self._defined.update(slots)
+
+    # -------------------------------------------------------------- steps
+    def updates_in(self, group: KernelGroup) -> dict:
+        """The in-place updates `group`'s kernel writes through the input it updates
+        (emit_kernel's `io`): id(new value) -> the value it overwrites."""
+        mine = set(map(id, group.parts or [group]))
+        return {key: ip.old for key, ip in self.inplace.items()
+                if ip.io and id(self.part.group_of.get(key)) in mine}
+
+    def _kernel_op(self, group: KernelGroup):
+        try:
+            source, ks = self._ahead.emit(self.part, group, self.updates_in(group))
+        except SymbolicDimError:
+            raise  # (emit_all has emitted it already without raising)
+        except Exception as exc:  # noqa: BLE001 - a code generator bug: fall back too
+            kernel = Kernel(group.name, group.kind, "", group)
+            self.kernels.append(kernel)
+            return self._fall_back(group, kernel, exc, "generate", group.outputs)
+        io = ks.io
+        kernel = Kernel(group.name, group.kind, source, group)
+        self.kernels.append(kernel)
+        logs.log("kernels", lambda: f"kernel {group.name}:\n{source}")
+        try:
+            with self._ahead.loading(source):
+                kernel.entry, kernel.module, kernel.file = build.load_kernel(source,
+                                                                             group.name)
+        except Exception as exc:  # noqa: BLE001 - never a crash: fall back below
+            return self._fall_back(group, kernel, exc, "build", ks.outputs)
+        ins = [self.slots[id(v)] for v in ks.args]
+        outs = []
+        for v in ks.outputs:
+            s = self._slot(v)
+            self.own_slots.add(s)
+            if id(v) in io:  # written through the input it updates: no argument of its own
+                outs.append(KernelOut(s, io_slot=self.slots[id(io[id(v)])]))
+                continue
+            dest = -1
+            if id(v) in self.inplace:
+                dest = self._dest_pos.setdefault(s, len(self._dest_pos))
+            outs.append(KernelOut(s, tuple(v.type.shape), v.type.dtype,
+                                  id(v) not in self._escaping, None, dest))
+        entry = kernel.entry
+        if ks.split is not None:
+            entry = _split_call(entry, ks.split, 64 if group.kind == "elementwise" else 1)
+        self._define(o.slot for o in outs)
+        return KernelCall(kernel, entry, ins, outs, tuple(ks.dims))
+
+    def _fall_back(self, group: KernelGroup, kernel: Kernel, exc: Exception, stage: str,
+                   outputs):
+        """`group` as numpy steps (fallback.interpreted), the user told once per kernel."""
+        kernel.error = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+        fallback.warn_fallback(group, kernel.error, stage, kernel.source)
+        mine = set(map(id, group.parts or [group]))
+        for k in [k for k in self.inplace if id(self.part.group_of.get(k)) in mine]:
+            del self.inplace[k]  # the fallback writes fresh arrays
+        reads = fallback.reads_of(group, self.slots, self._defined, self.part.views)
+        outs = [self._slot(v) for v in outputs]
+        self._define(outs)
+        run = fallback.interpreted(group, outputs, self.slots, self.part.views, reads)
+        return FallbackStep(kernel, run, reads, outs)
+
+    def _call_op(self, e, how):
+        inputs = tuple(self._operand(x) for x in e.inputs)
+        outs = [self._slot(o) for o in e.outs]
+        self._define(outs)
+        if subgraph_runner(e.op) is not None:
+            return SubgraphStep(e, inputs, outs)
+        (out,) = outs
+        dest = -1
+        if e.op == "matmul" and id(e.out) in self.inplace:
+            dest = self._dest_pos.setdefault(out, len(self._dest_pos))
+        unique = e.op == "scatter_add" and all(isinstance(s, int) for s in inputs) \
+            and self._unique_positions(e)
+        return NumpyStep(e, how, inputs, out, dest, unique)
+
+    def _unique_positions(self, e) -> bool:
+        """Whether scatter_add `e` writes each output position at most once: some index is
+        a constant, already of the indices' broadcast shape, whose values are distinct and
+        within their dimension (so no two of them name one position, negatives included)."""
+        g, *idx = e.inputs
+        consts = {id(v): value for v, value in self.graph.consts}
+        if not all(isinstance(d, int) for x in e.inputs for d in x.type.shape):
+            return False
+        if tuple(g.type.shape) != tuple(np.broadcast_shapes(*(x.type.shape for x in idx))):
+            return False
+        for axis, x in enumerate(idx):
+            c = consts.get(id(x))
+            if c is None or tuple(c.shape) != tuple(g.type.shape):
+                continue
+            size = e.out.type.shape[axis]
+            if c.size and (c.min() < 0 or c.max() >= size):
+                continue
+            flat = np.sort(c, axis=None)  # (not np.unique: it imports numpy.ma, 14 ms)
+            if not (flat[1:] == flat[:-1]).any():
+                return True
+        return False
+
+    # -------------------------------------------------------------- calling
+    def __call__(self, args, dests=None):
+        """Run on `args` (arrays of the inputs, then of the captures). `dests`, when given,
+        holds per `dest_updates` entry the array that update's target tensor holds now
+        (or None): such updates are computed straight into it."""
+        return self._run(args, dests)
+
+    def run_observed(self, args, note):
+        """Run on `args` (no `dests`) calling `note(slot, value)` for each value a step
+        writes, in order: the same generated lines as `__call__` (check mode compares each
+        value with the reference interpreter's)."""
+        if self._observed is None:
+            self._observed = runner.generate(self, observe=True)[1]
+        return self._observed(args, note)
+
+    def references(self, slot: int, a) -> int:
+        """How many references this program keeps between calls to the array `a` of
+        argument slot `slot` (the flat-view cache of a capture: the array and its view), so
+        a caller counting references (tracer.ownership) can tell them from outside ones."""
+        hit = self._flat_cache[slot] if slot < len(self._flat_cache) else None
+        return 2 if hit is not None and hit[0] is a else 0
+
+    @property
+    def dest_updates(self) -> list:
+        """Update indices whose target arrays `__call__` takes in `dests`, in order."""
+        update_of = {self.slots[key]: ip.update for key, ip in self.inplace.items()}
+        return [update_of[s] for s, _ in sorted(self._dest_pos.items(), key=lambda t: t[1])]
+
+    # -------------------------------------------------------------- printing
+    def describe(self) -> str:
+        text = describe(self.part)
+        if self.bind is not None:
+            dims = ", ".join(map(str, self.dims))
+            text += f"\n  symbolic sizes {dims}: bound per call, run-time arguments of the kernels"
+        failed = [k for k in self.kernels if k.entry is None]
+        if failed:
+            text += "\n" + "\n".join(f"  note: {k.name} runs through numpy ({k.error})"
+                                     for k in failed)
+        return text + "\n" + self.describe_steps()
+
+    def describe_steps(self) -> str:
+        """The program's steps, one line each, as the generated runner runs them."""
+        n = len(self.steps)
+        lines = [f"program: {n} step{'s' if n != 1 else ''}, one generated runner "
+                 f"(program.runner_source)"]
+        for step in self.steps:
+            lines.append("  " + step_text(step, self._name))
+        results = ", ".join(self._name(r) for r in self.results)
+        lines.append(f"  return {results}")
+        return "\n".join(lines)
+
+    def _name(self, x) -> str:
+        if x is None:
+            return "None"
+        if isinstance(x, Literal):
+            return repr(x)
+        return repr(self.slot_vars[x])
+
+
+def small_kernel(group) -> bool:
+    """Kernels that merge_adjacent may run as one: below the prange size (and of known
+    size: a symbolic one may be large)."""
+    return not any(isinstance(d, Dim) for d in group.shape) \
+        and math.prod(group.shape) < PARALLEL_MIN_SIZE
+
+
+__all__ = ["Kernel", "Program"]

@@ -1,0 +1,377 @@
+"""The runner: one Python function generated from a program's steps (codegen.steps), the
+only way a compiled program runs.
+
+Each step is a line or two over local variables `v<slot>` (W5's 22 steps spent more time
+in slot-list bookkeeping than in most of their kernels). Kernels take flat 1-D views of
+C-ordered arrays: `reshape(-1)` is free for contiguous arrays and makes a C-ordered copy
+of anything else, so non-contiguous and negative-stride inputs are read correctly.
+Outputs are allocated with numpy's allocator outside Numba (faster than allocating inside
+a jitted function, which page-faults on fresh memory). Symbolic sizes are bound from the
+arguments' shapes at the top of the runner (`n<j>`), and passed to kernels after their
+arrays, used in output shapes and substituted in op parameters.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from eager.ops import OPS, Dim
+from tracer.ir import Literal, Var
+from tracer.symbolic import bind_params, check_nonempty, param_has_dims
+
+from . import matmul_layout
+from .outpool import _recycled, _recycles
+from .steps import FallbackStep, subgraph_runner, KernelCall, SubgraphStep
+
+# Read when a runner is generated (tests switch them here).
+AUTOTUNE_MATMUL = matmul_layout.AUTOTUNE_MATMUL
+_matmul_choice = matmul_layout._matmul_choice
+
+
+def generate(program, observe: bool = False):
+    """(source, run, run1) for `program`: `run(args, dests)` -> the results;
+    `run1(a)`, for a program of one argument, one result and no `dests`, takes the array
+    and returns the result array (the one-argument fast path of tracer.function), else
+    None. Both are made from the same lines.
+
+    With `observe`, `run(args, note, dests=None)` calls `note(slot, value)` after each step
+    for each value it wrote (check mode's search for the first diverging equation)."""
+    gen = _Generator(program, observe)
+    body, ns = gen.body()
+    results = [gen.result(r, j) for j, r in enumerate(program.results)]
+    unpack = []
+    if program.n_args:
+        unpack = ["    " + ", ".join(f"v{s}" for s in range(program.n_args)) + ", = args"]
+    header = "def run(args, note, dests=None):" if observe else "def run(args, dests):"
+    source = "\n".join([header] + unpack + body
+                       + [f"    return [{', '.join(results)}]"]) + "\n"
+    one = program.bind is None and program.n_args == 1 and len(results) == 1 \
+        and isinstance(program.results[0], int) and not program._dest_pos and not observe
+    if one:
+        source += "\n\n" + "\n".join(["def run1(v0):"] + body
+                                     + [f"    return {results[0]}"]) + "\n"
+    exec(compile(source, f"<tracejit runner {program.graph.name}>", "exec"), ns)
+    return source, ns["run"], ns["run1"] if one else None
+
+
+class _Generator:
+    def __init__(self, program, observe=False):
+        self.p = program
+        self.observe = observe
+        self.ns = {"empty": np.empty, "zeros": np.zeros, "matmul": np.matmul,
+                   "fortran": np.asfortranarray, "contiguous": np.ascontiguousarray,
+                   "asarray": np.asarray, "array": np.array, "ndarray": np.ndarray,
+                   "flat_of": capture_flattener(program), "arg": _kernel_arg,
+                   "is_view": _is_view_of, "tls": program.tls, "fc": program._flat_cache,
+                   "bind_params": bind_params,
+                   # numpy's IEEE warnings from these lines are filtered as codegen's own
+                   # are (codegen/__init__.py): the filter matches on the module name.
+                   "__name__": "codegen.runner"}
+        self.lines: list = []
+        self.flat_known: dict = {}  # slot -> the expression saying whether f<slot> is a view
+        self.pooled: list = []      # (shape, dtype) of the per-thread buffers, in order
+        self.rings = 0              # outputs recycled through per-thread rings (_recycled)
+        self.fortran: set = set()   # slots holding a Fortran-ordered array (as built)
+        self.dim_names = {d: f"n{j}" for j, d in enumerate(program.dims)}
+        # Capture slots no kernel writes into (io slots are parameters and optimizer state
+        # updated in place): a read-only array there (a live hyperparameter's) is passed
+        # as it is, a view, rather than copied at every call.
+        self.written = {o.io_slot for st in program.steps if isinstance(st, KernelCall)
+                        for o in st.outs}
+
+    # -------------------------------------------------------------- pieces
+    def shape(self, shape) -> str:
+        if all(not isinstance(d, Dim) for d in shape):
+            return repr(tuple(shape))
+        return "(" + "".join(f"{self.dim_names[d] if isinstance(d, Dim) else d}, "
+                             for d in shape) + ")"
+
+    def operand(self, x, name: str) -> str:
+        if x is None:
+            return "None"
+        if isinstance(x, Literal):
+            self.ns[name] = np.array(x.value)
+            return name
+        return f"v{x}"
+
+    def result(self, r, j) -> str:
+        if r is None:
+            return "None"
+        if isinstance(r, Literal):
+            self.ns[f"lr{j}"] = r.value
+            return f"array(lr{j})"  # (a fresh array each call, as the caller may keep it)
+        return f"v{r}"
+
+    def flat_of(self, s) -> str:
+        p, lines = self.p, self.lines
+        if s not in self.flat_known:
+            if s in p.own_slots:
+                lines.append(f"    f{s} = v{s}.reshape(-1)")
+                self.flat_known[s] = "True"
+            elif p.n_inputs <= s < p.n_args:
+                # A capture: its flat view from the last call when it is the same array
+                # (capture_flattener's cache, inlined); w<slot> says whether f<slot> is a view.
+                lines.append(f"    h = fc[{s}]")
+                lines.append(f"    if h is not None and h[0] is v{s}:")
+                lines.append(f"        f{s} = h[1]; w{s} = True")
+                lines.append("    else:")
+                read = ", True" if s not in self.written else ""
+                lines.append(f"        f{s} = flat_of(v{s}, {s}{read}); "
+                             f"w{s} = is_view(f{s}, v{s})")
+                self.flat_known[s] = f"w{s}"
+            else:
+                lines.append(f"    f{s} = arg(v{s})")
+                self.flat_known[s] = f"is_view(f{s}, v{s})"
+        return f"f{s}"
+
+    # -------------------------------------------------------------- the body
+    def body(self):
+        p, lines, ns = self.p, self.lines, self.ns
+        if p.bind is not None:
+            ns["bind"] = p.bind
+            lines.append("    sizes = bind(args)")
+            if p.nonempty:
+                ns["check_nonempty"], ns["nonempty"] = check_nonempty, p.nonempty
+                lines.append("    check_nonempty(nonempty, sizes)")
+            for d, name in self.dim_names.items():
+                ns[f"D{name}"] = d
+                lines.append(f"    {name} = sizes[D{name}]")
+        for s, value in p.const_slots:
+            ns[f"v{s}"] = value
+        start = len(lines)
+        for k, step in enumerate(p.steps):
+            if isinstance(step, KernelCall):
+                self.kernel(k, step)
+            elif isinstance(step, FallbackStep):
+                ns[f"fb{k}"] = step.run
+                sizes = "sizes" if p.bind is not None else "None"
+                reads = "".join(f", v{s}" for s in step.reads)
+                lines.append(f"    {''.join(f'v{s}, ' for s in step.outs)}= fb{k}({sizes}{reads})"
+                             f"  # {step.kernel.name} through numpy")
+            elif isinstance(step, SubgraphStep):
+                ns[f"sub{k}"], ns[f"e{k}"] = subgraph_runner(step.eqn.op), step.eqn
+                sizes = "sizes" if p.bind is not None else "None"
+                ops = ", ".join(self.operand(x, f"l{k}_{j}") for j, x in enumerate(step.inputs))
+                lines.append(f"    {''.join(f'v{s}, ' for s in step.outs)}= "
+                             f"sub{k}(e{k}, [{ops}], {sizes})  # {step.eqn.op}")
+            else:
+                self.numpy_step(k, step)
+            if self.observe:
+                lines.extend(f"    note({s}, v{s})" for s in _writes(step))
+        prologue = []
+        if self.rings:
+            ns["recycled"], ns["n_rings"] = _recycled, self.rings
+            prologue += ["    rings = tls.__dict__.get('output_rings')",
+                         "    if rings is None:",
+                         "        rings = tls.output_rings = [[] for _ in range(n_rings)]"]
+        if self.pooled:
+            ns["pool_specs"] = self.pooled
+            if p.bind is None:
+                prologue += ["    bufs = tls.__dict__.get('runner_buffers')",
+                             "    if bufs is None:",
+                             "        bufs = tls.runner_buffers = [(o, o.reshape(-1)) for o in "
+                             "(empty(shape, dtype) for shape, dtype in pool_specs)]"]
+            else:
+                ns["pooled"] = _pooled
+                prologue += ["    bufs = tls.__dict__.get('runner_buffers')",
+                             "    if bufs is None:",
+                             "        bufs = tls.runner_buffers = [None] * len(pool_specs)"]
+        lines[start:start] = prologue
+        return lines, ns
+
+    def kernel(self, k, step):
+        p, lines, ns = self.p, self.lines, self.ns
+        ns[f"k{k}"] = step.entry
+        args = [self.flat_of(s) for s in step.ins]
+        after = []
+        for o in step.outs:
+            s = o.slot
+            if o.io_slot is not None:
+                # Written through the input it updates (io inputs are captures, see
+                # _plan_inplace): the capture itself when the kernel got a view of it.
+                io = o.io_slot
+                after.append(f"    v{s} = v{io} if {self.flat_known[io]} "
+                             f"else f{io}.reshape(v{io}.shape)")
+                after.append(f"    f{s} = f{io}")
+                self.flat_known[s] = "True"
+                continue
+            self.flat_known[s] = "True"
+            symbolic = any(isinstance(d, Dim) for d in o.shape)
+            shape = self.shape(o.shape)
+            ns[f"T{s}"] = o.dtype
+            if o.pooled:
+                self.pooled.append((o.shape, o.dtype))
+                i = len(self.pooled) - 1
+                # (in a program with symbolic sizes, every buffer is made on first use)
+                fresh = (f"v{s}, f{s} = pooled(bufs, {i}, {shape}, T{s})"
+                         if p.bind is not None else f"v{s}, f{s} = bufs[{i}]")
+            else:
+                if symbolic:
+                    ns["fresh"] = _fresh
+                    make = f"fresh(rings[{self.rings}], {shape}, T{s})"
+                    self.rings += 1
+                elif _recycles(o.shape, o.dtype):
+                    make = f"recycled(rings[{self.rings}], {shape}, T{s})"
+                    self.rings += 1
+                else:
+                    make = f"empty({shape}, T{s})"
+                fresh = (f"v{s} = {make}; f{s} = "
+                         + (f"v{s}" if len(o.shape) == 1 else f"v{s}.reshape(-1)"))
+            if o.dest >= 0:
+                lines.append(f"    d = dests[{o.dest}] if dests is not None else None")
+                lines.append("    if d is not None:")
+                lines.append(f"        v{s} = d; f{s} = d.reshape(-1)")
+                lines.append("    else:")
+                lines.append(f"        {fresh}")
+            else:
+                lines.append(f"    {fresh}")
+            args.append(f"f{s}")
+        args += [self.dim_names[d] for d in step.dims]
+        lines.append(f"    k{k}({', '.join(args)})  # {step.kernel.name}")
+        lines.extend(after)
+
+    def numpy_step(self, k, step):
+        p, lines, ns = self.p, self.lines, self.ns
+        e, out = step.eqn, step.out
+        slots = step.inputs
+        ns[f"op{k}"] = OPS[e.op].impl
+        ns[f"p{k}"] = e.params
+        bound = p.bind is not None and any(param_has_dims(v) for v in e.params.values())
+        direct = not bound and all(isinstance(s, int) for s in slots)
+        a = [f"v{s}" for s in slots] if direct else []
+        if direct and e.op == "permute":
+            lines.append(f"    v{out} = {a[0]}.transpose({tuple(e.params['perm'])})")
+            if tuple(e.params["perm"]) == (1, 0) and slots[0] not in self.fortran:
+                self.fortran.add(out)  # the transpose of a C-ordered matrix (as a rule)
+            return
+        if direct and e.op == "reshape":
+            lines.append(f"    v{out} = {a[0]}.reshape({tuple(e.params['shape'])})")
+            return
+        if direct and e.op == "gather":
+            lines.append(f"    v{out} = {a[0]}[{', '.join(a[1:])}]")
+            return
+        if direct and e.op == "scatter_add" and step.unique:
+            ns[f"t{out}"] = (tuple(e.params["shape"]), e.out.type.dtype)
+            lines.append(f"    v{out} = zeros(*t{out}); v{out}[{', '.join(a[1:])}] = {a[0]}"
+                         "  # scatter_add, no position repeats")
+            return
+        if direct and e.op == "matmul":
+            a = self.tuned_operands(e, slots, a)
+            if step.dest >= 0:
+                lines.append(f"    d = dests[{step.dest}] if dests is not None else None")
+                lines.append(f"    v{out} = matmul({a[0]}, {a[1]}) if d is None else "
+                             f"matmul({a[0]}, {a[1]}, out=d)")
+            else:
+                lines.append(f"    v{out} = matmul({a[0]}, {a[1]})")
+            return
+        x = e.inputs[0] if e.inputs else None
+        if e.op == "check_class_index" and isinstance(x, Var) and not bound \
+                and np.dtype(x.type.dtype).kind == "i" and isinstance(slots[0], int) \
+                and all(isinstance(d, int) for d in x.type.shape):
+            # The registry's check, inlined (a third of its cost was the call): seen as
+            # unsigned, a negative index exceeds any size; on a hit the op's own
+            # implementation raises its IndexError.
+            v = f"v{slots[0]}"
+            if math.prod(x.type.shape):
+                ns["umax"] = np.maximum.reduce
+                ns[f"u{k}"] = np.dtype(f"u{np.dtype(x.type.dtype).itemsize}")
+                lines.append(f"    if umax({v}.view(u{k}), None) >= {int(e.params['size'])}: "
+                             f"op{k}({v}, **p{k})  # check_class_index raises")
+            lines.append(f"    v{out} = {v}.view()")
+            return
+        ops = ", ".join(self.operand(x, f"l{k}_{j}") for j, x in enumerate(slots))
+        params = f"bind_params(p{k}, sizes)" if bound else f"p{k}"
+        lines.append(f"    v{out} = op{k}({ops}{', ' if ops else ''}**{params})  # {e.op}")
+        lines.append(f"    if v{out}.__class__ is not ndarray: v{out} = asarray(v{out})")
+
+    def tuned_operands(self, e, slots, names) -> list:
+        """The operand expressions of runner matmul `e`, one copied into the other layout
+        where that measured faster (_matmul_choice)."""
+        x, y = e.inputs
+        shapes = (tuple(x.type.shape), tuple(y.type.shape))
+        if not AUTOTUNE_MATMUL or len(shapes[0]) != 2 or len(shapes[1]) != 2 \
+                or any(isinstance(d, Dim) for s in shapes for d in s) \
+                or e.out.type.dtype not in (np.float32, np.float64) \
+                or math.prod(shapes[0]) * shapes[1][1] > matmul_layout.AUTOTUNE_MAX_MKN:
+            return names
+        layouts = ["F" if s in self.fortran else "C" for s in slots]
+        if layouts[0] == layouts[1]:
+            return names
+        choice = _matmul_choice(*shapes, e.out.type.dtype, *layouts)
+        if not choice:
+            return names
+        j = "ab".index(choice)
+        names = list(names)
+        names[j] = f"{('fortran', 'contiguous')[layouts[j] == 'F']}({names[j]})"
+        return names
+
+
+def _writes(step) -> list:
+    """The slots a step writes."""
+    if isinstance(step, KernelCall):
+        return [o.slot for o in step.outs]
+    if isinstance(step, (FallbackStep, SubgraphStep)):
+        return list(step.outs)
+    return [step.out]
+
+
+# ------------------------------------------------------------------ run-time helpers
+def capture_flattener(program):
+    """`flat_of(a, s, read_only=False)`: `_kernel_arg(a)` for the capture in slot `s`. For
+    captures (parameters, optimizer state: the same arrays call after call) the last
+    answer is kept in `program._flat_cache` when it is a view; a copy (of a non-contiguous
+    or read-only array) is made afresh at every call, since the array's contents may have
+    changed."""
+    cache = program._flat_cache
+
+    def flat_of(a, s, read_only=False):
+        hit = cache[s]
+        if hit is not None and hit[0] is a:
+            return hit[1]
+        f = _kernel_arg(a, read_only)
+        cache[s] = (a, f) if _is_view_of(f, a) else None
+        return f
+    return flat_of
+
+
+def _kernel_arg(a, read_only=False):
+    """A flat, C-ordered, writable view (or copy) of `a`, as kernels take their arrays;
+    with `read_only` (an array the kernel only reads) a read-only view will do."""
+    if a.__class__ is not np.ndarray:
+        a = np.asarray(a)
+    flags = a.flags
+    if flags.c_contiguous and (flags.writeable or read_only):
+        return a if a.ndim == 1 else a.reshape(-1)
+    flat = a.reshape(-1)  # a copy in C order when `a` is not contiguous
+    # ... except when the strides are uniform (a[::2], a[::-1], (3,1) sliced with a step):
+    # then reshape(-1) returns a strided 1-D *view*, which the kernel (entered without
+    # argument typing) would read as contiguous memory: wrong values. Copy those too.
+    if not (flat.flags.writeable and flat.flags.c_contiguous):
+        flat = flat.copy()
+    return flat
+
+
+def _is_view_of(f, a) -> bool:
+    """Whether `f`, from `_kernel_arg(a)`, is a view of `a`'s memory rather than a copy."""
+    if f is a:
+        return True
+    b = f.base
+    return b is not None and (b is a or b is a.base)
+
+
+def _pooled(bufs: list, i: int, shape: tuple, dtype):
+    """Per-thread buffer `i` (and its flat view) of a symbolic shape: reused while the
+    bound shape stays, reallocated when it changes."""
+    pair = bufs[i]
+    if pair is None or pair[0].shape != shape:
+        o = np.empty(shape, dtype)
+        pair = bufs[i] = (o, o.reshape(-1))
+    return pair
+
+
+def _fresh(ring: list, shape: tuple, dtype):
+    """An output of a symbolic shape: recycled when large enough (outpool), else new."""
+    if _recycles(shape, dtype):
+        return _recycled(ring, shape, dtype)
+    return np.empty(shape, dtype)
