@@ -1,8 +1,8 @@
 """eager.nn: modules, parameters, layers and losses (PyTorch's API)."""
 from . import functional, init
-from .layers import (CrossEntropyLoss, Dropout, Embedding, GELU, Identity, LayerNorm, Linear,
-                     ModuleList, MSELoss, NLLLoss, ReLU, Sequential, Sigmoid, SiLU, Softmax,
-                     Tanh)
+from .layers import (Dropout, Embedding, GELU, Identity, LayerNorm, Linear, ModuleList, ReLU,
+                     Sequential, Sigmoid, SiLU, Softmax, Tanh)
+from .loss_layers import CrossEntropyLoss, MSELoss, NLLLoss
 from .containers import Flatten, ModuleDict, ParameterDict, ParameterList, Unflatten
 from .module import Module, Parameter
 from . import utils  # noqa: F401 - eager.nn.utils, as torch.nn.utils (clip_grad_norm_)
