@@ -138,8 +138,12 @@ class Identity(Module):
 
 
 class ReLU(Module):
+    def __init__(self, inplace: bool = False):
+        super().__init__()
+        self.inplace = inplace
+
     def forward(self, x):
-        return F.relu(x)
+        return F.relu(x, self.inplace)
 
 
 class GELU(Module):
