@@ -68,12 +68,13 @@ def _expm1(x):
     return T.sub(T.exp(x), 1.0)  # NOTE: eager.expm1 once it exists (opfacts)
 
 
-def _inplace(x, inplace: bool, op: str, out):
-    """`out` written into `x` (PyTorch's inplace=True), or `out` itself."""
+def _inplace(x, inplace: bool, op: str, fn):
+    """fn(x), written into `x` when inplace (PyTorch's inplace=True): fn reads a snapshot
+    of x, so what autograd saved of x is not the value overwritten."""
     if not inplace:
-        return out
+        return fn(x)
     x._check_inplace(op)
-    return x._inplace(op, out)
+    return x._inplace(op, fn(x._snapshot()))
 
 
 def _softplus(z):
@@ -92,21 +93,21 @@ def _expm1_nonpositive(x):
 
 def relu(x, inplace: bool = False):
     """max(x, 0) (the registry op; its gradient at 0 is 0, as PyTorch's)."""
-    return _inplace(x, inplace, "relu_", T.relu(x))
+    return _inplace(x, inplace, "relu_", T.relu)
 
 
 def leaky_relu(x, negative_slope: float = 0.01, inplace: bool = False):
     """x where x > 0, else negative_slope * x (the gradient at 0 is negative_slope)."""
     _check_float(x, "leaky_relu")
-    out = T.where(T.gt(x, 0.0), x, T.mul(x, negative_slope))
-    return _inplace(x, inplace, "leaky_relu_", out)
+    return _inplace(x, inplace, "leaky_relu_",
+                    lambda v: T.where(T.gt(v, 0.0), v, T.mul(v, negative_slope)))
 
 
 def elu(x, alpha: float = 1.0, inplace: bool = False):
     """x where x > 0, else alpha * (exp(x) - 1)."""
     _check_float(x, "elu")
-    out = T.where(T.gt(x, 0.0), x, T.mul(_expm1_nonpositive(x), alpha))
-    return _inplace(x, inplace, "elu_", out)
+    return _inplace(x, inplace, "elu_", lambda v: T.where(
+        T.gt(v, 0.0), v, T.mul(_expm1_nonpositive(v), alpha)))
 
 
 _SELU_ALPHA = 1.6732632423543772848170429916717
@@ -116,9 +117,8 @@ _SELU_SCALE = 1.0507009873554804934193349852946
 def selu(x, inplace: bool = False):
     """scale * elu(x, alpha) with the self-normalizing constants."""
     _check_float(x, "selu")
-    out = T.mul(T.where(T.gt(x, 0.0), x, T.mul(_expm1_nonpositive(x), _SELU_ALPHA)),
-                _SELU_SCALE)
-    return _inplace(x, inplace, "selu_", out)
+    return _inplace(x, inplace, "selu_", lambda v: T.mul(T.where(
+        T.gt(v, 0.0), v, T.mul(_expm1_nonpositive(v), _SELU_ALPHA)), _SELU_SCALE))
 
 
 def celu(x, alpha: float = 1.0, inplace: bool = False):
@@ -126,8 +126,8 @@ def celu(x, alpha: float = 1.0, inplace: bool = False):
     _check_float(x, "celu")
     if alpha == 0:
         raise op_error("celu", "alpha must not be 0 (ZeroDivisionError in PyTorch)", (x,))
-    out = T.where(T.gt(x, 0.0), x, T.mul(_expm1_nonpositive(T.div(x, alpha)), alpha))
-    return _inplace(x, inplace, "celu_", out)
+    return _inplace(x, inplace, "celu_", lambda v: T.where(
+        T.gt(v, 0.0), v, T.mul(_expm1_nonpositive(T.div(v, alpha)), alpha)))
 
 
 def hardtanh(x, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False):
@@ -136,9 +136,9 @@ def hardtanh(x, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = Fal
     _check_float(x, "hardtanh")
     if min_val > max_val:
         raise op_error("hardtanh", f"min_val {min_val} must not exceed max_val {max_val}", (x,))
-    out = T.where(T.le(x, min_val), T.const(min_val, x.dtype),
-                  T.where(T.ge(x, max_val), T.const(max_val, x.dtype), x))
-    return _inplace(x, inplace, "hardtanh_", out)
+    return _inplace(x, inplace, "hardtanh_", lambda v: T.where(
+        T.le(v, min_val), T.const(min_val, v.dtype),
+        T.where(T.ge(v, max_val), T.const(max_val, v.dtype), v)))
 
 
 def relu6(x, inplace: bool = False):
@@ -149,18 +149,16 @@ def relu6(x, inplace: bool = False):
 def hardsigmoid(x, inplace: bool = False):
     """relu6(x + 3) / 6; the gradient is 1/6 strictly inside (-3, 3), else 0."""
     _check_float(x, "hardsigmoid")
-    out = T.where(T.le(x, -3.0), 0.0,
-                  T.where(T.ge(x, 3.0), 1.0, T.div(T.add(x, 3.0), 6.0)))
-    return _inplace(x, inplace, "hardsigmoid_", out)
+    return _inplace(x, inplace, "hardsigmoid_", lambda v: T.where(
+        T.le(v, -3.0), 0.0, T.where(T.ge(v, 3.0), 1.0, T.div(T.add(v, 3.0), 6.0))))
 
 
 def hardswish(x, inplace: bool = False):
     """x * relu6(x + 3) / 6; the gradient is PyTorch's: 0 below -3, x/3 + 1/2 on [-3, 3]
     (so -1/2 at -3 and 3/2 at 3), 1 above."""
     _check_float(x, "hardswish")
-    out = T.where(T.lt(x, -3.0), 0.0,
-                  T.where(T.le(x, 3.0), T.div(T.mul(x, T.add(x, 3.0)), 6.0), x))
-    return _inplace(x, inplace, "hardswish_", out)
+    return _inplace(x, inplace, "hardswish_", lambda v: T.where(
+        T.lt(v, -3.0), 0.0, T.where(T.le(v, 3.0), T.div(T.mul(v, T.add(v, 3.0)), 6.0), v)))
 
 
 def softplus(x, beta: float = 1.0, threshold: float = 20.0):
@@ -181,7 +179,7 @@ def softsign(x):
 def mish(x, inplace: bool = False):
     """x * tanh(softplus(x))."""
     _check_float(x, "mish")
-    return _inplace(x, inplace, "mish_", T.mul(x, T.tanh(_softplus(x))))
+    return _inplace(x, inplace, "mish_", lambda v: T.mul(v, T.tanh(_softplus(v))))
 
 
 def logsigmoid(x):
