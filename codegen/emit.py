@@ -530,7 +530,7 @@ UNROLL_MAX = 128
 
 # Recomputing these in a later pass costs more than a store and a load from a row buffer
 # (which stays in L1/L2: one row at a time).
-_EXPENSIVE = {"exp", "log", "tanh", "sigmoid", "erf", "pow", "div", "sqrt"}
+_EXPENSIVE = {"exp", "log", "tanh", "sigmoid", "erf", "pow", "div", "sqrt", "log1p", "expm1"}
 
 
 def _identity(ks: KernelSource, e) -> str:

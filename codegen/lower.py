@@ -49,7 +49,7 @@ _UNARY = {
 }
 
 # ops whose float versions come from codegen.vmath (vectorizable)
-_VMATH = ("exp", "log", "tanh", "sigmoid", "erf")
+_VMATH = ("exp", "log", "tanh", "sigmoid", "erf", "log1p", "expm1")
 
 ELEMENTWISE = set(_BINARY) | set(_UNARY) | set(_VMATH) | {"pow", "where", "cast"}
 VIEWS = {"reshape", "permute", "broadcast_to", "getitem"}

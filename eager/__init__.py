@@ -37,6 +37,7 @@ from .functions import (  # noqa: E402
     randint, randn, randn_like, relu, reshape, rsqrt, sigmoid, sign, sqrt, square, squeeze,
     stack, std, stop_gradient, sub, sum, tanh, tensor, transpose, var,
     unsqueeze, where, zeros, zeros_like,
+    expm1, log1p,
 )
 # (as_tensor: PyTorch's, with dtype= and device=, over the internal helper imported above)
 from .device import (as_tensor, device, get_default_device, set_default_device,  # noqa: E402

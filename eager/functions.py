@@ -221,6 +221,7 @@ def _float_unary(name):
 
 exp, log, sqrt, tanh, sigmoid, erf = (_float_unary(n) for n in
                                       ("exp", "log", "sqrt", "tanh", "sigmoid", "erf"))
+log1p, expm1 = (_float_unary(n) for n in ("log1p", "expm1"))
 
 
 def relu(x):

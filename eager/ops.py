@@ -667,6 +667,12 @@ register("erf", E, 1, _erf_impl, _float_unary_infer("erf"),
          vjp=(lambda g, out, a: fn.mul(g, fn.mul(fn.const(2.0 / math.sqrt(math.pi), a.dtype),
                                                  fn.exp(fn.neg(fn.mul(a, a))))),),
          saves=(0,), doc="Gauss error function (for exact GELU).")
+register("log1p", E, 1, np.log1p, _float_unary_infer("log1p"),
+         vjp=(lambda g, out, a: fn.div(g, fn.add(a, fn.const(1, a.dtype))),), saves=(0,),
+         doc="log(1 + a), accurate for small a.")
+register("expm1", E, 1, np.expm1, _float_unary_infer("expm1"),
+         vjp=(lambda g, out, a: fn.mul(g, fn.add(out, fn.const(1, out.dtype))),),
+         saves_out=True, doc="exp(a) - 1, accurate for small a.")
 register("relu", E, 1, _relu_impl, _unary_infer,
          vjp=(lambda g, out, a: fn.where(fn.gt(out, fn.const(0, out.dtype)), g,
                                          fn.const(0, g.dtype)),),

@@ -658,7 +658,7 @@ for _name in ("add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq", "ne
               "sign", "clamp", "clip", "mean", "amax", "amin", "argmax", "argmin", "logsumexp",
               "matmul", "dot", "transpose", "t", "unsqueeze", "squeeze", "flatten",
               "expand_as", "logical_not", "square", "rsqrt", "isnan", "isinf", "isfinite",
-              "var", "std"):
+              "var", "std", "log1p", "expm1"):
     setattr(Tensor, _name, _method(getattr(F, _name)))
 Tensor.__eq__ = Tensor.__eq__  # keep identity hashing with elementwise ==
 

@@ -13,8 +13,8 @@ PACKAGES = ("eager", "tracer", "codegen", "benchmarks")
 MAX_LINES = 700
 # file -> its line count when this list was last updated (not yet split)
 KNOWN_LARGE = {
-    "eager/functions.py": 1066,
-    "eager/ops.py": 759,
+    "eager/functions.py": 1067,
+    "eager/ops.py": 765,
     "codegen/runtime.py": 871,
     "codegen/vmath.py": 1035,
     "codegen/build.py": 832,

@@ -180,6 +180,8 @@ OP_CASES.update({
     "tanh": [_unary("tanh", "vmath", lo=-12.0, hi=12.0)],
     "sigmoid": [_unary("sigmoid", "vmath", lo=-60.0, hi=60.0)],
     "erf": [_unary("erf", "vmath", lo=-5.0, hi=5.0)],
+    "log1p": [_unary("log1p", "vmath", lo=-0.99, hi=50.0)],
+    "expm1": [_unary("expm1", "vmath", lo=-60.0, hi=60.0)],
     "relu": [_unary("relu")],
     "abs": [_unary("abs")],
     "sign": [_unary("sign")],
@@ -690,6 +692,24 @@ def test_concrete_function_shows_ir_and_fused_kernels():
     cited = "\n".join(k.source for k in concrete.kernels) + kernels
     for e in concrete.graph.eqns:
         assert f"%{e.out.name}" in cited, e
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_log1p_and_expm1_lower_to_vmath_and_keep_tiny_arguments(dtype):
+    # the reason they are primitives: log(1 + a) and exp(a) - 1 lose every digit here
+    x = eager.from_numpy(np.array([1e-10, -3e-8, 2e-7, 0.0, -0.0, 0.5, -0.99, 30.0], dtype))
+    suffix = "f32" if dtype == F32 else "f64"
+    for backend in ("numba", "interpret"):
+        f = tracer.function(lambda a: (a.log1p(), eager.expm1(a)), backend=backend)
+        with eager.no_grad():
+            got = _arrays(f(x))
+            concrete = f.get_concrete_function(x)
+        want = _arrays((eager.log1p(x), eager.expm1(x)))
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_allclose(g, w, rtol=TOLERANCES["vmath"][dtype][0], atol=0)
+        source = "\n".join(k.source for k in concrete.kernels)
+        if backend == "numba":
+            assert f"log1p_{suffix}(" in source and f"expm1_{suffix}(" in source, source
 
 
 def test_interpret_backend_has_no_kernels():

@@ -271,6 +271,32 @@ def _log(v):
     return math.log(v)
 
 
+def _log1p(v):
+    v = float(v)
+    if _isnan(v) or v < -1:
+        return NAN
+    if v == -1:
+        return -INF
+    return math.log1p(v)
+
+
+def _expm1(v):
+    try:
+        return math.expm1(v)
+    except OverflowError:
+        return INF
+
+
+# relative only: an atol would pass log(1 + a), which is 0 or off in every digit here
+TINY_TOL = {F32: (1e-6, 0.0), F64: (1e-14, 0.0)}
+
+
+def _tiny_samples(rng, dtype):
+    """Arguments where log(1 + a) and exp(a) - 1 lose every digit, and the domain's ends."""
+    return [Sample((np.array([1e-10, -1e-10, 3e-8, -2e-7, 1e-30, -1.0, 0.0, -0.0], dtype),),
+                   special=True)]
+
+
 def _sqrt(v):
     v = float(v)
     return NAN if v < 0 else math.sqrt(v)
@@ -1069,6 +1095,14 @@ OPINFOS: list[OpInfo] = [
        FLOATS),
     _e("erf", "erf", eager.erf, pointwise(math.erf, float_result), unary_samples(), ALL,
        unary_grad()),
+    _e("log1p", "log1p", eager.log1p, pointwise(_log1p, float_result), unary_samples(), ALL,
+       unary_grad("pos")),
+    _e("log1p_tiny", "log1p", lambda a: a.log1p(), pointwise(_log1p, float_result),
+       _tiny_samples, FLOATS, tol=TINY_TOL),
+    _e("expm1", "expm1", eager.expm1, pointwise(_expm1, float_result), unary_samples(), ALL,
+       unary_grad()),
+    _e("expm1_tiny", "expm1", lambda a: a.expm1(), pointwise(_expm1, float_result),
+       _tiny_samples, FLOATS, tol=TINY_TOL),
     _e("relu", "relu", eager.relu, pointwise(_relu), unary_samples(), NUMERIC,
        unary_grad("nonzero")),
     _e("relu_functional", "relu", NF.relu, pointwise(_relu), unary_samples(), FLOATS,

@@ -123,7 +123,8 @@ SECOND_ORDER = ["tanh", "exp", "mul", "matmul", "softmax", "log_softmax", "sigmo
                 "sqrt", "div", "pow", "erf", "gelu", "gelu_tanh", "layer_norm", "logsumexp",
                 "cross_entropy", "mse_loss", "linear", "amax", "max_dim", "maximum", "abs",
                 "relu", "sum", "mean", "getitem", "gather", "cat", "expand", "permute",
-                "reshape", "where", "clamp", "scatter_add", "scatter_slice", "silu", "stack"]
+                "reshape", "where", "clamp", "scatter_add", "scatter_slice", "silu", "stack",
+                "log1p", "expm1"]
 
 
 def _grad_dot(info, sample, arrays, w, v, create_graph):

@@ -194,7 +194,8 @@ def test_promotion_for_operators_comparisons_and_true_division():
 
 
 def test_float_functions_promote_ints_and_bools_to_float32():
-    for fn in (eager.exp, eager.log, eager.sqrt, eager.tanh, eager.sigmoid):
+    for fn in (eager.exp, eager.log, eager.sqrt, eager.tanh, eager.sigmoid, eager.log1p,
+               eager.expm1):
         assert fn(t([1, 2], i64)).dtype == f32
         assert fn(t([1, 2], i32)).dtype == f32
         assert fn(t([True], b8)).dtype == f32
