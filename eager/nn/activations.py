@@ -60,14 +60,6 @@ def log_softmax(x, dim: int = -1, dtype=None):
 # `where` discards can overflow: an inf in the unused branch would turn its zero gradient
 # into NaN (0 * inf), so the input of exp is made safe first ("double where").
 
-def _log1p(x):
-    return T.log(T.add(x, 1.0))  # NOTE: eager.log1p once it exists (opfacts)
-
-
-def _expm1(x):
-    return T.sub(T.exp(x), 1.0)  # NOTE: eager.expm1 once it exists (opfacts)
-
-
 def _inplace(x, inplace: bool, op: str, fn):
     """fn(x), written into `x` when inplace (PyTorch's inplace=True): fn reads a snapshot
     of x, so what autograd saved of x is not the value overwritten."""
@@ -82,13 +74,13 @@ def _softplus(z):
     absolute value as `where`s so the gradient at 0 is sigmoid(0) = 1/2 (relu and abs
     would each take the subgradient 0 there)."""
     pos = T.gt(z, 0.0)
-    return T.add(T.where(pos, z, 0.0), _log1p(T.exp(T.where(pos, T.neg(z), z))))
+    return T.add(T.where(pos, z, 0.0), T.log1p(T.exp(T.where(pos, T.neg(z), z))))
 
 
 def _expm1_nonpositive(x):
     """expm1(min(x, 0)) with the gradient of expm1 at x <= 0 (the branch ELU-like functions
     take there) and no overflow for large x."""
-    return _expm1(T.where(T.gt(x, 0.0), 0.0, x))
+    return T.expm1(T.where(T.gt(x, 0.0), 0.0, x))
 
 
 def relu(x, inplace: bool = False):
@@ -166,7 +158,7 @@ def softplus(x, beta: float = 1.0, threshold: float = 20.0):
     _check_float(x, "softplus")
     bx = T.mul(x, beta)
     linear = T.gt(bx, threshold)
-    soft = T.div(_log1p(T.exp(T.where(linear, 0.0, bx))), beta)
+    soft = T.div(T.log1p(T.exp(T.where(linear, 0.0, bx))), beta)
     return T.where(linear, x, soft)
 
 

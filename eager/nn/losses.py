@@ -5,7 +5,7 @@ from __future__ import annotations
 from .. import functions as T
 from ..errors import op_error
 from ..ops import Dim
-from .activations import _check_float, log_softmax
+from .activations import _check_float, _softplus, log_softmax
 
 
 def _reduce(loss, reduction, op):
@@ -194,16 +194,6 @@ def _pointwise_operands(input, target, op):
                        hint="reshape the target to the input's shape")
 
 
-def _log1p(x):
-    return T.log(T.add(x, 1.0))  # NOTE: eager.log1p once it exists (opfacts)
-
-
-def _softplus(z):
-    # the stable softplus of activations.py (max(z, 0) + log1p(exp(-|z|)), as wheres)
-    pos = T.gt(z, 0.0)
-    return T.add(T.where(pos, z, 0.0), _log1p(T.exp(T.where(pos, T.neg(z), z))))
-
-
 def l1_loss(input, target, size_average=None, reduce=None, reduction: str = "mean"):
     """|input - target|, reduced."""
     reduction = _legacy_reduction(size_average, reduce, reduction)
@@ -268,7 +258,7 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _pointwise_operands(input, target, "binary_cross_entropy")
     log_p = T.clamp(T.log(input), min=-100.0)
-    log_q = T.clamp(_log1p(T.neg(input)), min=-100.0)
+    log_q = T.clamp(T.log1p(T.neg(input)), min=-100.0)
     loss = T.sub(T.mul(T.sub(target, 1.0), log_q), T.mul(target, log_p))
     if weight is not None:
         loss = T.mul(loss, weight)

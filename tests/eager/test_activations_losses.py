@@ -275,3 +275,29 @@ def test_pointwise_losses_refuse_mismatched_shapes_and_integer_targets():
 def test_glu_needs_an_even_dimension():
     with pytest.raises(ValueError, match="even"):
         F.glu(eager.randn(2, 3))
+
+
+TINY = [  # (function, x): results far below 1, where exp(x) - 1 or log(1 + x) would lose them
+    (F.logsigmoid, [30.0, 60.0]), (F.softplus, [-30.0, -60.0]), (F.elu, [-1e-10, -3e-30]),
+    (F.selu, [-1e-10, -3e-30]), (F.celu, [-1e-10, -3e-30]), (F.mish, [-1e-10, -60.0]),
+    (lambda x: F.binary_cross_entropy_with_logits(x, eager.ones_like(x), reduction="none"),
+     [30.0, 60.0]),
+    (lambda x: F.binary_cross_entropy(x, eager.zeros_like(x), reduction="none"),
+     [1e-10, 3e-30]),
+]
+TINY_REFS = [
+    lambda x: -np.log1p(np.exp(-x)), lambda x: np.log1p(np.exp(x)), np.expm1,
+    lambda x: 1.0507009873554805 * 1.6732632423543772 * np.expm1(x), np.expm1,
+    lambda x: x * np.tanh(np.log1p(np.exp(x))), lambda x: np.log1p(np.exp(-x)),
+    lambda x: -np.log1p(-x),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("k", range(len(TINY)))
+def test_tiny_results_keep_their_relative_accuracy(k, dtype):
+    fn, xs = TINY[k]
+    x = np.asarray(xs, dtype)
+    want = TINY_REFS[k](x.astype(np.float64))
+    got = fn(eager.tensor(x)).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-5 if dtype == np.float32 else 1e-12, atol=0)
