@@ -10,12 +10,42 @@ from .. import dtypes
 from .. import functions as T
 from ..errors import op_error
 from .activations import (  # noqa: F401 - re-exported: F.gelu, F.softmax, ...
-    _check_float, _implicit_softmax_dim, celu, elu, gelu, glu, hardsigmoid, hardswish, hardtanh, leaky_relu,
-    log_softmax, logsigmoid, mish, normalize, relu, relu6, selu, sigmoid, silu, softmax,
-    softmin, softplus, softsign, tanh)
+    _check_float,
+    _implicit_softmax_dim,
+    celu,
+    elu,
+    gelu,
+    glu,
+    hardsigmoid,
+    hardswish,
+    hardtanh,
+    leaky_relu,
+    log_softmax,
+    logsigmoid,
+    mish,
+    normalize,
+    relu,
+    relu6,
+    selu,
+    sigmoid,
+    silu,
+    softmax,
+    softmin,
+    softplus,
+    softsign,
+    tanh,
+)
 from .losses import (  # noqa: F401 - re-exported
-    binary_cross_entropy, binary_cross_entropy_with_logits, cross_entropy, huber_loss, kl_div,
-    l1_loss, mse_loss, nll_loss, smooth_l1_loss)
+    binary_cross_entropy,
+    binary_cross_entropy_with_logits,
+    cross_entropy,
+    huber_loss,
+    kl_div,
+    l1_loss,
+    mse_loss,
+    nll_loss,
+    smooth_l1_loss,
+)
 
 
 def linear(x, weight, bias=None):

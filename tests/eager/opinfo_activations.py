@@ -9,9 +9,9 @@ OPINFOS so the registry-generated suites stay as they are; every entry here is a
 from __future__ import annotations
 
 import numpy as np
+from opinfo import F32, F64, FLOATS, SPECIALS, OpInfo, Sample
 
 import eager.nn.functional as F
-from opinfo import F32, F64, FLOATS, SPECIALS, OpInfo, Sample
 
 SHAPES = [(), (5,), (3, 4), (0, 4)]
 GRAD_SHAPES = [(5,), (3, 4)]

@@ -20,8 +20,8 @@ from eager import nn, optim
 from tracer import TensorSpec
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "eager"))
-from opinfo import to_call_arg  # noqa: E402
-from opinfo_activations import ENTRIES  # noqa: E402
+from opinfo import to_call_arg
+from opinfo_activations import ENTRIES
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
@@ -194,23 +194,28 @@ def test_a_training_step_with_the_new_activations_compiles_to_eagers_numbers(bac
             loss.backward()
             opt.step()
             return loss
-        return model, step
+        return model, opt, step
 
     rng = np.random.default_rng(3)
     batches = [(eager.tensor(rng.standard_normal((8, 6)).astype(np.float32)),
                 eager.tensor(np.where(rng.random(8) < 0.25, -100, rng.integers(0, 4, 8))))
                for _ in range(3)]
-    eager_model, eager_step = setup()
-    model, step = setup()
+    eager_model, eager_opt, eager_step = setup()
+    model, opt, step = setup()
     compiled = tracer.function(step, backend=backend)
     for x, y in batches:
         want = eager_step(x, y).item()
         got = compiled(x, y).item()
         assert got == pytest.approx(want, rel=2e-5, abs=1e-6)
     for (name, p), q in zip(model.named_parameters(), eager_model.parameters()):
-        np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=2e-5, atol=2e-6, err_msg=name)
+        np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=2e-5,
+                                   atol=2e-6, err_msg=name)
         np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=2e-4, atol=2e-6,
                                    err_msg=name)
+        momentum = opt.state[p]["momentum_buffer"]
+        np.testing.assert_allclose(momentum.numpy(),
+                                   eager_opt.state[q]["momentum_buffer"].numpy(), rtol=2e-4,
+                                   atol=2e-6, err_msg=name)
     assert compiled.trace_count == 1
 
 
