@@ -244,9 +244,10 @@ def kl_div(input, target, size_average=None, reduce=None, reduction: str = "mean
         zero = T.eq(target, 0.0)
         tlogt = T.where(zero, 0.0, T.mul(target, T.log(T.where(zero, 1.0, target))))
         loss = T.sub(tlogt, T.mul(target, input))
-    if reduction == "batchmean":
-        total = T.sum(loss)
-        return total if input.ndim == 0 else T.div(total, float(input.shape[0]))
+    if reduction == "batchmean":  # the sum over the batch size: the batch mean of row sums
+        if input.ndim <= 1:  # (a symbolic batch size needs no value this way)
+            return T.sum(loss) if input.ndim == 0 else T.mean(loss)
+        return T.mean(T.sum(loss, tuple(range(1, input.ndim))))
     return _reduce(loss, reduction, "kl_div")
 
 

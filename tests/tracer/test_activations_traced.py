@@ -233,3 +233,21 @@ def test_compiled_tiny_results_keep_their_relative_accuracy(backend, dtype):
     for (fn, v), ref, out in zip(TINY, TINY_REFS, outs):
         np.testing.assert_allclose(out.numpy(), ref(np.asarray(v, dtype).astype(np.float64)),
                                    rtol=2e-5 if dtype == np.float32 else 1e-12, atol=0)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_activations_and_batchmean_over_a_symbolic_batch(backend):
+    # one trace for every batch size: kl_div's 'batchmean' divides by the batch size
+    # without asking for its value
+    def fn(x):
+        return (F.glu(x), F.normalize(x), F.softmin(x, 1), F.hardswish(x), F.logsigmoid(x),
+                F.kl_div(x, x.sigmoid(), reduction="batchmean"),
+                F.kl_div(x[:, 0], x[:, 1], reduction="batchmean"))
+
+    f = tracer.function(fn, backend=backend, input_signature=[TensorSpec(("b", 6))])
+    for n in (2, 5, 0):
+        x = eager.randn(n, 6)
+        for got, want in zip(f(x), fn(x)):
+            np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=2e-6, atol=1e-7,
+                                       equal_nan=True)
+    assert f.trace_count == 1
