@@ -251,3 +251,20 @@ def test_activations_and_batchmean_over_a_symbolic_batch(backend):
             np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=2e-6, atol=1e-7,
                                        equal_nan=True)
     assert f.trace_count == 1
+
+
+def test_a_tensor_assigned_to_an_empty_weight_or_bias_slot_traces_again():
+    # CrossEntropyLoss() registers weight=None as a buffer, Linear(bias=False) a None
+    # parameter: the trace read None there, so a tensor assigned later must not be ignored
+    loss = nn.CrossEntropyLoss()
+    lin = nn.Linear(3, 4, bias=False)
+    f = tracer.function(lambda x, y: loss(lin(x), y), backend="interpret")
+    x, y = eager.randn(5, 3), eager.tensor([0, 1, 2, 3, 1])
+    with eager.no_grad():
+        assert f(x, y).item() == pytest.approx(loss(lin(x), y).item(), rel=1e-6)
+        loss.weight = eager.tensor([1.0, 2.0, 3.0, 0.5])
+        assert f(x, y).item() == pytest.approx(loss(lin(x), y).item(), rel=1e-6)
+        lin.bias = nn.Parameter(eager.ones(4))
+        assert f(x, y).item() == pytest.approx(loss(lin(x), y).item(), rel=1e-6)
+        assert list(loss.state_dict()) == ["weight"]
+    assert f.trace_count == 3
