@@ -174,7 +174,8 @@ def test_weighted_cross_entropy_over_a_symbolic_batch(backend):
 
 def _classifier(seed):
     eager.manual_seed(seed)
-    return nn.Sequential(nn.Linear(6, 16), nn.LeakyReLU(0.1), nn.Linear(16, 16), nn.Hardswish(),
+    return nn.Sequential(nn.Linear(6, 16), nn.LeakyReLU(0.1, inplace=True), nn.Linear(16, 16),
+                         nn.ReLU6(inplace=True), nn.Hardswish(),
                          nn.Linear(16, 16), nn.ELU(), nn.Mish(), nn.Linear(16, 16),
                          nn.Softplus(beta=2.0), nn.Hardtanh(-2.0, 2.0), nn.Linear(16, 8),
                          nn.GLU(), nn.Linear(4, 4), nn.LogSoftmax(1))
