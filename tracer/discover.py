@@ -302,10 +302,14 @@ class _Walker:
                 if k in _MODULE_STORES or k.startswith("__"):
                     continue
                 self.entry(f"{path}.{k}", "{0}.__dict__[" + _key(k) + "]", m, v, 0, epoch=True)
-            for k, b in m._buffers.items():
-                if id(b) in self.captured:
-                    template = "{0}._buffers[" + _key(k) + "]"
-                    self.guards.append(Guard("identity", f"{path}.{k}", template, (m,), b, True))
+            for store in ("_buffers", "_parameters"):
+                for k, b in m.__dict__[store].items():
+                    # an empty slot (a loss's weight=None, a Linear without bias) is guarded
+                    # too: a tensor assigned to it later must trace again
+                    if b is None or (store == "_buffers" and id(b) in self.captured):
+                        template = "{0}." + store + "[" + _key(k) + "]"
+                        self.guards.append(Guard("identity", f"{path}.{k}", template, (m,), b,
+                                                 True))
             if _user_class(type(m)):
                 self.walk(type(m).__name__, type(m), 1)
 

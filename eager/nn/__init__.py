@@ -1,8 +1,12 @@
 """eager.nn: modules, parameters, layers and losses (PyTorch's API)."""
 from . import functional, init
-from .layers import (CrossEntropyLoss, Dropout, Embedding, GELU, Identity, LayerNorm, Linear,
-                     ModuleList, MSELoss, NLLLoss, ReLU, Sequential, Sigmoid, SiLU, Softmax,
-                     Tanh)
+from .layers import (Dropout, Embedding, GELU, Identity, LayerNorm, Linear, ModuleList, ReLU,
+                     Sequential, Sigmoid, SiLU, Softmax, Tanh)
+from .loss_layers import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, KLDivLoss,
+                          L1Loss, MSELoss, NLLLoss, SmoothL1Loss)
+from .activation_layers import (CELU, ELU, GLU, Hardsigmoid, Hardswish, Hardtanh, LeakyReLU,
+                                LogSigmoid, LogSoftmax, Mish, ReLU6, SELU, Softmin, Softplus,
+                                Softsign)
 from .containers import Flatten, ModuleDict, ParameterDict, ParameterList, Unflatten
 from .module import Module, Parameter
 from . import utils  # noqa: F401 - eager.nn.utils, as torch.nn.utils (clip_grad_norm_)
@@ -12,5 +16,8 @@ from .conv_layers import *  # noqa: F401,F403 - Conv2d, MaxPool2d, Upsample, ...
 __all__ = ["functional", "init", "Module", "Parameter", "Linear", "Sequential", "ModuleList",
            "Identity", "ReLU", "GELU", "Tanh", "Sigmoid", "SiLU", "Softmax", "LayerNorm",
            "Embedding", "Dropout", "CrossEntropyLoss", "MSELoss", "NLLLoss", "ModuleDict",
-           "ParameterList", "ParameterDict", "Flatten", "Unflatten"]
+           "ParameterList", "ParameterDict", "Flatten", "Unflatten",
+           "LeakyReLU", "ELU", "SELU", "CELU", "ReLU6", "Hardtanh", "Hardswish", "Hardsigmoid",
+           "Softplus", "Softsign", "Mish", "LogSigmoid", "GLU", "Softmin", "LogSoftmax",
+           "BCELoss", "BCEWithLogitsLoss", "L1Loss", "SmoothL1Loss", "HuberLoss", "KLDivLoss"]
 __all__ += _conv_layers.__all__

@@ -138,8 +138,12 @@ class Identity(Module):
 
 
 class ReLU(Module):
+    def __init__(self, inplace: bool = False):
+        super().__init__()
+        self.inplace = inplace
+
     def forward(self, x):
-        return F.relu(x)
+        return F.relu(x, self.inplace)
 
 
 class GELU(Module):
@@ -237,31 +241,3 @@ class Dropout(Module):
 
     def extra_repr(self):
         return f"p={self.p}, inplace=False"
-
-
-class CrossEntropyLoss(Module):
-    def __init__(self, reduction: str = "mean", label_smoothing: float = 0.0):
-        super().__init__()
-        self.reduction = reduction
-        self.label_smoothing = label_smoothing
-
-    def forward(self, input, target):
-        return F.cross_entropy(input, target, self.reduction, self.label_smoothing)
-
-
-class MSELoss(Module):
-    def __init__(self, reduction: str = "mean"):
-        super().__init__()
-        self.reduction = reduction
-
-    def forward(self, input, target):
-        return F.mse_loss(input, target, self.reduction)
-
-
-class NLLLoss(Module):
-    def __init__(self, reduction: str = "mean"):
-        super().__init__()
-        self.reduction = reduction
-
-    def forward(self, input, target):
-        return F.nll_loss(input, target, self.reduction)
