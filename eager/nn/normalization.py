@@ -146,7 +146,8 @@ def group_norm(input, num_groups: int, weight=None, bias=None, eps: float = 1e-5
     if not isinstance(c, Dim) and (num_groups < 1 or c % num_groups):
         raise op_error("group_norm", f"the number of channels ({c}) must be divisible by "
                        f"num_groups ({num_groups})", (x,), exc=ValueError)
-    g = T.reshape(x, (x.shape[0], num_groups, -1))
+    rest = _count(x.shape, range(1, x.ndim))  # explicit, so a zero-size batch reshapes
+    g = T.reshape(x, (x.shape[0], num_groups, -1 if rest is None else rest // num_groups))
     mean = T.mean(g, 2, keepdim=True)
     gc = T.sub(g, mean)
     var = T.mean(T.mul(gc, gc), 2, keepdim=True)
