@@ -192,3 +192,43 @@ def test_dropout2d_compiled_matches_eager_with_the_same_seed(backend):
         _close(got, want)
         per_channel = got.numpy().reshape(12, 30)
         assert np.all(per_channel.min(1) == per_channel.max(1))  # whole channels
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_one_trace_serves_every_batch_size_with_running_stats(backend):
+    """A symbolic batch: the unbiased variance's count is a run-time value, not the size
+    seen while tracing."""
+    from tracer import TensorSpec
+    layers = [nn.BatchNorm2d(4), nn.BatchNorm2d(4, momentum=None), nn.GroupNorm(2, 4),
+              nn.InstanceNorm2d(4, track_running_stats=True)]
+    twins = [copy.deepcopy(m) for m in layers]
+    rng = np.random.default_rng(9)
+    for m, t in zip(layers, twins):
+        f = tracer.function(lambda x: m(x), input_signature=[TensorSpec((None, 4, 5, 6))],
+                            backend=backend)
+        for n in (3, 5, 2):
+            x = _t(rng, n, 4, 5, 6)
+            _close(f(x), t(x), rtol=1e-5, atol=1e-6, what=f"{type(m).__name__} batch {n}")
+            for (k, v), (_, u) in zip(m.state_dict().items(), t.state_dict().items()):
+                _close(v, u, what=f"{type(m).__name__}.{k} batch {n}")
+        assert f.trace_count == 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_changed_momentum_eps_and_tracking_retrace(backend):
+    """The Python settings a forward reads (momentum, eps, track_running_stats) are
+    guarded: changing one between calls gives the eager result, never the old trace's."""
+    m = nn.BatchNorm1d(3)
+    t = copy.deepcopy(m)
+    f = tracer.function(lambda x: m(x), backend=backend)
+    x = _t(np.random.default_rng(1), 4, 3)
+    changes = [{}, {"momentum": 0.5, "eps": 1.0}, {"momentum": None},
+               {"track_running_stats": False}]
+    for change in changes:
+        for k, v in change.items():
+            setattr(m, k, v)
+            setattr(t, k, v)
+        _close(f(x), t(x), what=str(change))
+        for (k, v), (_, u) in zip(m.state_dict().items(), t.state_dict().items()):
+            _close(v, u, what=f"{change}: {k}")
+    assert f.trace_count == len(changes)
