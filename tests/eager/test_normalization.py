@@ -107,6 +107,34 @@ def test_gradients_match_finite_differences(name):
         np.testing.assert_allclose(t.grad.numpy(), num, rtol=1e-5, atol=1e-7, err_msg=name)
 
 
+def _grad_dot(body, arrays, w, v, create_graph):
+    """<grad sum(body(*arrays) * w), v> over every input, differentiable with create_graph."""
+    ts = [_t(a, grad=True) for a in arrays]
+    grads = eager.autograd.grad((body(*ts) * _t(w)).sum(), ts, create_graph=create_graph)
+    total = sum((g * _t(vi)).sum() for g, vi in zip(grads, v))
+    return ts, total
+
+
+@pytest.mark.parametrize("name", ["batch_norm", "group_norm", "instance_norm", "rms_norm_2d"])
+def test_second_derivative_matches_finite_differences(name):
+    body, _, args = FORWARD[name]
+    args = [a[:2] if a.ndim == 4 else a for a in args]
+    rng = np.random.default_rng(4)
+    w = rng.standard_normal(body(*[_t(a) for a in args]).shape)
+    v = [rng.standard_normal(a.shape) for a in args]
+    ts, s = _grad_dot(body, args, w, v, True)
+    second = eager.autograd.grad(s, ts, allow_unused=True)  # (none for the bias)
+    h = 1e-5
+    for k, (g2, a) in enumerate(zip(second, args)):
+        u = rng.standard_normal(a.shape)
+        plus = [x + h * u if j == k else x for j, x in enumerate(args)]
+        minus = [x - h * u if j == k else x for j, x in enumerate(args)]
+        fd = (_grad_dot(body, plus, w, v, False)[1].item()
+              - _grad_dot(body, minus, w, v, False)[1].item()) / (2 * h)
+        analytic = 0.0 if g2 is None else float(np.sum(g2.numpy() * u))
+        assert abs(analytic - fd) <= 1e-5 * abs(fd) + 1e-6, (name, k, analytic, fd)
+
+
 # ------------------------------------------------------------------ running statistics
 
 @pytest.mark.parametrize("momentum", [0.1, 0.5, None])
