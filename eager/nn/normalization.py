@@ -41,6 +41,16 @@ def _per_channel(t, ndim):
     return T.reshape(t, (1, -1) + (1,) * (ndim - 2))
 
 
+def _check_channels(op, x, named):
+    """Each per-channel tensor given must have shape (C,), C = input.shape[1]."""
+    c = x.shape[1]
+    for name, t in named.items():
+        if t is not None and not isinstance(c, Dim) and tuple(t.shape) != (c,):
+            raise op_error(op, f"{name} has shape {tuple(t.shape)}, expected ({c},) for an "
+                           f"input of shape {tuple(x.shape)} (C = dim 1)", (x, t),
+                           hint=f"give {name} one value per channel", exc=ValueError)
+
+
 def _affine(out, weight, bias, ndim):
     if weight is not None:
         out = T.mul(out, _per_channel(weight, ndim))
@@ -77,6 +87,8 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None,  # noqa
     if x.ndim < 2:
         raise op_error("batch_norm", f"expected an input of at least 2 dims (N, C, ...), "
                        f"got shape {x.shape}", (x,))
+    _check_channels("batch_norm", x, {"running_mean": running_mean, "running_var": running_var,
+                                      "weight": weight, "bias": bias})
     axes = (0,) + tuple(range(2, x.ndim))
     n = _count(x.shape, axes)
     if training:
@@ -115,6 +127,9 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None,  # no
     if x.ndim < 3:
         raise op_error("instance_norm", f"expected an input of at least 3 dims (N, C, L...), "
                        f"got shape {x.shape}", (x,))
+    _check_channels("instance_norm", x, {"running_mean": running_mean,
+                                         "running_var": running_var, "weight": weight,
+                                         "bias": bias})
     axes = tuple(range(2, x.ndim))
     if not use_input_stats:
         return batch_norm(x, running_mean, running_var, weight, bias, False, momentum, eps)
@@ -147,6 +162,7 @@ def group_norm(input, num_groups: int, weight=None, bias=None, eps: float = 1e-5
         raise op_error("group_norm", f"the number of channels ({c}) must be divisible by "
                        f"num_groups ({num_groups})", (x,), exc=ValueError)
     rest = _count(x.shape, range(1, x.ndim))  # explicit, so a zero-size batch reshapes
+    _check_channels("group_norm", x, {"weight": weight, "bias": bias})
     g = T.reshape(x, (x.shape[0], num_groups, -1 if rest is None else rest // num_groups))
     mean = T.mean(g, 2, keepdim=True)
     gc = T.sub(g, mean)
@@ -168,7 +184,7 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):  # noqa: A002
         raise op_error("rms_norm", f"normalized_shape {normalized_shape} does not match the "
                        f"trailing dims of the input {x.shape}", (x,))
     if eps is None:
-        eps = float(np.finfo(np.dtype(x.dtype.name)).eps)
+        eps = float(np.finfo(x.dtype).eps)
     dims = tuple(range(x.ndim - k, x.ndim))
     ms = T.mean(T.mul(x, x), dims, keepdim=True)
     out = T.mul(x, T.rsqrt(T.add(ms, eps)))

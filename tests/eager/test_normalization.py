@@ -281,5 +281,9 @@ def test_errors_name_the_op_and_the_shapes():
         F.batch_norm(eager.tensor(np.ones((2, 3), np.int64)), None, None, training=True)
     with pytest.raises(Exception, match="running_mean and running_var"):
         F.batch_norm(_t(np.ones((2, 3))), None, None, training=False)
+    with pytest.raises(ValueError, match=r"batch_norm: running_mean has shape \(3,\), expected \(4,\)"):
+        nn.BatchNorm2d(3)(_t(np.ones((2, 4, 2, 2))))
+    with pytest.raises(ValueError, match=r"group_norm: bias has shape \(4,\), expected \(6,\)"):
+        F.group_norm(_t(np.ones((2, 6, 3))), 2, _t(np.ones(6)), _t(np.ones(4)))
     with pytest.raises(Exception, match="test_normalization.py"):  # the user's line
         F.group_norm(_t(np.ones((2, 6, 3))), 4)
