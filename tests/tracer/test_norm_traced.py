@@ -232,3 +232,21 @@ def test_changed_momentum_eps_and_tracking_retrace(backend):
         for (k, v), (_, u) in zip(m.state_dict().items(), t.state_dict().items()):
             _close(v, u, what=f"{change}: {k}")
     assert f.trace_count == len(changes)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_buffers_reset_replaced_or_loaded_between_calls_are_read_live(backend):
+    m = nn.BatchNorm1d(3)
+    t = copy.deepcopy(m)
+    f = tracer.function(lambda x: m(x), backend=backend)
+    x = _t(np.random.default_rng(1), 4, 3)
+    edits = [lambda bn: None, lambda bn: bn.reset_running_stats(),
+             lambda bn: setattr(bn, "running_mean", eager.ones(3)),
+             lambda bn: bn.load_state_dict(nn.BatchNorm1d(3).state_dict())]
+    for i, edit in enumerate(edits):
+        edit(m)
+        edit(t)
+        _close(f(x), t(x), what=f"edit {i}")
+        for (k, v), (_, u) in zip(m.state_dict().items(), t.state_dict().items()):
+            _close(v, u, what=f"edit {i}: {k}")
+    assert int(m.num_batches_tracked.numpy()) == 1
