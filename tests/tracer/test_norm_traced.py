@@ -170,14 +170,18 @@ def test_norm_modules_compiled_match_eager(backend):
     layers = [nn.GroupNorm(2, 4), nn.InstanceNorm2d(4, affine=True, track_running_stats=True),
               nn.RMSNorm((5, 6)), nn.LayerNorm((5, 6)), nn.BatchNorm2d(4, momentum=None)]
     twins = [copy.deepcopy(m) for m in layers]
-    f = tracer.function(lambda m, x: m(x), backend=backend)
+    fs = [tracer.function(m.__call__, backend=backend) for m in layers]
     rng = np.random.default_rng(8)
-    for _ in range(2):
+    for step in range(3):
         x = _t(rng, 3, 4, 5, 6)
-        for m, t in zip(layers, twins):
-            _close(f(m, x), t(x), what=type(m).__name__)
+        if step == 2:  # eval: running statistics where tracked
+            for m in layers + twins:
+                m.eval()
+        for f, m, t in zip(fs, layers, twins):
+            _close(f(x), t(x), what=type(m).__name__)
             for (k, v), (_, u) in zip(m.state_dict().items(), t.state_dict().items()):
                 _close(v, u, what=f"{type(m).__name__}.{k}")
+    assert all(f.trace_count <= 2 for f in fs)  # one trace per mode at most
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
