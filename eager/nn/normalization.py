@@ -17,6 +17,7 @@ import numpy as np
 from .. import functions as T
 from ..autograd import no_grad
 from ..errors import op_error, user_location
+from ..functions.reductions import _symbolic_count
 from ..ops import Dim
 
 __all__ = ["batch_norm", "instance_norm", "group_norm", "rms_norm", "dropout1d",
@@ -71,12 +72,33 @@ def _update_running(buf, stat, momentum):
         buf.copy_(new)
 
 
-def _unbiased(x, axes, biased_var, n):
-    if n is None:
-        return T.var(x, axes, unbiased=True)
-    if n <= 1:
-        return T.mul(biased_var, float("nan"))
-    return T.mul(biased_var, n / (n - 1))
+def _check_count(op, x, n, what):
+    """Training statistics need more than one value per channel (eagerly: n known)."""
+    if n is not None and n <= 1:
+        raise op_error(op, f"expected more than 1 {what} when training, got input size "
+                       f"{tuple(x.shape)}", (x,), hint="use a larger input, or eval()",
+                       exc=ValueError)
+
+
+def _guard_count(op, x, axes, n, mean, what):
+    """(mean, count). With a symbolic size the count is a run-time value, checked when the
+    program runs (RuntimeError where the eager call raises ValueError) through the mean that
+    every output and statistics update depends on (times an exact 1), so no trace turns a
+    too-small batch into a result."""
+    if n is not None:
+        return mean, n
+    count = _symbolic_count(x, axes)
+    ok = T.check_finite(T.where(T.gt(count, 1.0), 1.0, float("nan")),
+                        f"{op}: expected more than 1 {what} when training, got a symbolic "
+                        f"size of 1 or 0 at run time (traced at {user_location()})")
+    return T.mul(mean, T.cast(ok, mean.dtype)), count
+
+
+def _unbiased(biased_var, count):
+    """The unbiased variance from the biased one: * n / (n - 1) (n > 1 is checked)."""
+    if isinstance(count, int):
+        return T.mul(biased_var, count / (count - 1))
+    return T.mul(biased_var, T.div(count, T.maximum(T.sub(count, 1.0), 1.0)))
 
 
 def batch_norm(input, running_mean, running_var, weight=None, bias=None,  # noqa: A002
@@ -92,18 +114,15 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None,  # noqa
     axes = (0,) + tuple(range(2, x.ndim))
     n = _count(x.shape, axes)
     if training:
-        if n == 1:
-            raise op_error("batch_norm", f"expected more than 1 value per channel when "
-                           f"training, got input size {x.shape}", (x,),
-                           hint="use a batch of more than one sample, or eval()",
-                           exc=ValueError)
-        mean = T.mean(x, axes, keepdim=True)
+        _check_count("batch_norm", x, n, "value per channel")
+        mean, n = _guard_count("batch_norm", x, axes, n, T.mean(x, axes, keepdim=True),
+                               "value per channel")
         xc = T.sub(x, mean)
         var = T.mean(T.mul(xc, xc), axes, keepdim=True)
         if running_mean is not None:
             _update_running(running_mean, T.reshape(mean, (-1,)), momentum)
         if running_var is not None:
-            unbiased = _unbiased(x, axes, T.reshape(var, (-1,)), n)
+            unbiased = _unbiased(T.reshape(var, (-1,)), n)
             _update_running(running_var, unbiased, momentum)
         out = T.mul(xc, T.rsqrt(T.add(var, eps)))
     else:
@@ -134,16 +153,15 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None,  # no
     if not use_input_stats:
         return batch_norm(x, running_mean, running_var, weight, bias, False, momentum, eps)
     n = _count(x.shape, axes)
-    if n == 1:
-        raise op_error("instance_norm", f"expected more than 1 spatial element when "
-                       f"training, got input size {x.shape}", (x,), exc=ValueError)
-    mean = T.mean(x, axes, keepdim=True)
+    _check_count("instance_norm", x, n, "spatial element")
+    mean, n = _guard_count("instance_norm", x, axes, n, T.mean(x, axes, keepdim=True),
+                           "spatial element")
     xc = T.sub(x, mean)
     var = T.mean(T.mul(xc, xc), axes, keepdim=True)
     if running_mean is not None:
         _update_running(running_mean, T.mean(T.reshape(mean, (x.shape[0], -1)), 0), momentum)
     if running_var is not None:
-        unbiased = _unbiased(x, axes, T.reshape(var, (x.shape[0], -1)), n)
+        unbiased = _unbiased(T.reshape(var, (x.shape[0], -1)), n)
         _update_running(running_var, T.mean(unbiased, 0), momentum)
     out = T.mul(xc, T.rsqrt(T.add(var, eps)))
     return _affine(out, weight, bias, x.ndim)

@@ -254,3 +254,29 @@ def test_buffers_reset_replaced_or_loaded_between_calls_are_read_live(backend):
         for (k, v), (_, u) in zip(m.state_dict().items(), t.state_dict().items()):
             _close(v, u, what=f"edit {i}: {k}")
     assert int(m.num_batches_tracked.numpy()) == 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_symbolic_batch_of_one_raises_as_eager_does(backend):
+    """Eagerly a training batch of one raises ValueError; a trace made for every batch size
+    checks the run-time count and raises too (the eager error, when the failed call is rerun
+    eagerly to name it), leaving the statistics as eager leaves them."""
+    from tracer import TensorSpec
+    for make in (lambda: nn.BatchNorm1d(3), lambda: nn.BatchNorm1d(3, affine=False,
+                                                                   track_running_stats=False)):
+        m = make()
+        t = copy.deepcopy(m)
+        f = tracer.function(lambda x: m(x), input_signature=[TensorSpec((None, 3))],
+                            backend=backend)
+        rng = np.random.default_rng(2)
+        x = _t(rng, 4, 3)
+        _close(f(x), t(x))
+        one = _t(rng, 1, 3)
+        with pytest.raises(ValueError, match="more than 1 value per channel"):
+            t(one)
+        with pytest.raises((ValueError, RuntimeError), match="more than 1 value per channel"):
+            f(one)
+        for (k, v), (_, u) in zip(m.state_dict().items(), t.state_dict().items()):
+            _close(v, u, what=k)
+        _close(f(x), t(x))
+        assert f.trace_count == 1
