@@ -11,9 +11,20 @@ from ..errors import op_error
 from . import normalization as N
 from .module import Module, Parameter
 
-__all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "InstanceNorm1d", "InstanceNorm2d",
-           "InstanceNorm3d", "GroupNorm", "RMSNorm", "Dropout1d", "Dropout2d", "Dropout3d",
-           "AlphaDropout"]
+__all__ = [
+    "AlphaDropout",
+    "BatchNorm1d",
+    "BatchNorm2d",
+    "BatchNorm3d",
+    "Dropout1d",
+    "Dropout2d",
+    "Dropout3d",
+    "GroupNorm",
+    "InstanceNorm1d",
+    "InstanceNorm2d",
+    "InstanceNorm3d",
+    "RMSNorm",
+]
 
 
 class _NormBase(Module):

@@ -20,8 +20,16 @@ from ..errors import op_error, user_location
 from ..functions.reductions import _symbolic_count
 from ..ops import Dim
 
-__all__ = ["batch_norm", "instance_norm", "group_norm", "rms_norm", "dropout1d",
-           "dropout2d", "dropout3d", "alpha_dropout"]
+__all__ = [
+    "alpha_dropout",
+    "batch_norm",
+    "dropout1d",
+    "dropout2d",
+    "dropout3d",
+    "group_norm",
+    "instance_norm",
+    "rms_norm",
+]
 
 
 def _check_float(x, op):
@@ -101,7 +109,7 @@ def _unbiased(biased_var, count):
     return T.mul(biased_var, T.div(count, T.maximum(T.sub(count, 1.0), 1.0)))
 
 
-def batch_norm(input, running_mean, running_var, weight=None, bias=None,  # noqa: A002
+def batch_norm(input, running_mean, running_var, weight=None, bias=None,
                training: bool = False, momentum=0.1, eps: float = 1e-5):
     """F.batch_norm: statistics per channel (dim 1) over the batch and spatial dims."""
     x = input
@@ -136,7 +144,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None,  # noqa
     return _affine(out, weight, bias, x.ndim)
 
 
-def instance_norm(input, running_mean=None, running_var=None, weight=None,  # noqa: A002
+def instance_norm(input, running_mean=None, running_var=None, weight=None,
                   bias=None, use_input_stats: bool = True, momentum=0.1, eps: float = 1e-5):
     """F.instance_norm: statistics per sample and channel over the spatial dims. Running
     statistics (if given) move toward the batch average of the per-instance statistics
@@ -167,7 +175,7 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None,  # no
     return _affine(out, weight, bias, x.ndim)
 
 
-def group_norm(input, num_groups: int, weight=None, bias=None, eps: float = 1e-5):  # noqa: A002
+def group_norm(input, num_groups: int, weight=None, bias=None, eps: float = 1e-5):
     """F.group_norm: channels split into `num_groups` groups, each normalized per sample
     over its channels and the spatial dims (biased variance)."""
     x = input
@@ -189,7 +197,7 @@ def group_norm(input, num_groups: int, weight=None, bias=None, eps: float = 1e-5
     return _affine(out, weight, bias, x.ndim)
 
 
-def rms_norm(input, normalized_shape, weight=None, eps=None):  # noqa: A002
+def rms_norm(input, normalized_shape, weight=None, eps=None):
     """F.rms_norm: x / sqrt(mean(x^2 over the trailing normalized_shape dims) + eps);
     eps None is the machine epsilon of the input's dtype, as in PyTorch."""
     x = input
@@ -228,12 +236,12 @@ def _channel_dropout(x, p, training, op, batched_ndim):
     return T.mul(T.where(keep, x, 0.0), 1.0 / (1.0 - p))
 
 
-def dropout1d(input, p: float = 0.5, training: bool = True):  # noqa: A002
+def dropout1d(input, p: float = 0.5, training: bool = True):
     """Zeroes whole channels of (N, C, L) or (C, L) with probability p, scales by 1/(1-p)."""
     return _channel_dropout(input, p, training, "dropout1d", 3)
 
 
-def dropout2d(input, p: float = 0.5, training: bool = True):  # noqa: A002
+def dropout2d(input, p: float = 0.5, training: bool = True):
     """Zeroes whole channels of (N, C, H, W) or (C, H, W) with probability p. A 3D input
     is read as (N, C, L) with a warning, as PyTorch does (channel-wise 1D dropout)."""
     if input.ndim == 3:
@@ -244,7 +252,7 @@ def dropout2d(input, p: float = 0.5, training: bool = True):  # noqa: A002
     return _channel_dropout(input, p, training, "dropout2d", 4)
 
 
-def dropout3d(input, p: float = 0.5, training: bool = True):  # noqa: A002
+def dropout3d(input, p: float = 0.5, training: bool = True):
     return _channel_dropout(input, p, training, "dropout3d", 5)
 
 
@@ -253,7 +261,7 @@ _SCALE = 1.0507009873554805
 _ALPHA_P = -_ALPHA * _SCALE  # the SELU negative saturation value
 
 
-def alpha_dropout(input, p: float = 0.5, training: bool = False):  # noqa: A002
+def alpha_dropout(input, p: float = 0.5, training: bool = False):
     """Dropout for SELU networks: dropped values become the negative saturation value and
     an affine map keeps the mean and variance (PyTorch's formula)."""
     x = input

@@ -10,7 +10,6 @@ import eager
 import eager.nn as nn
 import eager.nn.functional as F
 
-
 # ------------------------------------------------------------------ numpy references
 
 def ref_batch_norm(x, w, b, eps=1e-5):
@@ -22,7 +21,7 @@ def ref_batch_norm(x, w, b, eps=1e-5):
 
 
 def ref_group_norm(x, g, w, b, eps=1e-5):
-    n, c = x.shape[:2]
+    n = x.shape[0]
     xg = x.reshape(n, g, -1)
     out = ((xg - xg.mean(2, keepdims=True)) / np.sqrt(xg.var(2, keepdims=True) + eps))
     shape = (1, -1) + (1,) * (x.ndim - 2)

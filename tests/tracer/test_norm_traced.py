@@ -208,7 +208,7 @@ def test_one_trace_serves_every_batch_size_with_running_stats(backend):
     twins = [copy.deepcopy(m) for m in layers]
     rng = np.random.default_rng(9)
     for m, t in zip(layers, twins):
-        f = tracer.function(lambda x: m(x), input_signature=[TensorSpec((None, 4, 5, 6))],
+        f = tracer.function(m.__call__, input_signature=[TensorSpec((None, 4, 5, 6))],
                             backend=backend)
         for n in (3, 5, 2):
             x = _t(rng, n, 4, 5, 6)
@@ -266,7 +266,7 @@ def test_a_symbolic_batch_of_one_raises_as_eager_does(backend):
                                                                    track_running_stats=False)):
         m = make()
         t = copy.deepcopy(m)
-        f = tracer.function(lambda x: m(x), input_signature=[TensorSpec((None, 3))],
+        f = tracer.function(m.__call__, input_signature=[TensorSpec((None, 3))],
                             backend=backend)
         rng = np.random.default_rng(2)
         x = _t(rng, 4, 3)
