@@ -12,6 +12,8 @@ from .module import Module, Parameter
 from . import utils  # noqa: F401 - eager.nn.utils, as torch.nn.utils (clip_grad_norm_)
 from . import conv_layers as _conv_layers
 from .conv_layers import *  # noqa: F401,F403 - Conv2d, MaxPool2d, Upsample, ... (its __all__)
+from . import norm_layers as _norm_layers
+from .norm_layers import *  # noqa: F401,F403 - BatchNorm2d, GroupNorm, RMSNorm, ... (its __all__)
 
 __all__ = ["functional", "init", "Module", "Parameter", "Linear", "Sequential", "ModuleList",
            "Identity", "ReLU", "GELU", "Tanh", "Sigmoid", "SiLU", "Softmax", "LayerNorm",
@@ -21,3 +23,4 @@ __all__ = ["functional", "init", "Module", "Parameter", "Linear", "Sequential", 
            "Softplus", "Softsign", "Mish", "LogSigmoid", "GLU", "Softmin", "LogSoftmax",
            "BCELoss", "BCEWithLogitsLoss", "L1Loss", "SmoothL1Loss", "HuberLoss", "KLDivLoss"]
 __all__ += _conv_layers.__all__
+__all__ += _norm_layers.__all__

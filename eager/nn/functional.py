@@ -109,3 +109,5 @@ from .pooling import (adaptive_avg_pool1d, adaptive_avg_pool2d,  # noqa: E402
                       adaptive_max_pool1d, adaptive_max_pool2d, avg_pool1d, avg_pool2d,
                       avg_pool3d, max_pool1d, max_pool2d, max_pool3d, max_unpool2d)
 from .resample import interpolate, pad, upsample  # noqa: E402
+from .normalization import (alpha_dropout, batch_norm, dropout1d, dropout2d,  # noqa: E402
+                            dropout3d, group_norm, instance_norm, rms_norm)
