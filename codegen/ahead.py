@@ -63,6 +63,21 @@ STALL_SECONDS = 20.0
 
 
 def _threads_alone() -> bool:
+    """No other Python thread runs, or only the idle threads of the runtime's split-kernel
+    pool (codegen.parallel), which are then stopped: the pool is made again at its next
+    use (a few threads' start-up, once per cold compile), and the compile still forks."""
+    if threading.active_count() == 1:
+        return True
+    from . import parallel
+
+    me = threading.current_thread()
+    pool = parallel._SPLIT_POOL
+    if pool is None or any(t is not me and not t.name.startswith(parallel.THREAD_PREFIX)
+                           for t in threading.enumerate()):
+        return False
+    # (only this thread could be using the pool, and it is here: the pool is idle)
+    pool.shutdown(wait=True)
+    parallel._forget_split_pool()
     return threading.active_count() == 1
 
 

@@ -246,6 +246,33 @@ def test_no_child_when_it_cannot_help_or_may_not_be_safe(fresh_cache, started, m
     assert not started[-1].forked
 
 
+def test_the_idle_split_pool_is_stopped_so_a_cold_compile_still_forks(fresh_cache, reference,
+                                                                      started, monkeypatch):
+    """Once a big kernel has run, the split-kernel pool's threads exist; they are idle
+    while the program compiles, so they are stopped (and the pool made again at its next
+    use) rather than the compile staying in the process (and its memory with it)."""
+    from codegen import parallel
+
+    monkeypatch.setattr(ahead, "_threads_alone", THREADS_ALONE)
+    me = threading.current_thread()
+    if any(t is not me and not t.name.startswith(parallel.THREAD_PREFIX)
+           for t in threading.enumerate()):
+        pytest.skip("another test left a thread running")
+    if parallel._SPLIT_POOL is not None:  # (an earlier test's: made again when used)
+        parallel._SPLIT_POOL.shutdown(wait=True)
+        parallel._forget_split_pool()
+    monkeypatch.setattr(parallel, "_SPLIT_THREADS", 3)  # (two pool threads)
+    pool = parallel._split_pool()
+    list(pool.map(lambda _: time.sleep(0.01), range(4)))
+    assert threading.active_count() > 1
+    assert_like_reference(run_compiled(), reference)
+    assert started[-1].forked
+    assert pool._shutdown and parallel._SPLIT_POOL is None
+    assert parallel._split_pool().submit(lambda: 7).result() == 7  # made again
+    parallel._SPLIT_POOL.shutdown(wait=True)
+    parallel._forget_split_pool()
+
+
 def test_the_split_balances_the_estimated_work():
     assert ahead._split([2, 2, 2, 2]) == 2
     assert ahead._split([1, 1, 1, 1, 1]) == 3  # (the child's side costs one more)
