@@ -54,7 +54,7 @@ ENABLED = settings.COMPILE_AHEAD  # (a Flag: each truth test reads the environme
 
 #: Children compile every kernel the cache lacks (the program's share too, in a second
 #: child), and the program only loads their object files: Numba's compiler and LLVM keep
-#: ~3 MiB per kernel that nothing returns, in the process that compiles (issue 15: RSS
+#: ~0.6 MiB per kernel that nothing returns, in the process that compiles (issue 15: RSS
 #: after `del f`). False: the program compiles its own share itself, as before.
 CHILD_COMPILES_ALL = True
 
