@@ -1,27 +1,34 @@
-"""Compiling ahead: a forked child compiles some of a program's kernels into the disk cache
-while the program compiles the others, then loads the child's from the cache.
+"""Compiling ahead: forked children compile a program's kernels into the disk cache, and
+the program loads them from there (their object files: the warm path).
 
 Numba compiles one function at a time and holds the GIL while it does, so threads cannot
-share the work; a process can. When a program has several kernels to compile (W5, a
-training step: 6, ~1 s of Numba), `start` forks a child that compiles the last few
-(about half the estimated work) in program order, each into the kernel cache directory,
-and reports each one done on a pipe. The program compiles its own kernels meanwhile;
-`wait` blocks until the child has reported the kernel the program needs next, which then
-loads from the cache as in any later process. The child never runs a kernel, prints
-nothing (its stdout and stderr are /dev/null) and leaves through `os._exit`. It is
-invisible to the program: forked without the at-fork hooks a user registered, it runs
-none of the program's signal handlers (a signal to the process group ends it quietly)
-nor its atexit handlers, and it dies with the program, even a program killed by SIGKILL.
-Ctrl-C while the program waits for it stops it and raises KeyboardInterrupt in the
-program only.
+share the work; processes can. And what a compile leaves in the process that ran it
+(Numba's and LLVM's memory, ~0.6 MiB a kernel) is never returned, even after the
+Function is dropped: a long-lived process tracing many shapes would grow without bound.
+So when a program has kernels to compile (W5, a training step: 6, ~1 s of Numba), `start`
+forks one child that compiles the last few (about half the estimated work) in program
+order and, with CHILD_COMPILES_ALL, a second child that compiles the others (the
+program's own share); each compiles into the kernel cache directory and reports each
+kernel done on a pipe. `wait` blocks until the child has reported the kernel the program
+needs next, which then loads from the cache as in any later process. The program's
+memory after a cold trace is then what a warm one costs (issue 15: +7 MiB for 20 shapes
+of an MLP step, was +74 MiB). The children never run a kernel, print nothing (their
+stdout and stderr are /dev/null) and leave through `os._exit`. They are invisible to the
+program: forked without the at-fork hooks a user registered, with signals blocked until
+they have dropped the program's handlers, they run none of its signal handlers (a signal
+to the process group ends them quietly) nor its atexit handlers, and they die with the
+program, even a program killed by SIGKILL. Ctrl-C while the program waits for them stops
+them and raises KeyboardInterrupt in the program only.
 
-Nothing depends on the child: a kernel it did not report (it failed, died, or stalled past
-STALL_SECONDS) is compiled by the program itself, exactly as without it. The child is not
-started where forking is not safe or cannot help: not on Linux, a single CPU, other Python
-threads running (one could hold a lock the child needs: Numba's compiler lock, a logging
-handler's), fewer than two kernels to compile, or TRACEJIT_COMPILE_AHEAD=0.
+Nothing depends on the children: a kernel a child did not report (it failed, died, or
+stalled past STALL_SECONDS) is compiled by the program itself, exactly as without it. No
+child is started where forking is not safe or cannot help: not on Linux, a single CPU,
+other Python threads running (one could hold a lock the child needs: Numba's compiler
+lock, a logging handler's), no usable cache directory (the children's work could not
+reach the program), nothing to compile, or TRACEJIT_COMPILE_AHEAD=0; the program then
+compiles in-process, and keeps what that costs.
 
-Counters (codegen.compile_stats): a kernel the child compiled counts as compiled, not as
+Counters (codegen.compile_stats): a kernel a child compiled counts as compiled, not as
 a disk-cache hit, though the program loads it from the disk.
 """
 from __future__ import annotations
@@ -45,11 +52,32 @@ from .fuse import KernelGroup
 #: TRACEJIT_COMPILE_AHEAD=0 turns it off.
 ENABLED = settings.COMPILE_AHEAD  # (a Flag: each truth test reads the environment)
 
+#: Children compile every kernel the cache lacks (the program's share too, in a second
+#: child), and the program only loads their object files: Numba's compiler and LLVM keep
+#: ~0.6 MiB per kernel that nothing returns, in the process that compiles (issue 15: RSS
+#: after `del f`). False: the program compiles its own share itself, as before.
+CHILD_COMPILES_ALL = True
+
 #: The program stops waiting for a child that has reported nothing for this long.
 STALL_SECONDS = 20.0
 
 
 def _threads_alone() -> bool:
+    """No other Python thread runs, or only the idle threads of the runtime's split-kernel
+    pool (codegen.parallel), which are then stopped: the pool is made again at its next
+    use (a few threads' start-up, once per cold compile), and the compile still forks."""
+    if threading.active_count() == 1:
+        return True
+    from . import parallel
+
+    me = threading.current_thread()
+    pool = parallel._SPLIT_POOL
+    if pool is None or any(t is not me and not t.name.startswith(parallel.THREAD_PREFIX)
+                           for t in threading.enumerate()):
+        return False
+    # (only this thread could be using the pool, and it is here: the pool is idle)
+    pool.shutdown(wait=True)
+    parallel._forget_split_pool()
     return threading.active_count() == 1
 
 
@@ -111,6 +139,11 @@ class Ahead:
         self._by_index = list(sources)
         self.reported = {}           # source -> (the child compiled it, wrote its file)
         self._buf = b""
+        self.own = None  # the child compiling the program's own share (an Ahead), if any
+
+    def _owner(self, source: str) -> "Ahead":
+        own = self.own
+        return own if own is not None and source in own.pending else self
 
     def emit(self, part, group, io):
         """`emit_kernel(part, group, io)`, as `emit_all` emitted it (once is enough): its
@@ -124,18 +157,20 @@ class Ahead:
 
     def wait(self, source: str) -> None:
         """Return once the child has compiled `source`, or failed to, or will not."""
+        if self._owner(source) is not self:
+            return self.own.wait(source)
         while source in self.pending and source not in self.reported and self.fd is not None:
             try:
                 ready, _, _ = select.select([self.fd], [], [], STALL_SECONDS)
-            except BaseException:  # Ctrl-C: stop the child, raise in the program only
+            except BaseException:  # Ctrl-C: stop the children, raise in the program only
                 self.close()
                 raise
             if not ready:  # stalled: the program compiles the rest itself
-                self.close()
+                self._stop()
                 break
             chunk = os.read(self.fd, 1 << 16)
             if not chunk:  # the child is done (or gone)
-                self.close()
+                self._stop()
                 break
             self._buf += chunk
             *lines, self._buf = self._buf.split(b"\n")
@@ -151,11 +186,15 @@ class Ahead:
         """Around the program's load of `source`: first waits for the child; afterwards
         counts what the child did for it (compiling it, writing its files) as done for this
         program, unless the program did it again itself."""
+        if self._owner(source) is not self:
+            with self.own.loading(source):
+                yield
+            return
         self.wait(source)
         done = self.reported.pop(source, None)  # (None: the child did not deliver it)
         self.pending.discard(source)
         if not self.pending:
-            self.close()
+            self._stop()
         if done is None:
             yield
             return
@@ -178,7 +217,13 @@ class Ahead:
             build._bump("objects_written")
 
     def close(self) -> None:
-        """Stop the child if it still runs, and reap it."""
+        """Stop the children if they still run, and reap them."""
+        self._stop()
+        if self.own is not None:
+            self.own.close()
+
+    def _stop(self) -> None:
+        """Stop this child if it still runs, and reap it."""
         if self.fd is not None:
             os.close(self.fd)
             self.fd = None
@@ -291,8 +336,24 @@ def _become_invisible(parent: int) -> None:
             pass
 
 
+def _block_signals():
+    """Block every signal in this thread: the previous mask (None where that is not
+    possible)."""
+    try:
+        return signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def _unblock_signals(mask) -> None:
+    if mask is not None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
+
 def start(program) -> Ahead:
-    """Fork a child compiling the later part of `program`'s kernels, when that can help."""
+    """Fork children compiling `program`'s kernels, when that can help: one the later part,
+    one the program's own share (so that Numba's compiler and LLVM's memory stay out of the
+    program, which only loads the object files: see CHILD_COMPILES_ALL)."""
     emitted = dict(program.emitted)  # (emit_all's, made by the program first)
     if not (ENABLED and sys.platform.startswith("linux") and hasattr(os, "fork")) \
             or _cpus() < 2 or not _threads_alone():
@@ -306,15 +367,35 @@ def start(program) -> Ahead:
         if source not in seen and not _is_cached(source, names[key]):
             seen.add(source)
             work.append((source, names[key]))
-    if len(work) < 2:  # (nothing imports Numba before this: a cached program may not need it)
+    if len(work) < (1 if CHILD_COMPILES_ALL else 2):
+        # (nothing imports Numba before this: a cached program may not need it)
         return Ahead(emitted=emitted)
     numba = build._numba()
 
     if numba.config.DISABLE_JIT:
         return Ahead(emitted=emitted)
     _set_up_numba()
-    theirs = work[_split([_cost(s) for s, _ in work]):]
+    m = _split([_cost(s) for s, _ in work]) if len(work) > 1 else 0
+    theirs, mine = work[m:], work[:m]
+    child = _fork_compiler(theirs)
+    if child is None:
+        return Ahead(emitted=emitted)
+    out = Ahead(*child, [s for s, _ in theirs], emitted)
+    if mine and CHILD_COMPILES_ALL:  # (if this fork fails, the program compiles them)
+        own = _fork_compiler(mine)
+        if own is not None:
+            out.own = Ahead(*own, [s for s, _ in mine])
+    return out
+
+
+def _fork_compiler(theirs):
+    """(pid, read end of its pipe) of a forked child compiling `theirs` ((source, name)
+    pairs) in order into the cache, reporting each on the pipe; None if it cannot fork."""
     r, w = os.pipe()
+    # Signals wait (blocked) across the fork, until the child has dropped the program's
+    # handlers: one sent to the process group meanwhile (a second child is forked while
+    # the first compiles) must not run the program's handler in the child.
+    mask = _block_signals()
     try:
         with warnings.catch_warnings():
             # Python 3.12+ warns when the process has other OS threads (BLAS's idle pool:
@@ -323,13 +404,17 @@ def start(program) -> Ahead:
             parent = os.getpid()
             pid = _fork()
     except OSError:
+        _unblock_signals(mask)
         os.close(r)
         os.close(w)
-        return Ahead(emitted=emitted)
+        return None
+    if pid != 0:
+        _unblock_signals(mask)
     if pid == 0:  # the child: compile, report, leave without any of the parent's clean-up
         code = 0
         try:
             _become_invisible(parent)
+            _unblock_signals(mask)  # (a signal that came meanwhile: its default action)
             os.close(r)
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, 1)
@@ -349,7 +434,7 @@ def start(program) -> Ahead:
         finally:
             os._exit(code)
     os.close(w)
-    return Ahead(pid, r, [s for s, _ in theirs], emitted)
+    return pid, r
 
 
-__all__ = ["ENABLED", "STALL_SECONDS", "Ahead", "emit_all", "start"]
+__all__ = ["CHILD_COMPILES_ALL", "ENABLED", "STALL_SECONDS", "Ahead", "emit_all", "start"]

@@ -269,10 +269,22 @@ def _njit_one(numba, fn, signature: str, opts: dict):
     if FAST_CACHE_LOAD and opts.get("cache") and obj and fn.__name__ == "kernel":
         # (the module's entry: the functions it calls are linked into its object)
         _write_object(fn, signature, obj, disp.overloads[disp.signatures[0]], opts)
+    if opts.get("cache") and fn.__name__ == "kernel":
+        # Used: pruning takes it last (a kernel without an object file, parallel=True's,
+        # is marked only here; one with an object file is marked again when that loads).
+        _touch_index(disp)
     if opts.get("cache") and fn.__name__ == "kernel":  # (its files are all written now)
         _after_write(Path(fn.__code__.co_filename).parent, fn.__module__.rpartition(".")[2])
     disp.disable_compile()
     return disp
+
+
+def _touch_index(disp) -> None:
+    try:
+        path = disp._cache._cache_file._index_path
+    except AttributeError:  # (no disk cache: nothing to mark)
+        return
+    cache.touch(path)
 
 
 def _compiled_object(cres):

@@ -16,6 +16,7 @@ from tracer import settings
 _SPLIT_THREADS = None
 _SPLIT_POOL = None
 _SPLIT_LOCK = threading.Lock()
+THREAD_PREFIX = "tracejit-kernel"  # (the pool's thread names: codegen.ahead stops them)
 
 
 def _split_threads() -> int:
@@ -39,7 +40,7 @@ def _split_pool():
             import concurrent.futures
 
             _SPLIT_POOL = concurrent.futures.ThreadPoolExecutor(
-                _split_threads() - 1, thread_name_prefix="tracejit-kernel")
+                _split_threads() - 1, thread_name_prefix=THREAD_PREFIX)
         return _SPLIT_POOL
 
 

@@ -137,9 +137,8 @@ class Function:
         self._lock = threading.RLock()
         self.trace_count = 0
         # Cache bookkeeping for stats() and max_traces' least-recently-used eviction. Calls
-        # are counted once, at the top of __call__; a trace's last use is stamped where the
-        # general path finds it and, for the one-argument fast path, at eviction (the fast
-        # paths stay free of bookkeeping).
+        # are counted once, at the top of __call__; a trace's last use (`_last_use`: that
+        # count) is stamped at every hit, on the fast paths too (one attribute store).
         self._calls = 0
         self._misses = 0
         self._eager_calls = 0
@@ -217,6 +216,7 @@ class Function:
                             self._last1 = (d.shape, d.dtype, a.requires_grad, enabled,
                                            concrete)
                     if concrete is not None:
+                        concrete._last_use = self._calls  # (max_traces' recency)
                         run1 = concrete.run1
                         if run1 is not None:  # (unguarded: nothing captured)
                             return Tensor._wrap(run1(d))
@@ -232,6 +232,7 @@ class Function:
             else:
                 concrete = self._fast.get((tuple(sig), dispatch._state.grad_enabled))
                 if concrete is not None:
+                    concrete._last_use = self._calls
                     out = concrete.call_fast(args)
                     if out is not MISS:
                         return out
@@ -239,6 +240,7 @@ class Function:
                 and not _RUN_EAGERLY[0]:
             concrete = self._spec_hit(args)
             if concrete is not None:
+                concrete._last_use = self._calls
                 out = concrete.call_fast(args)
                 if out is not MISS:
                     return out
@@ -325,8 +327,6 @@ class Function:
     def _evict_least_recently_used(self) -> None:
         """Drop the trace used longest ago (with its program, kernels' entries and buffers:
         nothing else holds them) to make room for a new one."""
-        if self._last1 is not None:  # (the one-argument fast path's last hit: the newest)
-            self._last1[4]._last_use = self._calls
         victim_key, victim = None, None
         for key, bucket in self._cache.items():
             for concrete in bucket:

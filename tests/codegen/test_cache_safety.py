@@ -364,6 +364,32 @@ def test_lru_pruning_at_a_small_bound_removes_whole_kernels(tmp_path):
     assert kcache.info(cache)["bytes"] <= size + 1000
 
 
+PARALLEL_KERNEL = """
+import json, numpy as np, eager, tracer
+x = eager.from_numpy(np.linspace(-1, 1, 64 * 8, dtype=np.float32).reshape(64, 8))
+f = tracer.function(lambda x: (x.T * 2.0).exp())  # a 2-d loop nest: parallel=True
+out = f(x).numpy()
+(k,) = f.get_concrete_function(x).kernels
+print(json.dumps({"ok": bool(np.allclose(out, np.exp(x.numpy().T * 2), rtol=1e-5)),
+                  "parallel": "parallel=True" in k.source, "fallbacks": k.entry is None}))
+"""
+
+
+def test_a_parallel_kernel_loaded_from_the_cache_is_marked_used(tmp_path):
+    """parallel=True kernels have no object file (Numba's cache serves them): loading one
+    still marks it used, so pruning takes it last, not first."""
+    cache = tmp_path / "kernels"
+    report, _ = run(cache, code=PARALLEL_KERNEL, TRACEJIT_PARALLEL_MIN_SIZE="16")
+    assert report == {"ok": True, "parallel": True, "fallbacks": False}, report
+    (stem,) = kcache.entries(cache)
+    hour_ago = time.time() - 3600
+    for p in kcache.entries(cache)[stem][2]:
+        os.utime(p, (hour_ago, hour_ago))
+    report, _ = run(cache, code=PARALLEL_KERNEL, TRACEJIT_PARALLEL_MIN_SIZE="16")
+    assert report == {"ok": True, "parallel": True, "fallbacks": False}, report
+    assert kcache.entries(cache)[stem][1] > time.time() - 600  # used just now
+
+
 def test_cache_command_and_stale_temp_files(tmp_path):
     cache = tmp_path / "kernels"
     run(cache, "4")

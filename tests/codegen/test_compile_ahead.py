@@ -70,13 +70,13 @@ def started(monkeypatch):
 def closed_pids(monkeypatch):
     """The children's pids, as each Ahead closes (stops and reaps) its child."""
     pids = []
-    original_close = ahead.Ahead.close
+    original_stop = ahead.Ahead._stop
 
-    def close(self):
+    def stop(self):
         if self.pid is not None:
             pids.append(self.pid)
-        original_close(self)
-    monkeypatch.setattr(ahead.Ahead, "close", close)
+        original_stop(self)
+    monkeypatch.setattr(ahead.Ahead, "_stop", stop)
     return pids
 
 
@@ -105,7 +105,7 @@ def marking(tmp_path, then=None):
     original = ahead._compile_in_child
 
     def compile_in_child(source, name):
-        (tmp_path / f"child-{name}").touch()
+        (tmp_path / f"child-{name}").write_text(str(os.getpid()))
         (then or original)(source, name)
     return compile_in_child
 
@@ -130,21 +130,51 @@ def assert_like_reference(got, reference):
     assert stats["numba_cache_hits"] <= ref_stats["numba_cache_hits"]
 
 
-def test_the_child_compiles_the_later_kernels(fresh_cache, reference, started, monkeypatch):
+def test_children_compile_every_kernel_and_the_program_only_loads(fresh_cache, reference,
+                                                                    started, monkeypatch):
+    """One child compiles the later kernels, a second the program's own share; the program
+    compiles nothing (Numba's and LLVM's memory stay in the children) and loads them."""
     monkeypatch.setattr(ahead, "_compile_in_child", marking(fresh_cache))
+    parent, original_load = os.getpid(), build.load_module
+
+    def load_module(source, name):
+        (fresh_cache / f"load-{os.getpid()}-{name}").touch()
+        return original_load(source, name)
+    monkeypatch.setattr(build, "load_module", load_module)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         got = run_compiled()
-    assert_like_reference(got, reference)
+    assert not list(fresh_cache.glob(f"load-{parent}-*"))  # the program compiled nothing
+    assert_like_reference(got, reference)  # (Kernel.fn imports the module: after this)
     outs, kernels, stats = got
     assert len(kernels) >= 3
     (a,) = started
     assert a.forked and a.pid is None and a.fd is None  # reaped and closed
+    assert a.own is not None and a.own.pid is None and a.own.fd is None
+    theirs = child_kernels(fresh_cache)
+    assert theirs == sorted(k.name for k in kernels)
+    by_pid = {}
+    for p in fresh_cache.glob("child-*"):
+        by_pid.setdefault(p.read_text(), []).append(p.name[len("child-"):])
+    assert len(by_pid) == 2 and str(parent) not in by_pid
+    later = sorted(k.name for k in kernels[-len(a._by_index):])  # the later ones
+    assert sorted(by_pid[max(by_pid, key=lambda pid: later[0] in by_pid[pid])]) == later
+    # ...counted as compiled for this program, though it loaded them from the disk
+    assert stats["numba_compiles"] == stats["modules_written"] == len(kernels)
+
+
+def test_without_children_compiling_all_the_program_compiles_its_share(
+        fresh_cache, reference, started, monkeypatch):
+    monkeypatch.setattr(ahead, "CHILD_COMPILES_ALL", False)
+    monkeypatch.setattr(ahead, "_compile_in_child", marking(fresh_cache))
+    got = run_compiled()
+    assert_like_reference(got, reference)
+    outs, kernels, stats = got
+    (a,) = started
+    assert a.forked and a.own is None
     theirs = child_kernels(fresh_cache)
     assert theirs and len(theirs) < len(kernels)
     assert theirs == sorted(k.name for k in kernels[-len(theirs):])  # the later ones
-    # ...counted as compiled for this program, though it loaded them from the disk
-    assert stats["numba_compiles"] == stats["modules_written"] == len(kernels)
 
 
 def test_a_failing_child_leaves_its_kernels_to_the_program(fresh_cache, reference, started,
@@ -174,8 +204,9 @@ def test_a_stalled_child_is_stopped_and_its_kernels_compiled_here(fresh_cache, r
     got = run_compiled()
     assert time.perf_counter() - t0 < 60
     assert_like_reference(got, reference)
-    (pid,) = closed_pids
-    assert_reaped(pid)
+    assert len(closed_pids) == 2  # (the program's share's child and the later one's)
+    for pid in closed_pids:
+        assert_reaped(pid)
 
 
 def test_no_child_when_it_cannot_help_or_may_not_be_safe(fresh_cache, started, monkeypatch):
@@ -199,14 +230,47 @@ def test_no_child_when_it_cannot_help_or_may_not_be_safe(fresh_cache, started, m
 
     monkeypatch.setenv("TRACEJIT_CACHE_DIR", str(fresh_cache / "single"))
     monkeypatch.setattr(ahead, "_threads_alone", lambda: True)
-    f = tracer.function(lambda x: x * 2 + 1)               # one kernel: nothing to share
+    f = tracer.function(lambda x: x * 2 + 1)               # one kernel: a child compiles it
     f(eager.ones(4))
+    assert started[-1].forked and started[-1].own is None
+    monkeypatch.setenv("TRACEJIT_CACHE_DIR", str(fresh_cache / "single2"))
+    monkeypatch.setattr(ahead, "CHILD_COMPILES_ALL", False)
+    f = tracer.function(lambda x: x * 2 + 1)               # ...or, if the program compiles
+    f(eager.ones(4))                                       # its share: nothing to share
     assert not started[-1].forked
+    monkeypatch.setattr(ahead, "CHILD_COMPILES_ALL", True)
 
     monkeypatch.setenv("TRACEJIT_CACHE_DIR", str(fresh_cache / "off"))
     monkeypatch.setattr(ahead, "ENABLED", False)              # TRACEJIT_COMPILE_AHEAD=0
     run_compiled()
     assert not started[-1].forked
+
+
+def test_the_idle_split_pool_is_stopped_so_a_cold_compile_still_forks(fresh_cache, reference,
+                                                                      started, monkeypatch):
+    """Once a big kernel has run, the split-kernel pool's threads exist; they are idle
+    while the program compiles, so they are stopped (and the pool made again at its next
+    use) rather than the compile staying in the process (and its memory with it)."""
+    from codegen import parallel
+
+    monkeypatch.setattr(ahead, "_threads_alone", THREADS_ALONE)
+    me = threading.current_thread()
+    if any(t is not me and not t.name.startswith(parallel.THREAD_PREFIX)
+           for t in threading.enumerate()):
+        pytest.skip("another test left a thread running")
+    if parallel._SPLIT_POOL is not None:  # (an earlier test's: made again when used)
+        parallel._SPLIT_POOL.shutdown(wait=True)
+        parallel._forget_split_pool()
+    monkeypatch.setattr(parallel, "_SPLIT_THREADS", 3)  # (two pool threads)
+    pool = parallel._split_pool()
+    list(pool.map(lambda _: time.sleep(0.01), range(4)))
+    assert threading.active_count() > 1
+    assert_like_reference(run_compiled(), reference)
+    assert started[-1].forked
+    assert pool._shutdown and parallel._SPLIT_POOL is None
+    assert parallel._split_pool().submit(lambda: 7).result() == 7  # made again
+    parallel._SPLIT_POOL.shutdown(wait=True)
+    parallel._forget_split_pool()
 
 
 def test_the_split_balances_the_estimated_work():
@@ -274,5 +338,6 @@ def test_a_build_that_raises_stops_the_child_at_once(fresh_cache, started, close
         run_compiled()
     (a,) = started
     assert a.forked and a.pid is None and a.fd is None
-    (pid,) = closed_pids
-    assert_reaped(pid)
+    assert len(closed_pids) == 2  # (the program's share's child and the later one's)
+    for pid in closed_pids:
+        assert_reaped(pid)

@@ -338,6 +338,38 @@ def test_max_traces_evicts_the_least_recently_used_trace_with_stats():
     assert f.trace_count == 4
 
 
+def test_max_traces_recency_counts_hits_on_the_fast_paths():
+    """A hit on any fast path refreshes the trace's recency: the multi-argument path, and
+    the one-argument path's table (not only its last hit)."""
+    calls = []
+
+    @fn(max_traces=2)
+    def f(x, y):
+        calls.append(x.shape)
+        return x * 2 + y
+
+    y = eager.ones(1)
+    for n in (1, 2, 1, 3):  # 1 is hit on the multi-argument fast path: 3 evicts 2
+        np.testing.assert_array_equal(f(eager.ones(n), y).numpy(), [3.0] * n)
+    assert calls == [(1,), (2,), (3,)]
+    f(eager.ones(1), y)  # still held
+    assert calls == [(1,), (2,), (3,)] and f.stats()["evictions"] == 1
+
+    calls = []
+
+    @fn(max_traces=3)
+    def g(x):
+        calls.append(x.shape)
+        return x * 2
+
+    for n in (1, 2, 3, 1, 2, 4):  # 1 and 2 hit (the table, then the last hit): 4 evicts 3
+        np.testing.assert_array_equal(g(eager.ones(n)).numpy(), [2.0] * n)
+    assert calls == [(1,), (2,), (3,), (4,)]
+    g(eager.ones(1))
+    g(eager.ones(2))
+    assert calls == [(1,), (2,), (3,), (4,)] and g.stats()["evictions"] == 1
+
+
 # --------------------------------------------------------------------------------------
 # static arguments
 
