@@ -8,9 +8,11 @@ from .module import Module, Parameter
 from . import utils  # noqa: F401 - eager.nn.utils, as torch.nn.utils (clip_grad_norm_)
 from . import conv_layers as _conv_layers
 from .conv_layers import *  # noqa: F401,F403 - Conv2d, MaxPool2d, Upsample, ... (its __all__)
+from .rnn import GRU, GRUCell, LSTM, LSTMCell, RNN, RNNCell
 
 __all__ = ["functional", "init", "Module", "Parameter", "Linear", "Sequential", "ModuleList",
            "Identity", "ReLU", "GELU", "Tanh", "Sigmoid", "SiLU", "Softmax", "LayerNorm",
            "Embedding", "Dropout", "CrossEntropyLoss", "MSELoss", "NLLLoss", "ModuleDict",
            "ParameterList", "ParameterDict", "Flatten", "Unflatten"]
 __all__ += _conv_layers.__all__
+__all__ += ["RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell"]
