@@ -204,3 +204,20 @@ def test_small_w10_trains_30_steps_the_same_compiled_as_eagerly(backend):
     assert np.mean(want[-5:]) < np.mean(want[:5])
     for (name, a), b in zip(m_e.named_parameters(), m_c.parameters()):
         np.testing.assert_allclose(_np(b), _np(a), rtol=1e-3, atol=1e-5, err_msg=name)
+
+
+def test_dropout_between_layers_follows_train_and_eval_after_compiling():
+    eager.manual_seed(8)
+    m = nn.GRU(HIN, H, num_layers=2, dropout=1.0)
+    f = tracer.function(lambda x: m(x)[0], backend="interpret")
+    x = eager.randn(L, N, HIN)
+    eager.manual_seed(9)
+    trained = f(x)
+    eager.manual_seed(9)
+    _close(trained, m(x)[0])
+    m.eval()                          # the trace reads `training`: a new trace, no dropout
+    _close(f(x), m(x)[0])
+    assert not np.allclose(_np(f(x)), _np(trained))
+    m.dropout = 0.0
+    m.train()
+    _close(f(x), m(x)[0])
