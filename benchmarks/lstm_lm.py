@@ -182,7 +182,8 @@ def _runner(model, opt, x, y, hidden, F, clip, compile_fn, info_of):
         loss.backward()
         clip(model.parameters(), CLIP)
         opt.step()
-        return loss, hidden
+        # detached inside: a compiled step whose outputs need gradients runs eagerly
+        return loss, tuple(h.detach() for h in hidden)
     step = compile_fn(train_step)
     state = [hidden]
 

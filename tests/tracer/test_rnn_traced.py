@@ -6,6 +6,8 @@ model's training steps with the hidden state carried (detached) across calls; an
 trained 30 steps eagerly and compiled with the same seed.
 
 The shapes are shared between tests so the Numba kernels compile once per backend."""
+import logging
+
 import numpy as np
 import pytest
 
@@ -14,6 +16,7 @@ import eager.nn as nn
 import eager.nn.functional as F
 import eager.optim as optim
 import tracer
+from tracer import logs
 
 BACKENDS = ["numba", "interpret"]
 L, N, HIN, H = 3, 3, 4, 6
@@ -160,7 +163,8 @@ def _lm_run(compiled, steps, backend="numba", lr=0.5, dropout=0.0, seed=0):
         loss.backward()
         nn.utils.clip_grad_norm_(model.parameters(), 0.25)
         opt.step()
-        return loss.detach(), hidden
+        # detached: a compiled step whose outputs still need gradients runs eagerly
+        return loss.detach(), tuple(h.detach() for h in hidden)
 
     run = tracer.function(step, backend=backend) if compiled else step
     hidden = model.init_hidden(N)
@@ -173,8 +177,22 @@ def _lm_run(compiled, steps, backend="numba", lr=0.5, dropout=0.0, seed=0):
     return losses, hiddens, model, run
 
 
+@pytest.fixture
+def eager_fallbacks(monkeypatch, caplog):
+    """The tracer's messages when a call runs eagerly instead of compiled (a compiled step
+    whose outputs need gradients, an aliased argument, ...)."""
+    monkeypatch.setenv("TRACER_LOGS", "recompiles")
+    logs.refresh()
+    caplog.set_level(logging.INFO, logger="tracer")
+    yield lambda: [r.getMessage() for r in caplog.records
+                   if r.name == "tracer.recompiles" and "eagerly" in r.getMessage()]
+    monkeypatch.delenv("TRACER_LOGS")
+    logs.refresh()
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_lstm_language_model_steps_compiled_match_eager_with_carried_hidden(backend):
+def test_lstm_language_model_steps_compiled_match_eager_with_carried_hidden(backend,
+                                                                         eager_fallbacks):
     want, h_e, m_e, _ = _lm_run(False, 3)
     got, h_c, m_c, run = _lm_run(True, 3, backend)
     np.testing.assert_allclose(got, want, rtol=1e-5)
@@ -187,6 +205,7 @@ def test_lstm_language_model_steps_compiled_match_eager_with_carried_hidden(back
                                    err_msg=name)
     assert len([n for n, _ in m_c.named_parameters()]) == 1 + 8 + 1   # tied: no decoder.weight
     assert run.trace_count == 1      # zero and carried hidden states share one trace
+    assert eager_fallbacks() == []   # every step ran compiled
 
 
 def test_lstm_language_model_with_dropout_compiled_matches_eager():
@@ -197,9 +216,10 @@ def test_lstm_language_model_with_dropout_compiled_matches_eager():
 
 
 @pytest.mark.parametrize("backend", ["numba"])   # (its kernels are the test above's)
-def test_small_w10_trains_30_steps_the_same_compiled_as_eagerly(backend):
+def test_small_w10_trains_30_steps_the_same_compiled_as_eagerly(backend, eager_fallbacks):
     want, _, m_e, _ = _lm_run(False, 30)
     got, _, m_c, _ = _lm_run(True, 30, backend)
+    assert eager_fallbacks() == []
     np.testing.assert_allclose(got, want, rtol=1e-4)
     assert np.mean(want[-5:]) < np.mean(want[:5])
     for (name, a), b in zip(m_e.named_parameters(), m_c.parameters()):
