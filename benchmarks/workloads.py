@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import cnn
+from . import cnn, lstm_lm
 from .timing import NormTolerance, Tolerance, compare
 
 __all__ = [
@@ -254,6 +254,9 @@ WORKLOADS: dict[str, Workload] = {w.key: w for w in [
     Workload("W8", "LeNet-5 CNN training step", "64x1x28x28, conv 5x5 6/16, max-pool 2, "
              "400 -> 120 -> 84 -> 10, CE, SGD momentum", "train", cnn.cnn_inputs,
              cnn.ref_cnn_train, _TRAIN_TOL),
+    Workload("W10", "LSTM language-model training step", "35x20 tokens, vocab 1000, "
+             "2-layer LSTM 128, tied decoder, CE, clip 0.25, SGD", "train",
+             lstm_lm.lm_inputs, lstm_lm.ref_lm_train, _TRAIN_TOL),
 ]}
 
 
@@ -354,6 +357,8 @@ def _train_runner(inputs, compiled: bool) -> Runner:
 def build_eager(w: Workload, inputs: dict) -> Runner:
     if w.key == "W8":
         return cnn.tracejit_runner(inputs, compiled=False)
+    if w.key == "W10":
+        return lstm_lm.tracejit_runner(inputs, compiled=False)
     if w.kind == "train":
         return _train_runner(inputs, compiled=False)
     body, args, run = _tracejit_parts(w, inputs)
@@ -366,6 +371,8 @@ def build_compiled(w: Workload, inputs: dict) -> Runner:
 
     if w.key == "W8":
         return cnn.tracejit_runner(inputs, compiled=True)
+    if w.key == "W10":
+        return lstm_lm.tracejit_runner(inputs, compiled=True)
     if w.kind == "train":
         return _train_runner(inputs, compiled=True)
     body, args, run = _tracejit_parts(w, inputs)

@@ -14,6 +14,7 @@ from . import conv_layers as _conv_layers
 from .conv_layers import *  # noqa: F401,F403 - Conv2d, MaxPool2d, Upsample, ... (its __all__)
 from . import norm_layers as _norm_layers
 from .norm_layers import *  # noqa: F401,F403 - BatchNorm2d, GroupNorm, RMSNorm, ... (its __all__)
+from .rnn import GRU, GRUCell, LSTM, LSTMCell, RNN, RNNCell
 
 __all__ = ["functional", "init", "Module", "Parameter", "Linear", "Sequential", "ModuleList",
            "Identity", "ReLU", "GELU", "Tanh", "Sigmoid", "SiLU", "Softmax", "LayerNorm",
@@ -24,3 +25,4 @@ __all__ = ["functional", "init", "Module", "Parameter", "Linear", "Sequential", 
            "BCELoss", "BCEWithLogitsLoss", "L1Loss", "SmoothL1Loss", "HuberLoss", "KLDivLoss"]
 __all__ += _conv_layers.__all__
 __all__ += _norm_layers.__all__
+__all__ += ["RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell"]
