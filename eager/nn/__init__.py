@@ -8,9 +8,14 @@ from .module import Module, Parameter
 from . import utils  # noqa: F401 - eager.nn.utils, as torch.nn.utils (clip_grad_norm_)
 from . import conv_layers as _conv_layers
 from .conv_layers import *  # noqa: F401,F403 - Conv2d, MaxPool2d, Upsample, ... (its __all__)
+from .attention import MultiheadAttention
+from .transformer import (Transformer, TransformerDecoder, TransformerDecoderLayer,
+                          TransformerEncoder, TransformerEncoderLayer)
 
 __all__ = ["functional", "init", "Module", "Parameter", "Linear", "Sequential", "ModuleList",
            "Identity", "ReLU", "GELU", "Tanh", "Sigmoid", "SiLU", "Softmax", "LayerNorm",
            "Embedding", "Dropout", "CrossEntropyLoss", "MSELoss", "NLLLoss", "ModuleDict",
-           "ParameterList", "ParameterDict", "Flatten", "Unflatten"]
+           "ParameterList", "ParameterDict", "Flatten", "Unflatten", "MultiheadAttention",
+           "Transformer", "TransformerEncoder", "TransformerEncoderLayer", "TransformerDecoder",
+           "TransformerDecoderLayer"]
 __all__ += _conv_layers.__all__
