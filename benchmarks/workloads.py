@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import cnn
+from . import cnn, gpt
 from .timing import NormTolerance, Tolerance, compare
 
 __all__ = [
@@ -254,6 +254,9 @@ WORKLOADS: dict[str, Workload] = {w.key: w for w in [
     Workload("W8", "LeNet-5 CNN training step", "64x1x28x28, conv 5x5 6/16, max-pool 2, "
              "400 -> 120 -> 84 -> 10, CE, SGD momentum", "train", cnn.cnn_inputs,
              cnn.ref_cnn_train, _TRAIN_TOL),
+    Workload("W9", "GPT-2 style training step", "16x64 tokens, vocab 65, 2 pre-LN blocks "
+             "width 128 4 heads, causal SDPA, GELU MLP, tied head, CE, clip 1.0, AdamW",
+             "train", gpt.gpt_inputs, gpt.ref_gpt_train, _TRAIN_TOL),
 ]}
 
 
@@ -354,6 +357,8 @@ def _train_runner(inputs, compiled: bool) -> Runner:
 def build_eager(w: Workload, inputs: dict) -> Runner:
     if w.key == "W8":
         return cnn.tracejit_runner(inputs, compiled=False)
+    if w.key == "W9":
+        return gpt.tracejit_runner(inputs, compiled=False)
     if w.kind == "train":
         return _train_runner(inputs, compiled=False)
     body, args, run = _tracejit_parts(w, inputs)
@@ -366,6 +371,8 @@ def build_compiled(w: Workload, inputs: dict) -> Runner:
 
     if w.key == "W8":
         return cnn.tracejit_runner(inputs, compiled=True)
+    if w.key == "W9":
+        return gpt.tracejit_runner(inputs, compiled=True)
     if w.kind == "train":
         return _train_runner(inputs, compiled=True)
     body, args, run = _tracejit_parts(w, inputs)
