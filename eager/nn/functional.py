@@ -206,4 +206,3 @@ from .pooling import (adaptive_avg_pool1d, adaptive_avg_pool2d,  # noqa: E402
                       adaptive_max_pool1d, adaptive_max_pool2d, avg_pool1d, avg_pool2d,
                       avg_pool3d, max_pool1d, max_pool2d, max_pool3d, max_unpool2d)
 from .resample import interpolate, pad, upsample  # noqa: E402
-from .attention import scaled_dot_product_attention  # noqa: E402
