@@ -289,8 +289,8 @@ def _runner(model, opt, x, y, F, clip, compile_fn, info_of):
 
 def _dims(inputs):
     p = inputs["params"]
-    return dict(vocab=p[0].shape[0], context=p[1].shape[0], width=p[0].shape[1],
-                heads=inputs["heads"], layers=(len(p) - 4) // len(_BLOCK))
+    return {"vocab": p[0].shape[0], "context": p[1].shape[0], "width": p[0].shape[1],
+                "heads": inputs["heads"], "layers": (len(p) - 4) // len(_BLOCK)}
 
 
 def tracejit_model(inputs):

@@ -23,8 +23,8 @@ from ..errors import op_error
 from ..ops import register
 from . import functional as F
 from . import init
-from .module import Module, Parameter
 from .layers import Linear
+from .module import Module, Parameter
 
 
 class NonDynamicallyQuantizableLinear(Linear):
@@ -91,7 +91,6 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: f
                        hint="fold the causal mask into attn_mask", exc=RuntimeError)
     if not 0.0 <= dropout_p <= 1.0:
         raise op_error(op, f"dropout_p must be in [0, 1], got {dropout_p}")
-    L, S = query.shape[-2], key.shape[-2]
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
     scores = T.mul(T.matmul(query, T.transpose(key, -2, -1)), T.const(scale, query.dtype))
     minus_inf = T.const(-math.inf, scores.dtype)
@@ -179,7 +178,8 @@ class MultiheadAttention(Module):
         self.dropout = dropout
         self.batch_first = batch_first
         self.head_dim = embed_dim // num_heads
-        zeros = lambda *s: Parameter(T.Tensor._wrap(np.zeros(s, np.float32)))  # noqa: E731
+        def zeros(*shape):
+            return Parameter(T.Tensor._wrap(np.zeros(shape, np.float32)))
         if self._qkv_same_embed_dim:
             self.in_proj_weight = zeros(3 * embed_dim, embed_dim)
             self.register_parameter("q_proj_weight", None)

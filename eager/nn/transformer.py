@@ -10,8 +10,8 @@ from __future__ import annotations
 import copy
 import math
 
-from .. import functions as T
 from .. import dtypes
+from .. import functions as T
 from . import functional as F
 from . import init
 from .attention import MultiheadAttention
@@ -186,9 +186,9 @@ class Transformer(Module):
                  custom_decoder=None, layer_norm_eps: float = 1e-5, batch_first: bool = False,
                  norm_first: bool = False, bias: bool = True, device=None, dtype=None):
         super().__init__()
-        kw = dict(dim_feedforward=dim_feedforward, dropout=dropout, activation=activation,
-                  layer_norm_eps=layer_norm_eps, batch_first=batch_first,
-                  norm_first=norm_first, bias=bias)
+        kw = {"dim_feedforward": dim_feedforward, "dropout": dropout,
+              "activation": activation, "layer_norm_eps": layer_norm_eps,
+              "batch_first": batch_first, "norm_first": norm_first, "bias": bias}
         if custom_encoder is not None:
             self.encoder = custom_encoder
         else:

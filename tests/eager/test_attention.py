@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 import eager
-import eager.nn as nn
 import eager.nn.functional as F
+from eager import nn
 
 
 def _np(t):

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 import eager
-import eager.nn as nn
 import eager.nn.functional as F
 import tracer
 from benchmarks import gpt
+from eager import nn
 
 BACKENDS = ("interpret", "numba")
 
@@ -79,6 +79,10 @@ def test_masked_sdpa_and_its_gradients_compiled(backend):
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-4, atol=1e-5)
 
 
+def _array(v):
+    return v.numpy() if hasattr(v, "numpy") else np.asarray(v)
+
+
 def _encoder():
     eager.manual_seed(0)
     layer = nn.TransformerEncoderLayer(16, 4, dim_feedforward=24, dropout=0.0,
@@ -129,15 +133,13 @@ def test_transformer_encoder_training_step_compiled_matches_eager(backend):
         s, es = opt.state[p], eager_opt.state[q]
         assert set(s) == set(es)
         for key in s:
-            np.testing.assert_allclose(np.asarray(getattr(s[key], "numpy", lambda: s[key])()),
-                                       np.asarray(getattr(es[key], "numpy",
-                                                          lambda: es[key])()),
-                                       rtol=1e-4, atol=1e-6, err_msg=f"{name} {key}")
+            np.testing.assert_allclose(_array(s[key]), _array(es[key]), rtol=1e-4, atol=1e-6,
+                                       err_msg=f"{name} {key}")
 
 
 # The W9 model (benchmarks/gpt.py) at a size the suite can afford: batch 2, context 8,
 # vocabulary 11, width 16, 2 heads, 2 layers (the benchmark runs 16x64, 65, 128, 4 heads).
-SMALL = dict(batch=2, context=8, vocab=11, width=16, layers=2)
+SMALL = {"batch": 2, "context": 8, "vocab": 11, "width": 16, "layers": 2}
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
