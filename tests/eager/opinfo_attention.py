@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from opinfo import BOOL, F32, F64, FLOATS, OpInfo, Raw, Sample, values
+from opinfo import BOOL, F32, F64, FLOATS, Case, OpInfo, Raw, Sample, shapes, values
 
 import eager.nn.functional as NF
 from eager.nn.attention import tril_fill
@@ -30,6 +30,15 @@ def _tril_fill_samples(rng, dtype):
             Sample((values(rng, (2, 3, 5), dtype), Raw(1), Raw(-math.inf))),
             Sample((values(rng, (5, 3), dtype), Raw(-1), Raw(2.5))),
             Sample((values(rng, (2, 0, 3), dtype),))]
+
+
+def _tril_fills(x):
+    """Compiled: alone, on a transposed view, broadcast, and inside a row softmax (the
+    kernel compares the loop indices of the last two dims)."""
+    return (tril_fill(x, 0, -math.inf).exp(), tril_fill(x * 2, 1, 2.5),
+            tril_fill(x.transpose(1, 2), -1, 0.0) + 1,
+            tril_fill(x[:1] + x, 0, 0.0),
+            NF.softmax(tril_fill(x, 0, -math.inf), dim=-1))
 
 
 def sdpa_ref(q, k, v, attn_mask=None, is_causal=False, scale=None):
@@ -102,7 +111,8 @@ ATTENTION_OPINFOS = [
            lambda x, diagonal=0, value=0.0: tril_fill(x, diagonal, value), tril_fill_ref,
            _tril_fill_samples, FLOATS,
            lambda rng: [s for s in _tril_fill_samples(rng, F64)
-                        if not (len(s.args) > 2 and math.isinf(s.args[2].value))]),
+                        if not (len(s.args) > 2 and math.isinf(s.args[2].value))],
+           compiled=[Case("tril_fill", _tril_fills, shapes([(2, 3, 5)], None, [(2, 0, 3)]))]),
     OpInfo("scaled_dot_product_attention", None, _sdpa_call, _sdpa_ref, _sdpa_samples, FLOATS,
            lambda rng: _sdpa_samples(rng, F64, grad=True), tol=TOL),
 ]
