@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from opinfo import BOOL, F32, F64, FLOATS, Case, OpInfo, Raw, Sample, shapes, values
+from opinfo import BOOL, F32, F64, FLOATS, Case, OpInfo, Raw, Sample, shapes, specials, values
 
 import eager.nn.functional as NF
 from eager.nn.attention import tril_fill
@@ -29,7 +29,10 @@ def _tril_fill_samples(rng, dtype):
     return [Sample((values(rng, (4, 4), dtype),)),
             Sample((values(rng, (2, 3, 5), dtype), Raw(1), Raw(-math.inf))),
             Sample((values(rng, (5, 3), dtype), Raw(-1), Raw(2.5))),
-            Sample((values(rng, (2, 0, 3), dtype),))]
+            Sample((values(rng, (2, 0, 3), dtype),)),
+            Sample((specials(dtype).reshape(1, -1), Raw(-1), Raw(-math.inf)), special=True),
+            Sample((specials(dtype).reshape(-1, 1) * np.ones((1, 3), dtype), Raw(1)),
+                   special=True)]
 
 
 def _tril_fills(x):
@@ -111,7 +114,8 @@ ATTENTION_OPINFOS = [
            lambda x, diagonal=0, value=0.0: tril_fill(x, diagonal, value), tril_fill_ref,
            _tril_fill_samples, FLOATS,
            lambda rng: [s for s in _tril_fill_samples(rng, F64)
-                        if not (len(s.args) > 2 and math.isinf(s.args[2].value))],
+                        if not s.special
+                        and not (len(s.args) > 2 and math.isinf(s.args[2].value))],
            compiled=[Case("tril_fill", _tril_fills, shapes([(2, 3, 5)], None, [(2, 0, 3)]))]),
     OpInfo("scaled_dot_product_attention", None, _sdpa_call, _sdpa_ref, _sdpa_samples, FLOATS,
            lambda rng: _sdpa_samples(rng, F64, grad=True), tol=TOL),
