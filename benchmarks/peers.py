@@ -20,7 +20,7 @@ import traceback
 
 import numpy as np
 
-from . import cnn, lstm_lm
+from . import cnn, gpt, lstm_lm
 from .timing import measure
 from .workloads import BETAS, EPS, LR, TRAIN_CHECK_STEPS, WORKLOADS, Runner
 
@@ -184,6 +184,8 @@ def build_numpy(w, inputs) -> Runner:
         return cnn.numpy_runner(inputs)
     if w.key == "W10":
         return lstm_lm.numpy_runner(inputs)
+    if w.key == "W9":
+        return gpt.numpy_runner(inputs)
     if w.kind == "train":
         return _np_train_runner(inputs)
     make = {"W1": _np_gelu, "W2": _np_softmax, "W3": _np_layer_norm, "W4": _np_mlp_forward,
@@ -203,6 +205,8 @@ def build_torch(w, inputs, compiled: bool = False) -> Runner:
         return cnn.torch_runner(inputs, compiled)
     if w.key == "W10":
         return lstm_lm.torch_runner(inputs, compiled)
+    if w.key == "W9":
+        return gpt.torch_runner(inputs, compiled)
     wrap = torch.compile if compiled else (lambda f: f)
     t = {k: torch.from_numpy(v) for k, v in inputs.items() if isinstance(v, np.ndarray)}
     if w.kind == "train":
@@ -273,6 +277,8 @@ def build_jax(w, inputs) -> Runner:
         raise NotImplementedError("W8 (CNN) has no JAX version yet")
     if w.key == "W10":
         raise NotImplementedError("W10 (LSTM) has no JAX version yet")
+    if w.key == "W9":
+        raise NotImplementedError("W9 (GPT) has no JAX version yet")
     if w.kind == "train":
         return _jax_train_runner(inputs)
     if w.key == "W1":

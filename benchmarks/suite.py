@@ -1,4 +1,4 @@
-"""`python -m benchmarks`: tracejit eager vs compiled, with peers, on W1..W8.
+"""`python -m benchmarks`: tracejit eager vs compiled, with peers, on W1..W9.
 
     python -m benchmarks                 # the full suite (a few minutes)
     python -m benchmarks --quick         # under a minute: fewer repeats, no peers
@@ -319,7 +319,7 @@ def parse_args(argv):
                     help="under a minute: fewer repeats, no peers, fresh-process columns "
                          f"only for {', '.join(QUICK_FRESH)}")
     ap.add_argument("--only", default=None,
-                    help="comma list of workloads (W1..W8; 'guards' for the guard cost of a "
+                    help="comma list of workloads (W1..W9; 'guards' for the guard cost of a "
                          "12-layer MLP step, run by default without --quick; 'overhead' for "
                          "the eager-overhead ratios, which run by default only without --only)")
     ap.add_argument("--peers", dest="peers", action="store_true", default=None,

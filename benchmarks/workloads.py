@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import cnn, lstm_lm
+from . import cnn, gpt, lstm_lm
 from .timing import NormTolerance, Tolerance, compare
 
 __all__ = [
@@ -257,6 +257,9 @@ WORKLOADS: dict[str, Workload] = {w.key: w for w in [
     Workload("W10", "LSTM language-model training step", "35x20 tokens, vocab 1000, "
              "2-layer LSTM 128, tied decoder, CE, clip 0.25, SGD", "train",
              lstm_lm.lm_inputs, lstm_lm.ref_lm_train, _TRAIN_TOL),
+    Workload("W9", "GPT-2 style training step", "16x64 tokens, vocab 65, 2 pre-LN blocks "
+             "width 128 4 heads, causal SDPA, GELU MLP, tied head, CE, clip 1.0, AdamW",
+             "train", gpt.gpt_inputs, gpt.ref_gpt_train, _TRAIN_TOL),
 ]}
 
 
@@ -359,6 +362,8 @@ def build_eager(w: Workload, inputs: dict) -> Runner:
         return cnn.tracejit_runner(inputs, compiled=False)
     if w.key == "W10":
         return lstm_lm.tracejit_runner(inputs, compiled=False)
+    if w.key == "W9":
+        return gpt.tracejit_runner(inputs, compiled=False)
     if w.kind == "train":
         return _train_runner(inputs, compiled=False)
     body, args, run = _tracejit_parts(w, inputs)
@@ -373,6 +378,8 @@ def build_compiled(w: Workload, inputs: dict) -> Runner:
         return cnn.tracejit_runner(inputs, compiled=True)
     if w.key == "W10":
         return lstm_lm.tracejit_runner(inputs, compiled=True)
+    if w.key == "W9":
+        return gpt.tracejit_runner(inputs, compiled=True)
     if w.kind == "train":
         return _train_runner(inputs, compiled=True)
     body, args, run = _tracejit_parts(w, inputs)

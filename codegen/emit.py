@@ -25,7 +25,7 @@ from tracer.symbolic import graph_dims
 from .fuse import KernelGroup, Partition
 from .kernel_source import (Aff, KernelSource, _eqn_comment, _flat, _is_row_value,  # noqa: F401
                             _row_index, c_strides)
-from .lower import is_expensive, np_type
+from .lower import is_expensive, needs_positions, np_type
 
 # A kernel's float arithmetic gets no fast-math flags: each of them changed results of
 # finite inputs from NaN or inf to something else (tests/codegen/test_fastmath_semantics):
@@ -176,6 +176,8 @@ def _loops(ks: KernelSource, group: KernelGroup):
     if len(shape) < 2 or _symbolic(shape):
         return names, shape, full
     members = {id(e.out) for e in group.members}
+    if any(needs_positions(e.op) for e in group.members):
+        return names, shape, full  # its expression reads the row and column indices
     for e in group.members:
         if tuple(e.out.type.shape) not in ((), shape):
             return names, shape, full

@@ -11,7 +11,7 @@ from tracer.ir import Literal, Var
 from tracer.printing import format_eqn
 
 from .fuse import KernelGroup, Partition
-from .lower import expression
+from .lower import expression, needs_positions
 
 
 def c_strides(shape) -> tuple:
@@ -180,10 +180,20 @@ class KernelSource:
             helper = "div_invariant_" + ("f32" if e.out.type.dtype.itemsize == 4 else "f64")
             self.imports.add(("codegen.vmath", helper))
             expr = f"{helper}({args[0]}, {args[1]})"
+        elif needs_positions(e.op):
+            expr = expression(e, args, self.imports, self.const,
+                              self._positions(out_shape, idx))
         else:
             expr = expression(e, args, self.imports, self.const)
         body.append(f"{name} = {expr}  # {_eqn_comment(e)}")
         scope[id(e.out)] = name
+
+    def _positions(self, out_shape, idx) -> tuple:
+        """The rendered indices of the last two dims of an element of shape `out_shape`
+        (0 along a broadcast dim of size 1)."""
+        tail = idx[len(idx) - 2:]
+        sizes = tuple(out_shape)[-2:]
+        return tuple(self.index(Aff(0) if n == 1 else i) for n, i in zip(sizes, tail))
 
     # -------------------------------------------------------------- the module
     def header(self, kind_doc: str) -> list:

@@ -39,6 +39,10 @@ class Lowering:
     # kernel: recomputing it in a later pass of a row kernel costs more than a store and a
     # load of a row buffer (which stays in L1/L2)
     expensive: bool = False
+    # kernel: the value depends on the element's position, not only on its operands: `expr`
+    # is f(eqn, args, imports, const, row, col) with the rendered indices of the last two
+    # dims (kernels keep the loop nest for it, never one flat loop)
+    positions: bool = False
 
 
 def _pow(e, args, imports, const):
@@ -67,8 +71,13 @@ def _cast(e, args, imports, const):
     return f"{np_type(target)}({args[0]})"
 
 
-def _kernel(expr=None, vmath=False, expensive=False) -> Lowering:
-    return Lowering("kernel", expr, vmath, expensive)
+def _tril_fill(e, args, imports, const, row, col):
+    fill = const(e.params["value"], e.out.type.dtype)
+    return f"({args[0]} if ({col}) - ({row}) <= {int(e.params['diagonal'])} else {fill})"
+
+
+def _kernel(expr=None, vmath=False, expensive=False, positions=False) -> Lowering:
+    return Lowering("kernel", expr, vmath, expensive, positions)
 
 
 _VIEW, _REDUCE, _BLAS = Lowering("view"), Lowering("reduce"), Lowering("blas")
@@ -106,6 +115,8 @@ LOWERING: dict[str, Lowering] = {
     "expm1": _kernel(vmath=True, expensive=True),
     "where": _kernel("({1} if {0} else {2})"),
     "cast": _kernel(_cast),
+    # eager/nn/attention.py (the causal mask from loop indices)
+    "tril_fill": _kernel(_tril_fill, positions=True),
     "reshape": _VIEW,
     "permute": _VIEW,
     "broadcast_to": _VIEW,
@@ -146,6 +157,11 @@ def lower_as(name: str, how: str, expr=None, vmath=False, expensive=False) -> Lo
     return row
 
 
+def needs_positions(op: str) -> bool:
+    row = LOWERING.get(op)
+    return row is not None and row.positions
+
+
 def is_expensive(op: str) -> bool:
     row = LOWERING.get(op)
     return row is not None and row.expensive
@@ -159,11 +175,12 @@ def np_type(dtype) -> str:
     return _NP_TYPE[np.dtype(dtype).name]
 
 
-def expression(e, args: list, imports: set, const) -> str:
+def expression(e, args: list, imports: set, const, positions=None) -> str:
     """A Numba scalar expression computing equation `e` on operand names `args`.
 
     `const(value, dtype)` returns the name of a typed module-level constant; `imports`
-    collects the (module, name) pairs the expression needs.
+    collects the (module, name) pairs the expression needs; `positions` the rendered
+    (row, column) indices of the element, for a row with ``positions=True``.
     """
     op, out_type = e.op, e.out.type
     row = LOWERING.get(op)
@@ -176,6 +193,8 @@ def expression(e, args: list, imports: set, const) -> str:
             return f"math.{op}({args[0]})"
         imports.add(("codegen.vmath", name))
         return f"{name}({args[0]})"
+    if row.positions:
+        return row.expr(e, args, imports, const, *positions)
     if callable(row.expr):
         return row.expr(e, args, imports, const)
     if "{zero}" in row.expr or "{one}" in row.expr:

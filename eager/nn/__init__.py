@@ -15,6 +15,9 @@ from .conv_layers import *  # noqa: F401,F403 - Conv2d, MaxPool2d, Upsample, ...
 from . import norm_layers as _norm_layers
 from .norm_layers import *  # noqa: F401,F403 - BatchNorm2d, GroupNorm, RMSNorm, ... (its __all__)
 from .rnn import GRU, GRUCell, LSTM, LSTMCell, RNN, RNNCell
+from .attention import MultiheadAttention, scaled_dot_product_attention
+from .transformer import (Transformer, TransformerDecoder, TransformerDecoderLayer,
+                          TransformerEncoder, TransformerEncoderLayer)
 
 __all__ = ["functional", "init", "Module", "Parameter", "Linear", "Sequential", "ModuleList",
            "Identity", "ReLU", "GELU", "Tanh", "Sigmoid", "SiLU", "Softmax", "LayerNorm",
@@ -26,3 +29,9 @@ __all__ = ["functional", "init", "Module", "Parameter", "Linear", "Sequential", 
 __all__ += _conv_layers.__all__
 __all__ += _norm_layers.__all__
 __all__ += ["RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell"]
+__all__ += ["MultiheadAttention", "Transformer", "TransformerEncoder",
+            "TransformerEncoderLayer", "TransformerDecoder", "TransformerDecoderLayer"]
+# F.scaled_dot_product_attention: attention.py builds on F.softmax/F.dropout, so functional
+# cannot import it back without a cycle; eager.nn (always imported before its submodule
+# functional is usable) puts it there.
+functional.scaled_dot_product_attention = scaled_dot_product_attention
