@@ -42,6 +42,14 @@ from .functions import (  # noqa: E402
     unsqueeze, where, zeros, zeros_like,
     expm1, log1p,
 )
+from .functions import (  # noqa: E402  (math, issue 16 item 5)
+    acos, acosh, addmm, all, allclose, any, asin, asinh, atan, atan2, atanh, baddbmm,
+    bitwise_and, bitwise_left_shift, bitwise_not, bitwise_or, bitwise_right_shift, bitwise_xor,
+    ceil, clamp_max, clamp_min, copysign, cos, cosh, erfinv, exp2, floor, floor_divide, fmod,
+    frac, hypot, isclose, lerp, log10, log2, logaddexp, nan_to_num, norm, outer, prod,
+    reciprocal, remainder, round, sin, sinh, std_mean, tan, trunc, true_divide, var_mean,
+)
+from . import linalg  # noqa: E402
 # (as_tensor: PyTorch's, with dtype= and device=, over the internal helper imported above)
 from .device import (as_tensor, device, get_default_device, set_default_device,  # noqa: E402
                      with_device as _with_device)

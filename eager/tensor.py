@@ -518,19 +518,49 @@ class Tensor:
         return F.abs(self)
 
     def __invert__(self):
-        if self.dtype != dtypes.bool_:
-            raise op_error("invert", "~ is only supported on bool tensors", (self,),
-                           exc=TypeError)
-        return F.logical_not(self)
+        return F.bitwise_not(self)
 
     def __and__(self, other):
-        a, b = F._operands(self, other, "and")
-        return F.mul(a, b) if a.dtype == dtypes.bool_ else _bad_bitwise("&", a)
+        return F.bitwise_and(self, other)
+
+    def __rand__(self, other):
+        return F.bitwise_and(other, self)
 
     def __or__(self, other):
-        a, b = F._operands(self, other, "or")
-        return F.gt(F.add(F.cast(a, dtypes.int32), F.cast(b, dtypes.int32)), 0) \
-            if a.dtype == dtypes.bool_ else _bad_bitwise("|", a)
+        return F.bitwise_or(self, other)
+
+    def __ror__(self, other):
+        return F.bitwise_or(other, self)
+
+    def __xor__(self, other):
+        return F.bitwise_xor(self, other)
+
+    def __rxor__(self, other):
+        return F.bitwise_xor(other, self)
+
+    def __lshift__(self, other):
+        return F.bitwise_left_shift(self, other)
+
+    def __rlshift__(self, other):
+        return F.bitwise_left_shift(other, self)
+
+    def __rshift__(self, other):
+        return F.bitwise_right_shift(self, other)
+
+    def __rrshift__(self, other):
+        return F.bitwise_right_shift(other, self)
+
+    def __mod__(self, other):
+        return F.remainder(self, other)
+
+    def __rmod__(self, other):
+        return F.remainder(other, self)
+
+    def __floordiv__(self, other):
+        return F.floor_divide(self, other)
+
+    def __rfloordiv__(self, other):
+        return F.floor_divide(other, self)
 
     def __eq__(self, other):  # noqa: D105
         return F.eq(self, other)
@@ -633,10 +663,6 @@ class Tensor:
         return F.min(self, dim, keepdim)
 
 
-def _bad_bitwise(sym, a):
-    raise op_error(sym, f"only bool tensors are supported, got {a.dtype}", (a,), exc=TypeError)
-
-
 def _numpy_key(key):
     if isinstance(key, tuple):
         return tuple(_numpy_key(k) for k in key)
@@ -657,7 +683,7 @@ def _method(fn):
 for _name in ("clamp", "clip", "mean", "amin", "argmin", "logsumexp",
               "dot", "transpose", "t", "unsqueeze", "squeeze", "flatten",
               "expand_as", "logical_not", "square", "rsqrt", "isnan", "isinf", "isfinite",
-              "var", "std"):
+              "var", "std") + F.math_fns.METHODS:
     setattr(Tensor, _name, _method(getattr(F, _name)))
 for _op in _OPS.values():
     if _op.method:
