@@ -17,6 +17,7 @@ from . import dtypes
 from . import functions as _functions
 from . import ops
 from . import scan_ops as _scan_ops  # noqa: F401  (registers cumsum, argsort, scatter, ...)
+from . import ops_math as _ops_math  # noqa: F401  (registers sin, atan2, bitwise ops, prod, ...)
 from .dtypes import bool_, float32, float64, int32, int64
 from . import tensor as _tensor
 from .tensor import Tensor

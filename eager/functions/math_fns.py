@@ -1,6 +1,7 @@
 """Math functions (issue 16 item 5): trigonometry, rounding, remainders, bitwise ops, prod,
 any/all, isclose, norms, nan_to_num, addmm/baddbmm/outer.  The primitives' rows are in
-`eager.ops_math`; the rest are composites of registry ops."""
+`eager.ops_math` (imported by eager/__init__.py; the rows are looked up when called, so this
+module does not import them); the rest are composites of registry ops."""
 from __future__ import annotations
 
 import builtins
@@ -9,7 +10,6 @@ import math
 import numpy as np
 
 from .. import dtypes
-from .. import ops_math  # noqa: F401  (registers the rows below)
 from ..dispatch import apply
 from ..errors import op_error
 from ..ops import OPS
@@ -39,37 +39,31 @@ METHODS = ("frac", "reciprocal", "lerp", "any", "all", "isclose", "allclose", "n
 
 
 def _float_unary(name):
-    op = OPS[name]
-
     def unary(x):
-        return apply(op, _floating(x, name))
+        return apply(OPS[name], _floating(x, name))
     unary.__name__ = name
-    unary.__doc__ = op.doc
+    unary.__doc__ = f"{name} elementwise (integers give the default float); the row's doc."
     return unary
 
 
 def _float_binary(name):
-    op = OPS[name]
-
     def binary(a, b):
         a, b = _float_operands(a, b, name)
-        return apply(op, a, b)
+        return apply(OPS[name], a, b)
     binary.__name__ = name
-    binary.__doc__ = op.doc
+    binary.__doc__ = f"{name} elementwise, broadcasting (integers give the default float)."
     return binary
 
 
 def _binary(name, allowed="bif"):
-    op = OPS[name]
-
     def binary(a, b):
         a, b = _operands(a, b, name)
         if a.dtype.kind not in allowed:
             raise op_error(name, f"is not defined on {a.dtype} tensors", (a, b),
                            hint="cast to an integer or floating dtype first", exc=TypeError)
-        return apply(op, a, b)
+        return apply(OPS[name], a, b)
     binary.__name__ = name
-    binary.__doc__ = op.doc
+    binary.__doc__ = f"{name} elementwise, broadcasting, PyTorch type promotion."
     return binary
 
 
@@ -89,15 +83,13 @@ def bitwise_not(x):
 
 
 def _rounding(name):
-    op = OPS[name]
-
     def rounding(x):
         x = as_tensor(x, name)
         if x.dtype.kind != "f":
             return add(x, 0) if x.dtype != dtypes.bool_ else _bool_rounding(name, x)
-        return apply(op, x)
+        return apply(OPS[name], x)
     rounding.__name__ = name
-    rounding.__doc__ = op.doc
+    rounding.__doc__ = f"{name} of a float tensor; integers are returned unchanged (a copy)."
     return rounding
 
 
