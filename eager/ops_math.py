@@ -34,15 +34,19 @@ def _float_binary_infer(name):
     return infer
 
 
-def _bitwise_infer(name, nin=2):
+def _bitwise_infer(name, nin=2, bool_ok=True):
+    """Integer (and, unless a shift, bool) operands: by dtype category, so new integer
+    storage dtypes join without a list here."""
     base = _binary_infer(name) if nin == 2 else _unary_infer
+    lowest = dtypes.category(dtypes.bool_ if bool_ok else dtypes.int64)
+    what = "integer and bool" if bool_ok else "integer"
 
     def infer(*types):
         out = base(*types)
-        if dtypes.category(out.dtype) > dtypes.category(dtypes.int64):
-            raise op_error(name, f"is only defined on integer and bool tensors, got {out.dtype}",
-                           types, hint="bitwise ops need integer or bool operands; for floats "
-                           "use comparisons and logical ops", exc=TypeError)
+        if not lowest <= dtypes.category(out.dtype) <= dtypes.category(dtypes.int64):
+            raise op_error(name, f"is only defined on {what} tensors, got {out.dtype}",
+                           types, hint=f"bitwise ops need {what} operands; for floats use "
+                           "comparisons and logical ops", exc=TypeError)
         return out
     return infer
 
@@ -170,7 +174,8 @@ register("floor_divide", E, 2, np.floor_divide, _binary_infer("floor_divide"),
 for _name, _impl in [("bitwise_and", np.bitwise_and), ("bitwise_or", np.bitwise_or),
                      ("bitwise_xor", np.bitwise_xor), ("bitwise_left_shift", np.left_shift),
                      ("bitwise_right_shift", np.right_shift)]:
-    register(_name, E, 2, _impl, _bitwise_infer(_name), doc=f"Elementwise {_name}.",
+    register(_name, E, 2, _impl, _bitwise_infer(_name, bool_ok="shift" not in _name),
+             doc=f"Elementwise {_name}.",
              recompute=True, method=True)
 register("bitwise_not", E, 1, np.invert, _bitwise_infer("bitwise_not", 1),
          doc="~a: bitwise complement (logical not for bool).", recompute=True, method=True)
@@ -198,6 +203,8 @@ def _prod_vjp(g, out, a, axes, keepdim):
     xp = fn.permute(a, perm)
     lead = tuple(a.shape[i] for i in keep)
     n = math.prod(a.shape[i] for i in axes)
+    if n == 0 or math.prod(lead) == 0:
+        return _zeros_like(g, a)
     flat = fn.reshape(xp, lead + (n,))
     one = fn.broadcast_to(fn.const(1, a.dtype), lead + (1,))
     last = len(lead)
