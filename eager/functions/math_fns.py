@@ -73,13 +73,27 @@ for _n in _FLOAT_BINARY:
     globals()[_n] = _float_binary(_n)
 for _n in _NUMERIC_BINARY:
     globals()[_n] = _binary(_n, "iuf")
+def _bitwise(name):
+    def binary(a, b):
+        a, b = _operands(a, b, name)
+        if a.dtype.kind not in "iu":  # floats, and bools for shifts: the row's rule raises
+            OPS[name].infer(a, b)
+        return apply(OPS[name], a, b)
+    binary.__name__ = name
+    binary.__doc__ = f"{name} on integer (and, except shifts, bool) tensors."
+    return binary
+
+
 for _n in _BITWISE:
-    globals()[_n] = _binary(_n)  # the row's infer names a float dtype
+    globals()[_n] = _bitwise(_n)
 
 
 def bitwise_not(x):
     """~x on integer and bool tensors."""
-    return apply(OPS["bitwise_not"], as_tensor(x, "bitwise_not"))
+    x = as_tensor(x, "bitwise_not")
+    if x.dtype.kind == "f":
+        OPS["bitwise_not"].infer(x)  # raises, naming the op and dtype
+    return apply(OPS["bitwise_not"], x)
 
 
 def _rounding(name):
