@@ -86,6 +86,28 @@ def _fmod(e, args, imports, const):
     return f"({a} - {b} * ((abs({a}) // abs({b})) * (1 if ({a} < 0) == ({b} < 0) else -1)))"
 
 
+def _divmod(helper, int_expr):
+    def lower(e, args, imports, const):
+        if np.dtype(e.out.type.dtype).kind == "f":
+            imports.add(("codegen.vmath", helper))
+            return f"{helper}({args[0]}, {args[1]})"
+        return int_expr.format(*args)
+    return lower
+
+
+def _shift(left):
+    # numpy's rule: a count outside [0, bits) shifts everything out (0, or -1 for a negative
+    # a shifted right); in LLVM such a shift is undefined
+    def lower(e, args, imports, const):
+        bits = np.dtype(e.out.type.dtype).itemsize * 8
+        a, b = args
+        if left:
+            return f"(({a} << {b}) if 0 <= {b} < {bits} else {const(0, e.out.type.dtype)})"
+        return (f"(({a} >> {b}) if 0 <= {b} < {bits} else "
+                f"({const(-1, e.out.type.dtype)} if {a} < 0 else {const(0, e.out.type.dtype)}))")
+    return lower
+
+
 def _bitwise_not(e, args, imports, const):
     if np.dtype(e.out.type.dtype).kind == "b":
         return f"(not {args[0]})"
@@ -154,13 +176,14 @@ LOWERING: dict[str, Lowering] = {
     "hypot": _kernel("np.hypot({0}, {1})", expensive=True),
     "logaddexp": _kernel("np.logaddexp({0}, {1})", expensive=True),
     "fmod": _kernel(_fmod, expensive=True),
-    "remainder": _kernel("np.remainder({0}, {1})", expensive=True),
-    "floor_divide": _kernel("np.floor_divide({0}, {1})", expensive=True),
+    "remainder": _kernel(_divmod("remainder_float", "np.remainder({0}, {1})"), expensive=True),
+    "floor_divide": _kernel(_divmod("floor_divide_float", "np.floor_divide({0}, {1})"),
+                            expensive=True),
     "bitwise_and": _kernel("({0} & {1})"),
     "bitwise_or": _kernel("({0} | {1})"),
     "bitwise_xor": _kernel("({0} ^ {1})"),
-    "bitwise_left_shift": _kernel("np.left_shift({0}, {1})"),
-    "bitwise_right_shift": _kernel("np.right_shift({0}, {1})"),
+    "bitwise_left_shift": _kernel(_shift(True)),
+    "bitwise_right_shift": _kernel(_shift(False)),
     "bitwise_not": _kernel(_bitwise_not),
     "prod": _NUMPY,
     "where": _kernel("({1} if {0} else {2})"),
