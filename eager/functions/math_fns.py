@@ -74,9 +74,11 @@ for _n in _FLOAT_BINARY:
 for _n in _NUMERIC_BINARY:
     globals()[_n] = _binary(_n, "iuf")
 def _bitwise(name):
+    kinds = "iu" if "shift" in name else "iub"
+
     def binary(a, b):
         a, b = _operands(a, b, name)
-        if a.dtype.kind not in "iu":  # floats, and bools for shifts: the row's rule raises
+        if a._data.dtype.kind not in kinds:  # floats, bools for shifts: the row's rule raises
             OPS[name].infer(a, b)
         return apply(OPS[name], a, b)
     binary.__name__ = name

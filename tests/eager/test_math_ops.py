@@ -109,3 +109,32 @@ def test_round_is_half_to_even():
     x = eager.tensor([0.5, 1.5, 2.5, -0.5, -2.5, 1.25, 1.35])
     assert x.round().tolist() == [0.0, 2.0, 2.0, -0.0, -2.0, 1.0, 1.0]
     np.testing.assert_allclose(x.round(decimals=1).numpy(), np.round(x.numpy(), 1))
+
+
+@pytest.mark.parametrize("backend", ["numba", "interpret"])
+def test_rotary_embedding_step_compiled_matches_eager(backend):
+    """sin/cos/atan2/log2 in a user-style training step: loss and every .grad agree."""
+    pos = eager.arange(8).float().unsqueeze(1)
+    inv = 1.0 / (10000 ** (eager.arange(0, 4, 2).float() / 4))
+
+    def step(x, w):
+        ang = pos * inv
+        c, s = ang.cos(), ang.sin()
+        x1, x2 = x[..., :2], x[..., 2:]
+        y = eager.cat([x1 * c - x2 * s, x1 * s + x2 * c], -1)
+        loss = ((y @ w) ** 2).mean() + eager.atan2(x, x + 3).sum() * 0.1 \
+            + (x.abs() + 1).log2().sum() * 0.01 + x.exp2().mean() + (x % 0.7).sum()
+        loss.backward()
+        return loss
+
+    rng = np.random.default_rng(3)
+    x0 = rng.standard_normal((8, 4)).astype(np.float32)
+    w0 = rng.standard_normal((4, 3)).astype(np.float32)
+    runs = []
+    for fn in (step, tracer.function(step, backend=backend)):
+        x, w = eager.tensor(x0, requires_grad=True), eager.tensor(w0, requires_grad=True)
+        runs.append((fn(x, w).item(), x.grad.numpy(), w.grad.numpy()))
+    (le, gxe, gwe), (lc, gxc, gwc) = runs
+    np.testing.assert_allclose(lc, le, rtol=1e-5)
+    np.testing.assert_allclose(gxc, gxe, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(gwc, gwe, rtol=1e-5, atol=1e-6)
