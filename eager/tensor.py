@@ -520,48 +520,6 @@ class Tensor:
     def __invert__(self):
         return F.bitwise_not(self)
 
-    def __and__(self, other):
-        return F.bitwise_and(self, other)
-
-    def __rand__(self, other):
-        return F.bitwise_and(other, self)
-
-    def __or__(self, other):
-        return F.bitwise_or(self, other)
-
-    def __ror__(self, other):
-        return F.bitwise_or(other, self)
-
-    def __xor__(self, other):
-        return F.bitwise_xor(self, other)
-
-    def __rxor__(self, other):
-        return F.bitwise_xor(other, self)
-
-    def __lshift__(self, other):
-        return F.bitwise_left_shift(self, other)
-
-    def __rlshift__(self, other):
-        return F.bitwise_left_shift(other, self)
-
-    def __rshift__(self, other):
-        return F.bitwise_right_shift(self, other)
-
-    def __rrshift__(self, other):
-        return F.bitwise_right_shift(other, self)
-
-    def __mod__(self, other):
-        return F.remainder(self, other)
-
-    def __rmod__(self, other):
-        return F.remainder(other, self)
-
-    def __floordiv__(self, other):
-        return F.floor_divide(self, other)
-
-    def __rfloordiv__(self, other):
-        return F.floor_divide(other, self)
-
     def __eq__(self, other):  # noqa: D105
         return F.eq(self, other)
 
@@ -689,6 +647,22 @@ for _op in _OPS.values():
     if _op.method:
         setattr(Tensor, _op.name, _method(getattr(F, _op.name)))
 Tensor.__eq__ = Tensor.__eq__  # keep identity hashing with elementwise ==
+
+
+def _operator(name, reflected):
+    fn = getattr(F, name)
+
+    def op(self, other):
+        return fn(other, self) if reflected else fn(self, other)
+    return op
+
+
+# &, |, ^, <<, >>, %, // and their reflected forms (5 & x), as PyTorch's
+for _sym, _name in [("and", "bitwise_and"), ("or", "bitwise_or"), ("xor", "bitwise_xor"),
+                    ("lshift", "bitwise_left_shift"), ("rshift", "bitwise_right_shift"),
+                    ("mod", "remainder"), ("floordiv", "floor_divide")]:
+    setattr(Tensor, f"__{_sym}__", _operator(_name, False))
+    setattr(Tensor, f"__r{_sym}__", _operator(_name, True))
 
 
 def _where(self, condition, other):
