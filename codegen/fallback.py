@@ -10,6 +10,7 @@ import warnings
 
 import numpy as np
 
+from eager.dispatch import quiet
 from eager.ops import OPS
 from tracer.ir import Literal
 from tracer.symbolic import bind_params
@@ -88,7 +89,7 @@ def interpreted(group, outputs, slots: dict, views: dict, reads: list):
         for e in members:
             vals = [_value_of(x, env, slots, views, local, sizes) for x in e.inputs]
             params = e.params if sizes is None else bind_params(e.params, sizes)
-            local[id(e.out)] = np.asarray(OPS[e.op].impl(*vals, **params))
+            local[id(e.out)] = np.asarray(quiet(OPS[e.op].impl)(*vals, **params))
         return [local[k] for k in keys]
     return run
 
@@ -112,5 +113,5 @@ def _value_of(x, env: dict, slots, views, local, sizes=None):
         raise KeyError(f"the numpy fallback cannot find {x!r}")  # a partition bug
     src = _value_of(e.inputs[0], env, slots, views, local, sizes)
     params = e.params if sizes is None else bind_params(e.params, sizes)
-    v = local[id(x)] = np.asarray(OPS[e.op].impl(src, **params))
+    v = local[id(x)] = np.asarray(quiet(OPS[e.op].impl)(src, **params))
     return v

@@ -80,6 +80,53 @@ def _kernel(expr=None, vmath=False, expensive=False, positions=False) -> Lowerin
     return Lowering("kernel", expr, vmath, expensive, positions)
 
 
+def _round(e, args, imports, const):
+    # numpy's rule (what eager runs): scale by 10^d, round half to even, scale back
+    d = int(e.params["decimals"])
+    if d == 0:
+        return f"np.rint({args[0]})"
+    f = const(10.0 ** abs(d), e.out.type.dtype)
+    if d > 0:
+        return f"(np.rint({args[0]} * {f}) / {f})"
+    return f"(np.rint({args[0]} / {f}) * {f})"
+
+
+def _fmod(e, args, imports, const):
+    if np.dtype(e.out.type.dtype).kind == "f":
+        return f"np.fmod({args[0]}, {args[1]})"
+    # integers: the remainder of truncated division, sign of a (Numba's int np.fmod is not)
+    a, b = args
+    return f"({a} - {b} * ((abs({a}) // abs({b})) * (1 if ({a} < 0) == ({b} < 0) else -1)))"
+
+
+def _divmod(helper, int_expr):
+    def lower(e, args, imports, const):
+        if np.dtype(e.out.type.dtype).kind == "f":
+            imports.add(("codegen.vmath", helper))
+            return f"{helper}({args[0]}, {args[1]})"
+        return int_expr.format(*args)
+    return lower
+
+
+def _shift(left):
+    # numpy's rule: a count outside [0, bits) shifts everything out (0, or -1 for a negative
+    # a shifted right); in LLVM such a shift is undefined
+    def lower(e, args, imports, const):
+        bits = np.dtype(e.out.type.dtype).itemsize * 8
+        a, b = args
+        if left:
+            return f"(({a} << {b}) if 0 <= {b} < {bits} else {const(0, e.out.type.dtype)})"
+        return (f"(({a} >> {b}) if 0 <= {b} < {bits} else "
+                f"({const(-1, e.out.type.dtype)} if {a} < 0 else {const(0, e.out.type.dtype)}))")
+    return lower
+
+
+def _bitwise_not(e, args, imports, const):
+    if np.dtype(e.out.type.dtype).kind == "b":
+        return f"(not {args[0]})"
+    return f"(~{args[0]})"
+
+
 _VIEW, _REDUCE, _BLAS = Lowering("view"), Lowering("reduce"), Lowering("blas")
 _NUMPY, _CONTROL = Lowering("numpy"), Lowering("control")
 
@@ -113,6 +160,41 @@ LOWERING: dict[str, Lowering] = {
     "erf": _kernel(vmath=True, expensive=True),
     "log1p": _kernel(vmath=True, expensive=True),
     "expm1": _kernel(vmath=True, expensive=True),
+    # eager/ops_math.py: scalar numpy ufuncs (Numba calls libm; no vmath approximation yet)
+    "sin": _kernel("np.sin({0})", expensive=True),
+    "cos": _kernel("np.cos({0})", expensive=True),
+    "tan": _kernel("np.tan({0})", expensive=True),
+    "asin": _kernel("np.arcsin({0})", expensive=True),
+    "acos": _kernel("np.arccos({0})", expensive=True),
+    "atan": _kernel("np.arctan({0})", expensive=True),
+    "sinh": _kernel("np.sinh({0})", expensive=True),
+    "cosh": _kernel("np.cosh({0})", expensive=True),
+    "asinh": _kernel("np.arcsinh({0})", expensive=True),
+    "acosh": _kernel("np.arccosh({0})", expensive=True),
+    "atanh": _kernel("np.arctanh({0})", expensive=True),
+    "log2": _kernel("np.log2({0})", expensive=True),
+    "log10": _kernel("np.log10({0})", expensive=True),
+    "exp2": _kernel("np.exp2({0})", expensive=True),
+    "erfinv": _NUMPY,  # scipy.special.erfinv: no Numba implementation
+    "floor": _kernel("np.floor({0})"),
+    "ceil": _kernel("np.ceil({0})"),
+    "trunc": _kernel("np.trunc({0})"),
+    "round": _kernel(_round),
+    "atan2": _kernel("np.arctan2({0}, {1})", expensive=True),
+    "copysign": _kernel("np.copysign({0}, {1})"),
+    "hypot": _kernel("np.hypot({0}, {1})", expensive=True),
+    "logaddexp": _kernel("np.logaddexp({0}, {1})", expensive=True),
+    "fmod": _kernel(_fmod, expensive=True),
+    "remainder": _kernel(_divmod("remainder_float", "np.remainder({0}, {1})"), expensive=True),
+    "floor_divide": _kernel(_divmod("floor_divide_float", "np.floor_divide({0}, {1})"),
+                            expensive=True),
+    "bitwise_and": _kernel("({0} & {1})"),
+    "bitwise_or": _kernel("({0} | {1})"),
+    "bitwise_xor": _kernel("({0} ^ {1})"),
+    "bitwise_left_shift": _kernel(_shift(True)),
+    "bitwise_right_shift": _kernel(_shift(False)),
+    "bitwise_not": _kernel(_bitwise_not),
+    "prod": _NUMPY,
     "where": _kernel("({1} if {0} else {2})"),
     "cast": _kernel(_cast),
     # eager/nn/attention.py (the causal mask from loop indices)

@@ -16,6 +16,7 @@ import math
 
 import numpy as np
 
+from eager.dispatch import quiet
 from eager.ops import OPS, Dim
 from tracer.ir import Literal, Var
 from tracer.symbolic import bind_params, check_nonempty, param_has_dims
@@ -235,7 +236,7 @@ class _Generator:
         p, lines, ns = self.p, self.lines, self.ns
         e, out = step.eqn, step.out
         slots = step.inputs
-        ns[f"op{k}"] = OPS[e.op].impl
+        ns[f"op{k}"] = quiet(OPS[e.op].impl)
         ns[f"p{k}"] = e.params
         bound = p.bind is not None and any(param_has_dims(v) for v in e.params.values())
         direct = not bound and all(isinstance(s, int) for s in slots)

@@ -17,6 +17,7 @@ from . import dtypes
 from . import functions as _functions
 from . import ops
 from . import scan_ops as _scan_ops  # noqa: F401  (registers cumsum, argsort, scatter, ...)
+from . import ops_math as _ops_math  # noqa: F401  (registers sin, atan2, bitwise ops, prod, ...)
 from .dtypes import bool_, float32, float64, int32, int64
 from . import tensor as _tensor
 from .tensor import Tensor
@@ -42,6 +43,14 @@ from .functions import (  # noqa: E402
     unsqueeze, where, zeros, zeros_like,
     expm1, log1p,
 )
+from .functions import (  # noqa: E402  (math, issue 16 item 5)
+    acos, acosh, addmm, all, allclose, any, asin, asinh, atan, atan2, atanh, baddbmm,
+    bitwise_and, bitwise_left_shift, bitwise_not, bitwise_or, bitwise_right_shift, bitwise_xor,
+    ceil, clamp_max, clamp_min, copysign, cos, cosh, erfinv, exp2, floor, floor_divide, fmod,
+    frac, hypot, isclose, lerp, log10, log2, logaddexp, nan_to_num, norm, outer, prod,
+    reciprocal, remainder, round, sin, sinh, std_mean, tan, trunc, true_divide, var_mean,
+)
+from . import linalg  # noqa: E402
 # (as_tensor: PyTorch's, with dtype= and device=, over the internal helper imported above)
 from .device import (as_tensor, device, get_default_device, set_default_device,  # noqa: E402
                      with_device as _with_device)

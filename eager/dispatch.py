@@ -39,10 +39,37 @@ def eager_compute(op, inputs, params):
     try:
         out = op.impl(*datas, **params) if params else op.impl(*datas)
     except Exception as exc:  # noqa: BLE001 - re-raised with context below
-        raise _explain_failure(op, datas, params, exc) from exc
+        if not isinstance(exc, RuntimeWarning):
+            raise _explain_failure(op, datas, params, exc) from exc
+        out = quiet_compute(op, datas, params)
     if type(out) is not np.ndarray:
         out = np.asarray(out)
     return out
+
+
+def quiet_compute(op, datas, params):
+    """`op.impl` again with numpy's floating-point reports off: IEEE results (inf - inf, 0/0,
+    log(0), overflow) are not warnings, as in PyTorch.  Eager normally never reaches here:
+    eager/__init__.py ignores RuntimeWarnings raised from eager's modules.  A user filter
+    turning warnings into errors (warnings.simplefilter("error")) makes the impl raise the
+    warning instead; that exception lands here, and the op runs again without it (impls are
+    pure).  Costs nothing on the hot path (np.errstate costs ~1 us per call)."""
+    with np.errstate(all="ignore"):
+        return op.impl(*datas, **params) if params else op.impl(*datas)
+
+
+def quiet(impl):
+    """`impl` for callers outside eager's eager path (compiled programs' numpy steps, the
+    interpreter, the numpy fallback): what `quiet_compute` does, for one impl; numpy's calls
+    are attributed to this module, so eager's warning filter applies as in eager."""
+    def run(*args, **params):
+        try:
+            return impl(*args, **params)
+        except RuntimeWarning:
+            with np.errstate(all="ignore"):
+                return impl(*args, **params)
+    run.__name__ = getattr(impl, "__name__", "impl")
+    return run
 
 
 def _explain_failure(op, datas, params, exc):
@@ -209,7 +236,9 @@ def apply(op, *inputs, **params):
             else:
                 data = op.impl(*[t._data for t in inputs])
         except Exception as exc:  # noqa: BLE001
-            raise _explain_failure(op, [t._data for t in inputs], params, exc) from exc
+            if not isinstance(exc, RuntimeWarning):
+                raise _explain_failure(op, [t._data for t in inputs], params, exc) from exc
+            data = quiet_compute(op, [t._data for t in inputs], params)
         if data.__class__ is not _ndarray:
             data = np.asarray(data)
     else:

@@ -518,19 +518,7 @@ class Tensor:
         return F.abs(self)
 
     def __invert__(self):
-        if self.dtype != dtypes.bool_:
-            raise op_error("invert", "~ is only supported on bool tensors", (self,),
-                           exc=TypeError)
-        return F.logical_not(self)
-
-    def __and__(self, other):
-        a, b = F._operands(self, other, "and")
-        return F.mul(a, b) if a.dtype == dtypes.bool_ else _bad_bitwise("&", a)
-
-    def __or__(self, other):
-        a, b = F._operands(self, other, "or")
-        return F.gt(F.add(F.cast(a, dtypes.int32), F.cast(b, dtypes.int32)), 0) \
-            if a.dtype == dtypes.bool_ else _bad_bitwise("|", a)
+        return F.bitwise_not(self)
 
     def __eq__(self, other):  # noqa: D105
         return F.eq(self, other)
@@ -633,10 +621,6 @@ class Tensor:
         return F.min(self, dim, keepdim)
 
 
-def _bad_bitwise(sym, a):
-    raise op_error(sym, f"only bool tensors are supported, got {a.dtype}", (a,), exc=TypeError)
-
-
 def _numpy_key(key):
     if isinstance(key, tuple):
         return tuple(_numpy_key(k) for k in key)
@@ -657,12 +641,28 @@ def _method(fn):
 for _name in ("clamp", "clip", "mean", "amin", "argmin", "logsumexp",
               "dot", "transpose", "t", "unsqueeze", "squeeze", "flatten",
               "expand_as", "logical_not", "square", "rsqrt", "isnan", "isinf", "isfinite",
-              "var", "std"):
+              "var", "std") + F.math_fns.METHODS:
     setattr(Tensor, _name, _method(getattr(F, _name)))
 for _op in _OPS.values():
     if _op.method:
         setattr(Tensor, _op.name, _method(getattr(F, _op.name)))
 Tensor.__eq__ = Tensor.__eq__  # keep identity hashing with elementwise ==
+
+
+def _operator(name, reflected):
+    fn = getattr(F, name)
+
+    def op(self, other):
+        return fn(other, self) if reflected else fn(self, other)
+    return op
+
+
+# &, |, ^, <<, >>, %, // and their reflected forms (5 & x), as PyTorch's
+for _sym, _name in [("and", "bitwise_and"), ("or", "bitwise_or"), ("xor", "bitwise_xor"),
+                    ("lshift", "bitwise_left_shift"), ("rshift", "bitwise_right_shift"),
+                    ("mod", "remainder"), ("floordiv", "floor_divide")]:
+    setattr(Tensor, f"__{_sym}__", _operator(_name, False))
+    setattr(Tensor, f"__r{_sym}__", _operator(_name, True))
 
 
 def _where(self, condition, other):

@@ -37,6 +37,8 @@ LAZY = {
     ("eager.ops", "eager.random"): "random ops draw from the current generator",
     ("eager.random", "eager.device"): "Generator(device) checks the device",
     ("eager.tensor", "eager.autograd"): "t.backward() runs autograd, which imports tensor",
+    ("eager.functions.elementwise", "eager.functions.math_fns"):
+        "div(rounding_mode=) is math_fns.divide_rounded, built on elementwise's functions",
 }
 # module-level cycles that remain, with why (none may be added)
 MODULE_LEVEL = {

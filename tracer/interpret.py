@@ -5,6 +5,7 @@ import weakref
 
 import numpy as np
 
+from eager.dispatch import quiet
 from eager.ops import OPS
 
 from .ir import Graph, Var
@@ -62,7 +63,7 @@ def run_graph(graph: Graph, args, sizes: dict | None = None, on_eqn=None) -> lis
             outs = op.run(e, vals, sizes)
         else:
             params = bind_params(e.params, sizes) if id(e) in bound_eqns else e.params
-            out = op.impl(*vals, **params)
+            out = quiet(op.impl)(*vals, **params)
             if out.__class__ is not np.ndarray:
                 out = np.asarray(out)
             outs = (out,)

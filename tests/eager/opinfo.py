@@ -1456,6 +1456,8 @@ from opinfo_conv import CONV_OPINFOS  # noqa: E402  (sliding windows: conv, pool
 OPINFOS += CONV_OPINFOS
 from opinfo_attention import ATTENTION_OPINFOS  # noqa: E402  (tril_fill, attention)
 OPINFOS += ATTENTION_OPINFOS
+from opinfo_math import MATH_OPINFOS  # noqa: E402  (issue 16 item 5: math ops)
+OPINFOS += MATH_OPINFOS
 
 BY_NAME = {info.name: info for info in OPINFOS}
 _DUPLICATE = [n for n in BY_NAME if sum(i.name == n for i in OPINFOS) > 1]
