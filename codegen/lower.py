@@ -26,6 +26,9 @@ from typing import Callable
 
 import numpy as np
 
+from . import step_kernels
+
+
 @dataclass(frozen=True)
 class Lowering:
     """How one registry op becomes code: its row in `LOWERING`, keyed by the op's name."""
@@ -39,6 +42,9 @@ class Lowering:
     # kernel: recomputing it in a later pass of a row kernel costs more than a store and a
     # load of a row buffer (which stays in L1/L2)
     expensive: bool = False
+    # numpy: f(eqn) -> the source of a Numba module whose `kernel(in0, out0)` computes this
+    # equation (codegen.step_kernels), or None where the numpy implementation serves
+    step_kernel: Callable | None = None
 
 
 def _pow(e, args, imports, const):
@@ -113,7 +119,7 @@ LOWERING: dict[str, Lowering] = {
     "sum": _REDUCE,
     "amax": _REDUCE,
     "matmul": _BLAS,
-    "argmax": _NUMPY,
+    "argmax": Lowering("numpy", step_kernel=step_kernels.argmax),
     "check_class_index": _NUMPY,
     "check_finite": _NUMPY,
     "gather": _NUMPY,
@@ -133,8 +139,9 @@ LOWERING: dict[str, Lowering] = {
     "scatter": _NUMPY,
     "scatter_reduce": _NUMPY,
     # eager/ops_conv.py (sliding windows of convolution and pooling)
+    # (im2col stays numpy: its slice copies beat a Numba loop, measured on W8's shapes)
     "im2col": _NUMPY,
-    "col2im": _NUMPY,
+    "col2im": Lowering("numpy", step_kernel=step_kernels.col2im),
     "cond": _CONTROL,
     "while_loop": _CONTROL,
 }

@@ -237,6 +237,12 @@ class _Generator:
         slots = step.inputs
         ns[f"op{k}"] = OPS[e.op].impl
         ns[f"p{k}"] = e.params
+        if step.kernel is not None:  # its lowering row's Numba kernel (static shapes)
+            ns[f"k{k}"], ns[f"T{out}"] = step.kernel, e.out.type.dtype
+            lines.append(f"    v{out} = empty({tuple(e.out.type.shape)}, T{out})")
+            lines.append(f"    k{k}(arg(v{slots[0]}, True), v{out}.reshape(-1))"
+                         f"  # {step.kernel_name}")
+            return
         bound = p.bind is not None and any(param_has_dims(v) for v in e.params.values())
         direct = not bound and all(isinstance(s, int) for s in slots)
         a = [f"v{s}" for s in slots] if direct else []
