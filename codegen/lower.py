@@ -26,7 +26,7 @@ from typing import Callable
 
 import numpy as np
 
-from . import step_kernels
+from . import runner_forms, step_kernels
 
 
 @dataclass(frozen=True)
@@ -45,6 +45,12 @@ class Lowering:
     # numpy: f(eqn) -> the source of a Numba module whose `kernel(in0, out0)` computes this
     # equation (codegen.step_kernels), or None where the numpy implementation serves
     step_kernel: Callable | None = None
+    # numpy/blas/view: f(gen, k, step, operands, direct, bound) -> bool writing the runner's
+    # lines for this step in place of calling the implementation (codegen.runner_forms)
+    inline: Callable | None = None
+    # numpy: its runner form assigns instead of adding where no output position repeats
+    # (codegen.program.Program._unique_positions)
+    unique_positions: bool = False
 
 
 def _pow(e, args, imports, const):
@@ -77,7 +83,7 @@ def _kernel(expr=None, vmath=False, expensive=False) -> Lowering:
     return Lowering("kernel", expr, vmath, expensive)
 
 
-_VIEW, _REDUCE, _BLAS = Lowering("view"), Lowering("reduce"), Lowering("blas")
+_VIEW, _REDUCE = Lowering("view"), Lowering("reduce")
 _NUMPY, _CONTROL = Lowering("numpy"), Lowering("control")
 
 LOWERING: dict[str, Lowering] = {
@@ -112,18 +118,19 @@ LOWERING: dict[str, Lowering] = {
     "expm1": _kernel(vmath=True, expensive=True),
     "where": _kernel("({1} if {0} else {2})"),
     "cast": _kernel(_cast),
-    "reshape": _VIEW,
-    "permute": _VIEW,
+    "reshape": Lowering("view", inline=runner_forms.reshape),
+    "permute": Lowering("view", inline=runner_forms.permute),
     "broadcast_to": _VIEW,
     "getitem": _VIEW,
     "sum": _REDUCE,
     "amax": _REDUCE,
-    "matmul": _BLAS,
+    "matmul": Lowering("blas", inline=runner_forms.matmul),
     "argmax": Lowering("numpy", step_kernel=step_kernels.argmax),
-    "check_class_index": _NUMPY,
+    "check_class_index": Lowering("numpy", inline=runner_forms.check_class_index),
     "check_finite": _NUMPY,
-    "gather": _NUMPY,
-    "scatter_add": _NUMPY,
+    "gather": Lowering("numpy", inline=runner_forms.gather),
+    "scatter_add": Lowering("numpy", inline=runner_forms.scatter_add,
+                            unique_positions=True),
     "scatter_slice": _NUMPY,
     "slice_update": _NUMPY,
     "cat": _NUMPY,

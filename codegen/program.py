@@ -174,10 +174,11 @@ class Program:
             return SubgraphStep(e, inputs, outs)
         (out,) = outs
         dest = -1
-        if e.op == "matmul" and id(e.out) in self.inplace:
+        if how == "blas" and id(e.out) in self.inplace:
             dest = self._dest_pos.setdefault(out, len(self._dest_pos))
-        unique = e.op == "scatter_add" and all(isinstance(s, int) for s in inputs) \
-            and self._unique_positions(e)
+        row = LOWERING.get(e.op)
+        unique = row is not None and row.unique_positions \
+            and all(isinstance(s, int) for s in inputs) and self._unique_positions(e)
         step = NumpyStep(e, how, inputs, out, dest, unique)
         if how == "numpy" and all(isinstance(s, int) for s in inputs):
             self._step_kernel(step)
@@ -198,7 +199,8 @@ class Program:
             step.kernel = build.load_kernel(source, name)[0]
             step.kernel_name = name
         except Exception as exc:  # noqa: BLE001 - never a crash: numpy computes it
-            logs.log("kernels", lambda: f"step kernel {name} not built ({exc}): numpy runs it")
+            message = f"step kernel {name} not built ({exc}): numpy runs it"
+            logs.log("kernels", lambda: message)
 
     def _unique_positions(self, e) -> bool:
         """Whether scatter_add `e` writes each output position at most once: some index is

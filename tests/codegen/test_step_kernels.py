@@ -62,10 +62,9 @@ def test_the_program_runs_argmax_and_col2im_by_numba_kernels():
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_argmax_kernel_over_each_axis_matches_numpy(dtype):
-    from eager.ops import OPS
     from codegen import build, step_kernels
+    from eager.ops import OPS, TensorType
     from tracer.ir import Eqn, Var
-    from eager.ops import TensorType
 
     rng = np.random.default_rng(0)
     a = rng.integers(-2, 3, (3, 4, 5)).astype(dtype)   # many ties
