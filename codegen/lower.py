@@ -26,6 +26,9 @@ from typing import Callable
 
 import numpy as np
 
+from . import runner_forms, step_kernels
+
+
 @dataclass(frozen=True)
 class Lowering:
     """How one registry op becomes code: its row in `LOWERING`, keyed by the op's name."""
@@ -43,6 +46,15 @@ class Lowering:
     # is f(eqn, args, imports, const, row, col) with the rendered indices of the last two
     # dims (kernels keep the loop nest for it, never one flat loop)
     positions: bool = False
+    # numpy: f(eqn) -> the source of a Numba module whose `kernel(in0, out0)` computes this
+    # equation (codegen.step_kernels), or None where the numpy implementation serves
+    step_kernel: Callable | None = None
+    # numpy/blas/view: f(gen, k, step, operands, direct, bound) -> bool writing the runner's
+    # lines for this step in place of calling the implementation (codegen.runner_forms)
+    inline: Callable | None = None
+    # numpy: its runner form assigns instead of adding where no output position repeats
+    # (codegen.program.Program._unique_positions)
+    unique_positions: bool = False
 
 
 def _pow(e, args, imports, const):
@@ -127,7 +139,7 @@ def _bitwise_not(e, args, imports, const):
     return f"(~{args[0]})"
 
 
-_VIEW, _REDUCE, _BLAS = Lowering("view"), Lowering("reduce"), Lowering("blas")
+_VIEW, _REDUCE = Lowering("view"), Lowering("reduce")
 _NUMPY, _CONTROL = Lowering("numpy"), Lowering("control")
 
 LOWERING: dict[str, Lowering] = {
@@ -199,18 +211,19 @@ LOWERING: dict[str, Lowering] = {
     "cast": _kernel(_cast),
     # eager/nn/attention.py (the causal mask from loop indices)
     "tril_fill": _kernel(_tril_fill, positions=True),
-    "reshape": _VIEW,
-    "permute": _VIEW,
+    "reshape": Lowering("view", inline=runner_forms.reshape),
+    "permute": Lowering("view", inline=runner_forms.permute),
     "broadcast_to": _VIEW,
     "getitem": _VIEW,
     "sum": _REDUCE,
     "amax": _REDUCE,
-    "matmul": _BLAS,
-    "argmax": _NUMPY,
-    "check_class_index": _NUMPY,
+    "matmul": Lowering("blas", inline=runner_forms.matmul),
+    "argmax": Lowering("numpy", step_kernel=step_kernels.argmax),
+    "check_class_index": Lowering("numpy", inline=runner_forms.check_class_index),
     "check_finite": _NUMPY,
-    "gather": _NUMPY,
-    "scatter_add": _NUMPY,
+    "gather": Lowering("numpy", inline=runner_forms.gather),
+    "scatter_add": Lowering("numpy", inline=runner_forms.scatter_add,
+                            unique_positions=True),
     "scatter_slice": _NUMPY,
     "slice_update": _NUMPY,
     "cat": _NUMPY,
@@ -226,8 +239,9 @@ LOWERING: dict[str, Lowering] = {
     "scatter": _NUMPY,
     "scatter_reduce": _NUMPY,
     # eager/ops_conv.py (sliding windows of convolution and pooling)
+    # (im2col stays numpy: its slice copies beat a Numba loop, measured on W8's shapes)
     "im2col": _NUMPY,
-    "col2im": _NUMPY,
+    "col2im": Lowering("numpy", step_kernel=step_kernels.col2im),
     "cond": _CONTROL,
     "while_loop": _CONTROL,
 }

@@ -24,6 +24,7 @@ from . import ahead, build, fallback, runner
 from .emit import PARALLEL_MIN_SIZE
 from .fuse import CallStep, KernelGroup, ViewStep, describe, merge_adjacent, partition
 from .inplace_plan import _plan_inplace
+from .lower import LOWERING
 from .parallel import _split_call
 from .steps import (subgraph_runner, FallbackStep, Kernel, KernelCall, KernelOut, NumpyStep,
                     SubgraphStep, step_text)
@@ -173,11 +174,33 @@ class Program:
             return SubgraphStep(e, inputs, outs)
         (out,) = outs
         dest = -1
-        if e.op == "matmul" and id(e.out) in self.inplace:
+        if how == "blas" and id(e.out) in self.inplace:
             dest = self._dest_pos.setdefault(out, len(self._dest_pos))
-        unique = e.op == "scatter_add" and all(isinstance(s, int) for s in inputs) \
-            and self._unique_positions(e)
-        return NumpyStep(e, how, inputs, out, dest, unique)
+        row = LOWERING.get(e.op)
+        unique = row is not None and row.unique_positions \
+            and all(isinstance(s, int) for s in inputs) and self._unique_positions(e)
+        step = NumpyStep(e, how, inputs, out, dest, unique)
+        if how == "numpy" and all(isinstance(s, int) for s in inputs):
+            self._step_kernel(step)
+        return step
+
+    def _step_kernel(self, step: NumpyStep) -> None:
+        """Compile the Numba kernel of `step`'s lowering row (`step_kernel`), if it has one
+        for these shapes; if it cannot be built, the numpy implementation runs (the same
+        values: each step kernel computes what it computes)."""
+        row = LOWERING.get(step.eqn.op)
+        make = row.step_kernel if row is not None else None
+        source = make(step.eqn) if make is not None else None
+        if source is None:
+            return
+        name = f"{self.graph.name}_{step.eqn.op}"
+        logs.log("kernels", lambda: f"step kernel {name}:\n{source}")
+        try:
+            step.kernel = build.load_kernel(source, name)[0]
+            step.kernel_name = name
+        except Exception as exc:  # noqa: BLE001 - never a crash: numpy computes it
+            message = f"step kernel {name} not built ({exc}): numpy runs it"
+            logs.log("kernels", lambda: message)
 
     def _unique_positions(self, e) -> bool:
         """Whether scatter_add `e` writes each output position at most once: some index is

@@ -18,10 +18,11 @@ import numpy as np
 
 from eager.dispatch import quiet
 from eager.ops import OPS, Dim
-from tracer.ir import Literal, Var
+from tracer.ir import Literal
 from tracer.symbolic import bind_params, check_nonempty, param_has_dims
 
 from . import matmul_layout
+from .lower import LOWERING
 from .outpool import _recycled, _recycles
 from .steps import FallbackStep, subgraph_runner, KernelCall, SubgraphStep
 
@@ -238,48 +239,18 @@ class _Generator:
         slots = step.inputs
         ns[f"op{k}"] = quiet(OPS[e.op].impl)
         ns[f"p{k}"] = e.params
+        if step.kernel is not None:  # its lowering row's Numba kernel (static shapes)
+            ns[f"k{k}"], ns[f"T{out}"] = step.kernel, e.out.type.dtype
+            lines.append(f"    v{out} = empty({tuple(e.out.type.shape)}, T{out})")
+            lines.append(f"    k{k}(arg(v{slots[0]}, True), v{out}.reshape(-1))"
+                         f"  # {step.kernel_name}")
+            return
         bound = p.bind is not None and any(param_has_dims(v) for v in e.params.values())
         direct = not bound and all(isinstance(s, int) for s in slots)
         a = [f"v{s}" for s in slots] if direct else []
-        if direct and e.op == "permute":
-            lines.append(f"    v{out} = {a[0]}.transpose({tuple(e.params['perm'])})")
-            if tuple(e.params["perm"]) == (1, 0) and slots[0] not in self.fortran:
-                self.fortran.add(out)  # the transpose of a C-ordered matrix (as a rule)
-            return
-        if direct and e.op == "reshape":
-            lines.append(f"    v{out} = {a[0]}.reshape({tuple(e.params['shape'])})")
-            return
-        if direct and e.op == "gather":
-            lines.append(f"    v{out} = {a[0]}[{', '.join(a[1:])}]")
-            return
-        if direct and e.op == "scatter_add" and step.unique:
-            ns[f"t{out}"] = (tuple(e.params["shape"]), e.out.type.dtype)
-            lines.append(f"    v{out} = zeros(*t{out}); v{out}[{', '.join(a[1:])}] = {a[0]}"
-                         "  # scatter_add, no position repeats")
-            return
-        if direct and e.op == "matmul":
-            a = self.tuned_operands(e, slots, a)
-            if step.dest >= 0:
-                lines.append(f"    d = dests[{step.dest}] if dests is not None else None")
-                lines.append(f"    v{out} = matmul({a[0]}, {a[1]}) if d is None else "
-                             f"matmul({a[0]}, {a[1]}, out=d)")
-            else:
-                lines.append(f"    v{out} = matmul({a[0]}, {a[1]})")
-            return
-        x = e.inputs[0] if e.inputs else None
-        if e.op == "check_class_index" and isinstance(x, Var) and not bound \
-                and np.dtype(x.type.dtype).kind == "i" and isinstance(slots[0], int) \
-                and all(isinstance(d, int) for d in x.type.shape):
-            # The registry's check, inlined (a third of its cost was the call): seen as
-            # unsigned, a negative index exceeds any size; on a hit the op's own
-            # implementation raises its IndexError.
-            v = f"v{slots[0]}"
-            if math.prod(x.type.shape):
-                ns["umax"] = np.maximum.reduce
-                ns[f"u{k}"] = np.dtype(f"u{np.dtype(x.type.dtype).itemsize}")
-                lines.append(f"    if umax({v}.view(u{k}), None) >= {int(e.params['size'])}: "
-                             f"op{k}({v}, **p{k})  # check_class_index raises")
-            lines.append(f"    v{out} = {v}.view()")
+        row = LOWERING.get(e.op)
+        if row is not None and row.inline is not None \
+                and row.inline(self, k, step, a, direct, bound):
             return
         ops = ", ".join(self.operand(x, f"l{k}_{j}") for j, x in enumerate(slots))
         params = f"bind_params(p{k}, sizes)" if bound else f"p{k}"

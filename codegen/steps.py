@@ -72,6 +72,8 @@ class NumpyStep:
     out: int
     dest: int = -1              # matmul: position in `dests` of the array it may write
     unique: bool = False        # scatter_add: no output position is written twice
+    kernel: object = None       # numpy: the compiled entry of its row's step_kernel, if any
+    kernel_name: str = ""
 
 
 @dataclass(eq=False)
@@ -105,5 +107,6 @@ def step_text(step, name) -> str:
         outs = ", ".join(name(s) for s in step.outs)
         return f"subgraph {outs} = {step.eqn.op}({', '.join(name(x) for x in step.inputs)})"
     into = " (into .grad)" if step.dest >= 0 else ""
+    by = f" by {step.kernel_name}" if step.kernel is not None else ""
     return (f"{step.how:<8} {name(step.out)} = {step.eqn.op}("
-            f"{', '.join(name(x) for x in step.inputs)}){into}")
+            f"{', '.join(name(x) for x in step.inputs)}){into}{by}")

@@ -1,6 +1,8 @@
 """The "numba" backend against eager and the "interpret" backend, generated from the registry.
 
-Every registry op (`eager.ops.OPS`) has samples in `OP_CASES`, and the composites users call
+Every registry op (`eager.ops.OPS`) has samples in `OP_CASES`, generated from the op-info
+table (the `compiled` cases of tests/eager/opinfo*.py entries: one table, not two; only the
+control rows, which have no eager op, are added here), and the composites users call
 (gelu, softmax, layer_norm, cross_entropy, ...) have theirs in `COMPOSITE_CASES`.  Each case
 is compiled once per dtype and then run on its inputs in several memory layouts (C order,
 Fortran order, sliced with a step, negative strides, zero strides) and with NaN/inf/0
@@ -96,34 +98,8 @@ OP_CASES.update({
 
 
 # Indexing, shaping, scans and sampling (issue 16 item 4): the registry rows of
-# eager/scan_ops.py run as numpy steps; the composites around them fuse as usual.
-def _scans(x):
-    return (eager.cumsum(x, 1), eager.cumsum(x, 0) * 2, eager.cumprod(x, 1) + 1,
-            eager.logcumsumexp(x, -1), eager.logcumsumexp(x * 30, 0))
-
-
-def _cum_extremes(x):
-    mx, mn = eager.cummax(x, 1), eager.cummin(x, 0)
-    return mx.values * 2, mx.indices, mn.values, mn.indices
-
-
-def _sorts(x):
-    s = eager.sort(x, 1)
-    d = eager.sort(x, 0, descending=True)
-    t = eager.topk(x, 2, dim=-1)
-    return s.values, s.indices, d.values + 1, d.indices, t.values, t.indices, x.argsort(0)
-
-
-def _scatters(x, idx, src):
-    return (eager.scatter(x, 0, idx, src), eager.scatter_add(x, 0, idx, src * 2) + 1,
-            x.scatter(0, idx, value=-1.0))
-
-
-def _scatter_reduces(x, idx, src):
-    return tuple(eager.scatter_reduce(x, 0, idx, src, r, include_self=s)
-                 for r in ("amax", "amin", "prod", "sum", "mean") for s in (True, False))
-
-
+# eager/scan_ops.py run as numpy steps (their cases are on their entries in
+# tests/eager/opinfo_shaping.py); the composites around them fuse as usual.
 def _shapings(x, y):
     mask = eager.tril(eager.ones(4, 4, dtype=eager.bool_))
     return (eager.tril(x), x.triu(1) * 2, x.masked_fill(~mask, float("-inf")).exp(),
@@ -140,19 +116,6 @@ def _samplings(p):
             eager.randperm(6) + 0, eager.randint(5, (3,)) + 0)
 
 
-OP_CASES.update({
-    "cumsum": [Case("cumsum", _scans, shapes([(3, 5)], None, [(0, 5)]), tol="reduce")],
-    "cumprod": [Case("cumprod", lambda x: (x.cumprod(0), eager.cumprod(x, -1) * 2),
-                     shapes([(3, 5)], None, [(3, 0)]))],
-    "logcumsumexp": [Case("logcumsumexp", lambda x: (x.logcumsumexp(1) + 1,),
-                          shapes([(3, 5)], None, [(0, 5)]))],
-    "cum_argmax": [Case("cum_argmax", _cum_extremes, shapes([(3, 5)], None, [(0, 5)]))],
-    "argsort": [Case("argsort", _sorts, shapes([(3, 5)], None, [(0, 5)]))],
-    "scatter": [Case("scatter", _scatters, shapes([(4, 3), (2, 3), (2, 3)], None, None,
-                                                  ints={1: (0, 4)}))],
-    "scatter_reduce": [Case("scatter_reduce", _scatter_reduces,
-                            shapes([(4, 3), (5, 3), (5, 3)], None, None, ints={1: (0, 4)}))],
-})
 
 
 def _layer_norm_affine(x, w, b):
@@ -235,13 +198,6 @@ COMPOSITE_CASES += [
     Case("shaping", _shapings, shapes([(4, 4), (4, 3)], None, None)),
     Case("sampling", _samplings, shapes([(2, 4)], None, None), random=True, specials=False),
 ]
-OP_CASES.update({  # sliding windows (eager/ops_conv.py): convolution and pooling
-    "im2col": [Case("im2col", lambda x, w: (F.conv2d(x, w, padding=1, stride=(1, 2)),
-                                            F.max_pool2d(x, 2)),
-                    shapes([(2, 3, 5, 6), (4, 3, 3, 3)]))],
-    "col2im": [Case("col2im", lambda x, w: F.conv_transpose2d(x, w, stride=2) * 2,
-                    shapes([(2, 3, 3, 4), (3, 2, 3, 3)]))],
-})
 
 ALL_CASES: list[Case] = [c for cases in OP_CASES.values() for c in cases] + COMPOSITE_CASES
 
@@ -561,6 +517,9 @@ def test_every_registry_op_has_a_lowering_row():
 
 
 def test_every_registry_op_has_a_sample_that_really_uses_it(rng):
+    added_here = set(OP_CASES) - set(_op_cases())
+    assert added_here <= {op for op in OPS if OPS[op].control}, (
+        f"put the compiled cases of {sorted(added_here)} on their op-info entries")
     missing = sorted(set(OPS) - set(OP_CASES))
     assert not missing, f"registry ops without a sample in OP_CASES: {missing}"
     removed_by_passes = []

@@ -14,7 +14,7 @@ import numpy as np
 
 import eager.nn.functional as NF
 from eager import ops_conv
-from opinfo import F32, F64, FLOATS, OpInfo, Raw, Sample, values
+from opinfo import F32, F64, FLOATS, Case, OpInfo, Raw, Sample, shapes, values
 
 TOL = {F32: (1e-4, 1e-5)}
 
@@ -408,8 +408,13 @@ def _e(name, op, call, ref, samples, grad=True, **kw):
 
 CONV_OPINFOS = [
     _e("im2col", "im2col", lambda x, k, s, d, p: ops_conv.im2col(x, k, s, d, p),
-       lambda x, k, s, d, p: _im2col_ref(x, k, s, d, p, 0.0), _im2col_samples),
-    _e("col2im", "col2im", ops_conv.col2im, _col2im_ref, _col2im_samples),
+       lambda x, k, s, d, p: _im2col_ref(x, k, s, d, p, 0.0), _im2col_samples,
+       compiled=[Case("im2col", lambda x, w: (NF.conv2d(x, w, padding=1, stride=(1, 2)),
+                                              NF.max_pool2d(x, 2)),
+                      shapes([(2, 3, 5, 6), (4, 3, 3, 3)]))]),
+    _e("col2im", "col2im", ops_conv.col2im, _col2im_ref, _col2im_samples,
+       compiled=[Case("col2im", lambda x, w: NF.conv_transpose2d(x, w, stride=2) * 2,
+                      shapes([(2, 3, 3, 4), (3, 2, 3, 3)]))]),
     _e("conv2d", None, NF.conv2d, ref_conv, _conv2d_samples),
     _e("conv1d", None, NF.conv1d, ref_conv, _conv1d_samples),
     _e("conv3d", None, NF.conv3d, ref_conv, _conv3d_samples),

@@ -10,7 +10,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from opinfo import ALL, BOOL, F32, F64, FLOATS, I64, NUMERIC, OpInfo, Raw, Sample, specials, values
+from opinfo import (ALL, BOOL, F32, F64, FLOATS, I64, NUMERIC, Case, OpInfo, Raw, Sample,
+                    shapes, specials, values)
 
 import eager
 
@@ -515,28 +516,64 @@ def _check_randperm(out, sample):
     assert out.dtype == I64 and sorted(out.numpy().tolist()) == list(range(n))
 
 
+# compiled cases (tests/codegen/test_numba_backend.py): the scan rows run as numpy steps
+
+def _scans(x):
+    return (eager.cumsum(x, 1), eager.cumsum(x, 0) * 2, eager.cumprod(x, 1) + 1,
+            eager.logcumsumexp(x, -1), eager.logcumsumexp(x * 30, 0))
+
+
+def _cum_extremes(x):
+    mx, mn = eager.cummax(x, 1), eager.cummin(x, 0)
+    return mx.values * 2, mx.indices, mn.values, mn.indices
+
+
+def _sorts(x):
+    s = eager.sort(x, 1)
+    d = eager.sort(x, 0, descending=True)
+    t = eager.topk(x, 2, dim=-1)
+    return s.values, s.indices, d.values + 1, d.indices, t.values, t.indices, x.argsort(0)
+
+
+def _scatters(x, idx, src):
+    return (eager.scatter(x, 0, idx, src), eager.scatter_add(x, 0, idx, src * 2) + 1,
+            x.scatter(0, idx, value=-1.0))
+
+
+def _scatter_reduces(x, idx, src):
+    return tuple(eager.scatter_reduce(x, 0, idx, src, r, include_self=s)
+                 for r in ("amax", "amin", "prod", "sum", "mean") for s in (True, False))
+
+
 SHAPING_OPINFOS = [
     # scans (registry ops of eager.scan_ops)
     _e("cumsum", "cumsum", eager.cumsum, cumsum_ref, _scan_samples(), ALL,
-       _grad_of(_scan_samples())),
+       _grad_of(_scan_samples()),
+       compiled=[Case("cumsum", _scans, shapes([(3, 5)], None, [(0, 5)]), tol="reduce")]),
     _e("cumsum_method", "cumsum", lambda x, d: x.cumsum(d), cumsum_ref, _scan_samples(),
        (F32, I64)),
     _e("cumprod", "cumprod", eager.cumprod, cumprod_ref, _cumprod_samples, NUMERIC,
-       _grad_of(_cumprod_samples)),
+       _grad_of(_cumprod_samples),
+       compiled=[Case("cumprod", lambda x: (x.cumprod(0), eager.cumprod(x, -1) * 2),
+                     shapes([(3, 5)], None, [(3, 0)]))]),
     _e("logcumsumexp", "logcumsumexp", eager.logcumsumexp, logcumsumexp_ref, _lse_samples,
-       FLOATS, _lse_grad),
+       FLOATS, _lse_grad,
+       compiled=[Case("logcumsumexp", lambda x: (x.logcumsumexp(1) + 1,),
+                     shapes([(3, 5)], None, [(0, 5)]))]),
     # (cum_argmax and argsort are not differentiable: their values are gathered, and the
     # gradient checks of those composites go with op=None entries)
     _e("cummax", None, lambda x, d: tuple(eager.cummax(x, d)), cum_extreme_ref(True),
        _scan_samples("grid"), NUMERIC, _grad_of(_scan_samples("grid"))),
     _e("cummin", "cum_argmax", lambda x, d: tuple(x.cummin(d)), cum_extreme_ref(False),
-       _scan_samples("grid"), NUMERIC),
+       _scan_samples("grid"), NUMERIC,
+       compiled=[Case("cum_argmax", _cum_extremes, shapes([(3, 5)], None, [(0, 5)]))]),
     _e("cummin_grad", None, lambda x, d: tuple(x.cummin(d)), cum_extreme_ref(False),
        _scan_samples("grid"), (F64,), _grad_of(_scan_samples("grid"))),
     _e("sort", None, lambda x, d, **kw: tuple(eager.sort(x, d, **kw)), sort_ref,
        _sort_samples, NUMERIC, _grad_of(_sort_samples)),
     _e("argsort", "argsort", lambda x, d, **kw: x.argsort(d, **kw),
-       lambda x, d, **kw: sort_ref(x, d, **kw)[1], _sort_samples, NUMERIC),
+       lambda x, d, **kw: sort_ref(x, d, **kw)[1], _sort_samples, NUMERIC,
+       compiled=[Case("argsort", _sorts, shapes([(3, 5)], None, [(0, 5)]))]),
     _e("topk", None, lambda x, k, **kw: tuple(eager.topk(x, k, **kw)), topk_ref,
        _topk_samples, NUMERIC, _grad_of(_topk_samples)),
     # indexing
@@ -547,7 +584,9 @@ SHAPING_OPINFOS = [
     _e("index_select", None, lambda x, d, i: x.index_select(d, i), index_select_ref,
        _index_select_samples, NUMERIC, _grad_of(_index_select_samples)),
     _e("scatter", "scatter", eager.scatter, scatter_ref, _scatter_samples, NUMERIC,
-       _grad_of(_scatter_samples)),
+       _grad_of(_scatter_samples),
+       compiled=[Case("scatter", _scatters, shapes([(4, 3), (2, 3), (2, 3)], None, None,
+                                            ints={1: (0, 4)}))]),
     _e("scatter_value", "scatter", lambda x, d, i, s: x.scatter(d, i, value=2.5),
        lambda x, d, i, s: scatter_ref(x, d, i, np.full(i.shape, 2.5, x.dtype)),
        _scatter_samples, FLOATS),
@@ -558,7 +597,10 @@ for _reduce in ("sum", "mean", "prod", "amax", "amin"):
     SHAPING_OPINFOS.append(_e(
         f"scatter_reduce_{_reduce}", "scatter_reduce" if _reduce in ("prod", "amax", "amin")
         else None, eager.scatter_reduce, scatter_ref, _scatter_reduce_samples(_reduce),
-        FLOATS, _grad_of(_scatter_reduce_samples(_reduce)), tol={F32: (1e-5, 1e-5)}))
+        FLOATS, _grad_of(_scatter_reduce_samples(_reduce)), tol={F32: (1e-5, 1e-5)},
+        compiled=[Case("scatter_reduce", _scatter_reduces, shapes(
+            [(4, 3), (5, 3), (5, 3)], None, None, ints={1: (0, 4)}))] if _reduce == "amax"
+        else None))
 SHAPING_OPINFOS += [
     _e("masked_fill", None, eager.masked_fill, masked_fill_ref, _masked_fill_samples, NUMERIC,
        _grad_of(_masked_fill_samples)),

@@ -1,0 +1,82 @@
+"""Numba kernels of numpy-step rows (codegen.step_kernels: argmax, col2im): compiled gives
+exactly what eager gives, NaN, ties and signed zeros included, and the program runs them."""
+import numpy as np
+import pytest
+
+import eager
+import eager.nn.functional as F
+import tracer
+
+BACKENDS = ["numba", "interpret"]
+
+
+def _pool_step(x, v, w):
+    """Max-pool forward and backward (gradient to each window's first maximum), and a
+    padded, strided convolution's input gradient (col2im)."""
+    y = F.max_pool2d(x, 2)
+    z = F.conv2d(v, w, padding=1, stride=2)
+    loss = (z * z).sum() + (y * 3.0).sum()
+    loss.backward()
+    return y, eager.argmax(x, 1)
+
+
+def _inputs():
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 3, 6, 6)).astype(np.float32)
+    x[0, 0, 0:2, 0:2] = 1.5                       # a window of ties: the first one wins
+    x[0, 1, 2, 2], x[0, 1, 3, 3] = np.nan, np.nan  # NaN windows: the first NaN wins
+    x[1, 2, 4:6, 4:6] = [[-0.0, 0.0], [0.0, -0.0]]  # signed zeros compare equal
+    x[1, 0, 0, 1] = np.inf
+    v = rng.standard_normal((2, 3, 7, 7)).astype(np.float32)
+    w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    return x, v, w
+
+
+def _run(fn, x, v, w):
+    ts = [eager.tensor(a, requires_grad=True) for a in (x, v, w)]
+    y, idx = fn(*ts)
+    return [y.detach().numpy(), idx.numpy()] + [t.grad.numpy() for t in ts]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_pooling_and_conv_gradient_match_eager_bit_for_bit(backend):
+    x, v, w = _inputs()
+    want = _run(_pool_step, x, v, w)
+    got = _run(tracer.function(_pool_step, backend=backend), x, v, w)
+    for a, b in zip(want, got):
+        assert a.dtype == b.dtype
+        np.testing.assert_array_equal(a, b)
+    # the gradient of the tied window went to its first position only
+    assert want[2][0, 0, 0, 0] == 3.0 and want[2][0, 0, 0, 1] == 0.0
+
+
+def test_the_program_runs_argmax_and_col2im_by_numba_kernels():
+    f = tracer.function(_pool_step)
+    _run(f, *_inputs())
+    ts = [eager.tensor(a, requires_grad=True) for a in _inputs()]
+    steps = f.get_concrete_function(*ts).program.describe_steps()
+    kernel_steps = [line.split("=")[1].split("(")[0].strip() for line in steps.splitlines()
+                    if " by " in line]
+    assert "argmax" in kernel_steps and "col2im" in kernel_steps, steps
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_argmax_kernel_over_each_axis_matches_numpy(dtype):
+    from codegen import build, step_kernels
+    from eager.ops import OPS, TensorType
+    from tracer.ir import Eqn, Var
+
+    rng = np.random.default_rng(0)
+    a = rng.integers(-2, 3, (3, 4, 5)).astype(dtype)   # many ties
+    a[1, 2, 3] = a[2, 0, 0] = np.nan
+    for axis in range(3):
+        for keepdim in (False, True):
+            params = {"axis": axis, "keepdim": keepdim}
+            want = OPS["argmax"].impl(a, **params)
+            x = Var("x", TensorType(a.shape, np.dtype(dtype)))
+            out = Var("o", TensorType(want.shape, np.dtype(np.int64)))
+            e = Eqn("argmax", (x,), params, out)
+            entry = build.load_kernel(step_kernels.argmax(e), "test_argmax")[0]
+            got = np.empty(want.shape, np.int64)
+            entry(a.reshape(-1), got.reshape(-1))
+            np.testing.assert_array_equal(got, want)
