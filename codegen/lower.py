@@ -135,6 +135,8 @@ LOWERING: dict[str, Lowering] = {
     # eager/ops_conv.py (sliding windows of convolution and pooling)
     "im2col": _NUMPY,
     "col2im": _NUMPY,
+    # eager/dtype_ops.py (Tensor.view(dtype))
+    "view_dtype": _NUMPY,
     "cond": _CONTROL,
     "while_loop": _CONTROL,
 }
@@ -151,8 +153,12 @@ def is_expensive(op: str) -> bool:
     return row is not None and row.expensive
 
 
+# Numba has no float16 on the CPU: a program whose kernel would touch float16 runs those
+# equations through numpy (fallback.interpreted, eager's per-op rounding), see program.py.
 _NP_TYPE = {"float32": "np.float32", "float64": "np.float64", "int32": "np.int32",
-            "int64": "np.int64", "bool": "np.bool_"}
+            "int64": "np.int64", "bool": "np.bool_", "int8": "np.int8", "int16": "np.int16",
+            "uint8": "np.uint8", "uint16": "np.uint16", "uint32": "np.uint32",
+            "uint64": "np.uint64"}
 
 
 def np_type(dtype) -> str:

@@ -13,6 +13,7 @@ from .ops import OPS as _OPS
 from .ops import index_shape as _index_shape
 
 _ADD, _SUB, _MUL = _OPS["add"], _OPS["sub"], _OPS["mul"]
+_TYPE_BY_NAME = {name: dt for dt, name in dtypes.TYPE_NAMES.items()}  # Tensor.type('...')
 from .errors import op_error, user_location
 
 
@@ -220,7 +221,7 @@ class Tensor:
     # ---------------------------------------------------------------- autograd
     def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
         if requires_grad and self.dtype.kind != "f":
-            raise RuntimeError(f"only floating-point tensors can require gradients, got "
+            raise RuntimeError(f"only floating point tensors can require gradients, got "
                                f"{self.dtype}; cast with .float() first "
                                f"(at {user_location()})")
         if not requires_grad and self.grad_fn is not None:
@@ -601,6 +602,37 @@ class Tensor:
     def bool(self) -> "Tensor":
         return F.cast(self, dtypes.bool_)
 
+    def half(self) -> "Tensor":
+        return F.cast(self, dtypes.float16)
+
+    def short(self) -> "Tensor":
+        return F.cast(self, dtypes.int16)
+
+    def byte(self) -> "Tensor":
+        return F.cast(self, dtypes.uint8)
+
+    def char(self) -> "Tensor":
+        return F.cast(self, dtypes.int8)
+
+    def bfloat16(self) -> "Tensor":
+        return F.cast(self, "bfloat16")  # refused by dtypes.canonical, naming the user's line
+
+    def type(self, dtype=None):
+        """`t.type()`: the 'eager.FloatTensor'-style name; `t.type(dtype)` (a dtype or such a
+        name): the tensor cast to it."""
+        if dtype is None:
+            return "eager." + dtypes.TYPE_NAMES[self.dtype]
+        if isinstance(dtype, str) and dtype.split(".")[-1] in _TYPE_BY_NAME:
+            dtype = _TYPE_BY_NAME[dtype.split(".")[-1]]
+        return F.cast(self, dtype)
+
+    def __format__(self, spec: str) -> str:
+        """As PyTorch: a 0-d tensor formats its item; any other is str(t) and raises
+        TypeError with a non-empty spec."""
+        if self.ndim == 0:
+            return format(self.item(), spec)
+        return object.__format__(self, spec)  # str(self), or TypeError with a spec
+
     def type_as(self, other) -> "Tensor":
         return F.cast(self, other.dtype)
 
@@ -609,6 +641,9 @@ class Tensor:
         return F.reshape(self, *shape)
 
     def view(self, *shape):
+        if len(shape) == 1 and not isinstance(shape[0], (int, tuple, list)) and (
+                isinstance(shape[0], (np.dtype, type, str))):
+            return _apply(_OPS["view_dtype"], self, dtype=dtypes.canonical(shape[0]))
         return F.view(self, *shape)
 
     def view_as(self, other):
@@ -623,14 +658,14 @@ class Tensor:
     def permute(self, *dims):
         return F.permute(self, *dims)
 
-    def sum(self, dim=None, keepdim=False, dtype=None):
-        return F.sum(self, dim, keepdim, dtype=dtype)
+    def sum(self, *args, **kwargs):  # (dim=None, keepdim=False, dtype=None; axis=, keepdims=)
+        return F.sum(self, *args, **kwargs)
 
-    def max(self, dim=None, keepdim=False):
-        return F.max(self, dim, keepdim)
+    def max(self, *args, **kwargs):
+        return F.max(self, *args, **kwargs)
 
-    def min(self, dim=None, keepdim=False):
-        return F.min(self, dim, keepdim)
+    def min(self, *args, **kwargs):
+        return F.min(self, *args, **kwargs)
 
 
 def _bad_bitwise(sym, a):

@@ -36,6 +36,31 @@ __all__ = [
 
 
 # --------------------------------------------------------------------------------------
+# numpy's argument names, which PyTorch accepts too: axis= for dim=, keepdims= for keepdim=
+
+_ALIASES = {"axis": "dim", "keepdims": "keepdim"}
+
+
+def dim_aliases(fn):
+    """`fn` also taking axis= for dim= and keepdims= for keepdim= (as PyTorch's functions
+    and methods do); giving both names of one argument is a TypeError."""
+    def with_aliases(*args, **kwargs):
+        if kwargs and ("axis" in kwargs or "keepdims" in kwargs):
+            for alias, name in _ALIASES.items():
+                if alias in kwargs:
+                    if name in kwargs:
+                        raise TypeError(f"{fn.__name__}() got both {name}= and its alias "
+                                        f"{alias}=: give one")
+                    kwargs[name] = kwargs.pop(alias)
+        return fn(*args, **kwargs)
+    with_aliases.__name__ = fn.__name__
+    with_aliases.__qualname__ = fn.__qualname__
+    with_aliases.__doc__ = fn.__doc__
+    with_aliases.__wrapped__ = fn
+    return with_aliases
+
+
+# --------------------------------------------------------------------------------------
 # reductions
 
 def sum(x, dim=None, keepdim=False, dtype=None):  # noqa: A001
@@ -204,3 +229,7 @@ def matmul(a, b):
 
 def dot(a, b):
     return matmul(a, b)
+
+
+sum, mean, var, std, amax, amin, argmax, argmin, max, min, logsumexp = map(  # noqa: A001
+    dim_aliases, (sum, mean, var, std, amax, amin, argmax, argmin, max, min, logsumexp))
