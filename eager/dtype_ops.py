@@ -46,3 +46,57 @@ def _impl(a, dtype):
 VIEW_DTYPE = register("view_dtype", S, 1, _impl, _infer, params=("dtype",),
                       doc="The same bytes read as `dtype` (Tensor.view(dtype)); not "
                           "differentiable.")
+
+
+# --------------------------------------------------------------------------------------
+# Tensor's dtype methods (bound to eager.Tensor by eager/tensor.py)
+
+_TYPE_BY_NAME = {name: dt for dt, name in dtypes.TYPE_NAMES.items()}  # Tensor.type('...')
+
+
+def _cast(x, dtype):
+    from .functions.elementwise import cast
+
+    return cast(x, dtype)
+
+
+def _converter(dtype, name):
+    def convert(self):
+        return _cast(self, dtype)
+    convert.__name__ = convert.__qualname__ = name
+    convert.__doc__ = f"The tensor as {dtype} (Tensor.to({dtype}))."
+    return convert
+
+
+def type_(self, dtype=None):
+    """`t.type()`: the 'eager.FloatTensor'-style name (PyTorch's 'torch.' ones); `t.type(dtype)`
+    (a dtype or such a name): the tensor cast to it."""
+    if dtype is None:
+        return "eager." + dtypes.TYPE_NAMES[self.dtype]
+    if isinstance(dtype, str) and dtype.split(".")[-1] in _TYPE_BY_NAME:
+        dtype = _TYPE_BY_NAME[dtype.split(".")[-1]]
+    return _cast(self, dtype)
+
+
+def format_(self, spec: str) -> str:
+    """As PyTorch: a 0-d tensor formats its item; any other is str(t) with an empty spec and
+    raises TypeError with a non-empty one."""
+    if self.ndim == 0:
+        return format(self.item(), spec)
+    return object.__format__(self, spec)
+
+
+def bfloat16(self):
+    """Refused: bfloat16 is not a storage type (dtypes.canonical names the user's line)."""
+    return _cast(self, "bfloat16")
+
+
+TENSOR_METHODS = {
+    "half": _converter(dtypes.float16, "half"),
+    "short": _converter(dtypes.int16, "short"),
+    "byte": _converter(dtypes.uint8, "byte"),
+    "char": _converter(dtypes.int8, "char"),
+    "bfloat16": bfloat16,
+    "type": type_,
+    "__format__": format_,
+}

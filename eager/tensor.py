@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import device as _device
+from . import dtype_ops as _dtype_ops
 from . import dtypes
 from . import functions as F
 from . import dispatch as _dispatch
@@ -13,7 +14,6 @@ from .ops import OPS as _OPS
 from .ops import index_shape as _index_shape
 
 _ADD, _SUB, _MUL = _OPS["add"], _OPS["sub"], _OPS["mul"]
-_TYPE_BY_NAME = {name: dt for dt, name in dtypes.TYPE_NAMES.items()}  # Tensor.type('...')
 from .errors import op_error, user_location
 
 
@@ -602,37 +602,6 @@ class Tensor:
     def bool(self) -> "Tensor":
         return F.cast(self, dtypes.bool_)
 
-    def half(self) -> "Tensor":
-        return F.cast(self, dtypes.float16)
-
-    def short(self) -> "Tensor":
-        return F.cast(self, dtypes.int16)
-
-    def byte(self) -> "Tensor":
-        return F.cast(self, dtypes.uint8)
-
-    def char(self) -> "Tensor":
-        return F.cast(self, dtypes.int8)
-
-    def bfloat16(self) -> "Tensor":
-        return F.cast(self, "bfloat16")  # refused by dtypes.canonical, naming the user's line
-
-    def type(self, dtype=None):
-        """`t.type()`: the 'eager.FloatTensor'-style name; `t.type(dtype)` (a dtype or such a
-        name): the tensor cast to it."""
-        if dtype is None:
-            return "eager." + dtypes.TYPE_NAMES[self.dtype]
-        if isinstance(dtype, str) and dtype.split(".")[-1] in _TYPE_BY_NAME:
-            dtype = _TYPE_BY_NAME[dtype.split(".")[-1]]
-        return F.cast(self, dtype)
-
-    def __format__(self, spec: str) -> str:
-        """As PyTorch: a 0-d tensor formats its item; any other is str(t) and raises
-        TypeError with a non-empty spec."""
-        if self.ndim == 0:
-            return format(self.item(), spec)
-        return object.__format__(self, spec)  # str(self), or TypeError with a spec
-
     def type_as(self, other) -> "Tensor":
         return F.cast(self, other.dtype)
 
@@ -710,3 +679,6 @@ Tensor.multiply = Tensor.mul
 Tensor.subtract = Tensor.sub
 Tensor.divide = Tensor.div
 Tensor.negative = Tensor.neg
+# .half(), .short(), .byte(), .char(), .type(), __format__ (eager/dtype_ops.py)
+for _name, _fn in _dtype_ops.TENSOR_METHODS.items():
+    setattr(Tensor, _name, _fn)

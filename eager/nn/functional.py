@@ -11,7 +11,7 @@ import math
 from .. import dtypes
 from .. import functions as T
 from ..errors import op_error
-from ..functions.reductions import dim_aliases
+from ..functions.reductions import _dim_aliases
 from ..ops import Dim
 
 relu = T.relu
@@ -42,7 +42,7 @@ def _check_float(x, op):
                        hint="cast with .float() first", exc=TypeError)
 
 
-@dim_aliases  # (torch.softmax and Tensor.softmax take axis= too)
+@_dim_aliases  # (torch.softmax and Tensor.softmax take axis= too)
 def softmax(x, dim: int = -1, dtype=None):
     """exp(x - max) / sum(exp(x - max)) along `dim` (the max is a constant for autodiff)."""
     if dtype is not None:
@@ -53,7 +53,7 @@ def softmax(x, dim: int = -1, dtype=None):
     return T.div(e, T.sum(e, dim, keepdim=True))
 
 
-@dim_aliases
+@_dim_aliases
 def log_softmax(x, dim: int = -1, dtype=None):
     """x - max - log(sum(exp(x - max))) along `dim`."""
     if dtype is not None:

@@ -1454,6 +1454,8 @@ from opinfo_shaping import SHAPING_OPINFOS  # noqa: E402  (issue 16 item 4's ops
 OPINFOS += SHAPING_OPINFOS
 from opinfo_conv import CONV_OPINFOS  # noqa: E402  (sliding windows: conv, pooling, pad)
 OPINFOS += CONV_OPINFOS
+from opinfo_dtypes import DTYPE_OPINFOS  # noqa: E402  (issue 16 item 7: view(dtype))
+OPINFOS += DTYPE_OPINFOS
 
 BY_NAME = {info.name: info for info in OPINFOS}
 _DUPLICATE = [n for n in BY_NAME if sum(i.name == n for i in OPINFOS) > 1]
