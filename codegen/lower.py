@@ -39,6 +39,10 @@ class Lowering:
     # kernel: recomputing it in a later pass of a row kernel costs more than a store and a
     # load of a row buffer (which stays in L1/L2)
     expensive: bool = False
+    # kernel: the binary operator of a row whose int64 result must wrap on overflow as
+    # numpy's does; Numba's signed arithmetic is `nsw` (LLVM assumes no overflow, so
+    # (a * 3) > 7 may fold to a > 2), so int64 computes it in uint64 and casts back
+    wrapping: str | None = None
 
 
 def _pow(e, args, imports, const):
@@ -67,17 +71,17 @@ def _cast(e, args, imports, const):
     return f"{np_type(target)}({args[0]})"
 
 
-def _kernel(expr=None, vmath=False, expensive=False) -> Lowering:
-    return Lowering("kernel", expr, vmath, expensive)
+def _kernel(expr=None, vmath=False, expensive=False, wrapping=None) -> Lowering:
+    return Lowering("kernel", expr, vmath, expensive, wrapping)
 
 
 _VIEW, _REDUCE, _BLAS = Lowering("view"), Lowering("reduce"), Lowering("blas")
 _NUMPY, _CONTROL = Lowering("numpy"), Lowering("control")
 
 LOWERING: dict[str, Lowering] = {
-    "add": _kernel("({0} + {1})"),
-    "sub": _kernel("({0} - {1})"),
-    "mul": _kernel("({0} * {1})"),
+    "add": _kernel("({0} + {1})", wrapping="+"),
+    "sub": _kernel("({0} - {1})", wrapping="-"),
+    "mul": _kernel("({0} * {1})", wrapping="*"),
     "div": _kernel("({0} / {1})", expensive=True),
     "eq": _kernel("({0} == {1})"),
     "ne": _kernel("({0} != {1})"),
@@ -153,12 +157,20 @@ def is_expensive(op: str) -> bool:
     return row is not None and row.expensive
 
 
-# Numba has no float16 on the CPU: a program whose kernel would touch float16 runs those
-# equations through numpy (fallback.interpreted, eager's per-op rounding), see program.py.
+# The dtypes kernels compute in (fuse.py places equations of other dtypes as numpy steps):
+# Numba has no float16 on the CPU, so float16 equations run through numpy's half loops,
+# which round after every op as eager (and PyTorch's CPU kernels) do.
 _NP_TYPE = {"float32": "np.float32", "float64": "np.float64", "int32": "np.int32",
             "int64": "np.int64", "bool": "np.bool_", "int8": "np.int8", "int16": "np.int16",
             "uint8": "np.uint8", "uint16": "np.uint16", "uint32": "np.uint32",
             "uint64": "np.uint64"}
+
+
+# Numba's signature names of the same dtypes
+NUMBA_TYPES = {"float32": "float32", "float64": "float64", "int32": "int32", "int64": "int64",
+               "bool": "boolean", "int8": "int8", "int16": "int16", "uint8": "uint8",
+               "uint16": "uint16", "uint32": "uint32", "uint64": "uint64"}
+KERNEL_DTYPES = frozenset(_NP_TYPE)
 
 
 def np_type(dtype) -> str:
@@ -169,8 +181,24 @@ def expression(e, args: list, imports: set, const) -> str:
     """A Numba scalar expression computing equation `e` on operand names `args`.
 
     `const(value, dtype)` returns the name of a typed module-level constant; `imports`
-    collects the (module, name) pairs the expression needs.
+    collects the (module, name) pairs the expression needs.  An integer result narrower
+    than 64 bits is cast back to its dtype: Numba computes int8/int16/int32 (and uint8 ...)
+    arithmetic in 64 bits, where numpy (and PyTorch) wrap after every op, so without the
+    cast a fused (a * b) > c or a max of wrapped values would differ from eager.
     """
+    dt = np.dtype(e.out.type.dtype)
+    row = LOWERING.get(e.op)
+    if dt == np.int64 and row is not None and row.wrapping and all(
+            np.dtype(x.type.dtype) == dt for x in e.inputs if hasattr(x, "type")):
+        a, b = args
+        return f"np.int64(np.uint64({a}) {row.wrapping} np.uint64({b}))"
+    text = _expression(e, args, imports, const)
+    if dt.kind in "iu" and dt.itemsize < 8:
+        return f"{np_type(dt)}({text})"
+    return text
+
+
+def _expression(e, args: list, imports: set, const) -> str:
     op, out_type = e.op, e.out.type
     row = LOWERING.get(op)
     if row is None or row.how != "kernel":
