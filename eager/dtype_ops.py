@@ -91,7 +91,32 @@ def bfloat16(self):
     return _cast(self, "bfloat16")
 
 
+def is_floating_point(self) -> bool:
+    return dtypes.is_floating(self.dtype)
+
+
+def element_size(self) -> int:
+    """Bytes per element (Tensor.element_size(), .itemsize)."""
+    return self.dtype.itemsize
+
+
+def promote_types(a, b) -> np.dtype:
+    """torch.promote_types: the dtype two tensor dtypes promote to (eager/dtypes.py's table)."""
+    return dtypes.promote(dtypes.canonical(a), dtypes.canonical(b))
+
+
+def result_type(a, b) -> np.dtype:
+    """torch.result_type: the dtype of an arithmetic op on `a` and `b` (tensors or Python
+    numbers; a number or 0-d tensor decides it only from a higher category)."""
+    from .functions.elementwise import _result_dtype, as_tensor
+
+    return _result_dtype(as_tensor(a, "result_type"), as_tensor(b, "result_type"))
+
+
 TENSOR_METHODS = {
+    "is_floating_point": is_floating_point,
+    "element_size": element_size,
+    "itemsize": property(element_size),
     "half": _converter(dtypes.float16, "half"),
     "short": _converter(dtypes.int16, "short"),
     "byte": _converter(dtypes.uint8, "byte"),

@@ -252,3 +252,20 @@ def test_softmax_takes_axis():
 def test_bfloat16_is_refused_with_a_hint():
     with pytest.raises(TypeError, match="bfloat16 is not a storage type.*test_dtypes.py"):
         eager.zeros(2, dtype="bfloat16")
+
+
+def test_promote_types_result_type_and_dtype_queries():
+    for a, b in itertools.product(ALL, ALL):
+        want = expected_promotion(a, b)
+        if want is None:
+            with pytest.raises(TypeError):
+                eager.promote_types(np.dtype(a), np.dtype(b))
+        else:
+            assert eager.promote_types(np.dtype(a), np.dtype(b)) == np.dtype(want), (a, b)
+    assert eager.result_type(eager.tensor([1, 2], dtype=eager.int), 1.0) == eager.float32
+    assert eager.result_type(eager.tensor([1, 2], dtype=eager.uint8), eager.tensor(1)) == \
+        eager.uint8
+    for dt in ALL:
+        t = eager.zeros(2, dtype=np.dtype(dt))
+        assert t.is_floating_point() == (dt in FLOATS)
+        assert t.element_size() == t.itemsize == np.dtype(dt).itemsize
