@@ -25,7 +25,7 @@ from tracer.symbolic import graph_dims
 from .fuse import KernelGroup, Partition
 from .kernel_source import (Aff, KernelSource, _eqn_comment, _flat, _is_row_value,  # noqa: F401
                             _row_index, c_strides)
-from .lower import is_expensive, needs_positions, np_type
+from .lower import NUMBA_TYPES, is_expensive, needs_positions, np_type
 
 # A kernel's float arithmetic gets no fast-math flags: each of them changed results of
 # finite inputs from NaN or inf to something else (tests/codegen/test_fastmath_semantics):
@@ -64,8 +64,7 @@ STREAM_MIN_BYTES = settings.STREAM_MIN_BYTES.value()
 # Rows longer than this are not streamed: their buffer would not stay in the L2 cache.
 STREAM_ROW_MAX_BYTES = 1 << 18
 
-_NUMBA_TYPES = {"float32": "float32", "float64": "float64", "int32": "int32",
-                "int64": "int64", "bool": "boolean"}
+_NUMBA_TYPES = NUMBA_TYPES  # (lower.py keeps the one table of kernel dtypes)
 
 
 # --------------------------------------------------------------------------------------

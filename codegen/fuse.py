@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from eager.ops import OPS, Dim
 from tracer.ir import Graph, Literal, Var
 
-from .lower import LOWERING
+from .lower import KERNEL_DTYPES, LOWERING
 
 
 @dataclass(eq=False)
@@ -58,7 +58,7 @@ class ViewStep:
 
 
 def _is_float(t) -> bool:
-    return t.dtype.kind == "f"
+    return t.dtype.kind == "f" and t.dtype.name in KERNEL_DTYPES  # (not float16)
 
 
 class Partition:
@@ -144,8 +144,9 @@ def partition(graph: Graph) -> Partition:
 
 
 def _kernel_types_ok(e) -> bool:
-    return all(x.type.dtype.name in ("float32", "float64", "int32", "int64", "bool")
-               for x in tuple(e.inputs) + e.outs)
+    # the dtypes kernels have a Numba type for (lower._NP_TYPE); float16 has none on the CPU
+    # and runs as numpy steps: eager's own per-op rounding to float16
+    return all(x.type.dtype.name in KERNEL_DTYPES for x in tuple(e.inputs) + e.outs)
 
 
 def _place_view(p: Partition, e):

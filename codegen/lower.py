@@ -55,6 +55,10 @@ class Lowering:
     # numpy: its runner form assigns instead of adding where no output position repeats
     # (codegen.program.Program._unique_positions)
     unique_positions: bool = False
+    # kernel: the binary operator of a row whose int64 result must wrap on overflow as
+    # numpy's does; Numba's signed arithmetic is `nsw` (LLVM assumes no overflow, so
+    # (a * 3) > 7 may fold to a > 2), so int64 computes it in uint64 and casts back
+    wrapping: str | None = None
 
 
 def _pow(e, args, imports, const):
@@ -88,8 +92,8 @@ def _tril_fill(e, args, imports, const, row, col):
     return f"({args[0]} if ({col}) - ({row}) <= {int(e.params['diagonal'])} else {fill})"
 
 
-def _kernel(expr=None, vmath=False, expensive=False, positions=False) -> Lowering:
-    return Lowering("kernel", expr, vmath, expensive, positions)
+def _kernel(expr=None, vmath=False, expensive=False, positions=False, wrapping=None) -> Lowering:
+    return Lowering("kernel", expr, vmath, expensive, positions, wrapping=wrapping)
 
 
 def _round(e, args, imports, const):
@@ -143,9 +147,9 @@ _VIEW, _REDUCE = Lowering("view"), Lowering("reduce")
 _NUMPY, _CONTROL = Lowering("numpy"), Lowering("control")
 
 LOWERING: dict[str, Lowering] = {
-    "add": _kernel("({0} + {1})"),
-    "sub": _kernel("({0} - {1})"),
-    "mul": _kernel("({0} * {1})"),
+    "add": _kernel("({0} + {1})", wrapping="+"),
+    "sub": _kernel("({0} - {1})", wrapping="-"),
+    "mul": _kernel("({0} * {1})", wrapping="*"),
     "div": _kernel("({0} / {1})", expensive=True),
     "eq": _kernel("({0} == {1})"),
     "ne": _kernel("({0} != {1})"),
@@ -242,6 +246,8 @@ LOWERING: dict[str, Lowering] = {
     # (im2col stays numpy: its slice copies beat a Numba loop, measured on W8's shapes)
     "im2col": _NUMPY,
     "col2im": Lowering("numpy", step_kernel=step_kernels.col2im),
+    # eager/dtype_ops.py (Tensor.view(dtype))
+    "view_dtype": _NUMPY,
     "cond": _CONTROL,
     "while_loop": _CONTROL,
 }
@@ -263,8 +269,20 @@ def is_expensive(op: str) -> bool:
     return row is not None and row.expensive
 
 
+# The dtypes kernels compute in (fuse.py places equations of other dtypes as numpy steps):
+# Numba has no float16 on the CPU, so float16 equations run through numpy's half loops,
+# which round after every op as eager (and PyTorch's CPU kernels) do.
 _NP_TYPE = {"float32": "np.float32", "float64": "np.float64", "int32": "np.int32",
-            "int64": "np.int64", "bool": "np.bool_"}
+            "int64": "np.int64", "bool": "np.bool_", "int8": "np.int8", "int16": "np.int16",
+            "uint8": "np.uint8", "uint16": "np.uint16", "uint32": "np.uint32",
+            "uint64": "np.uint64"}
+
+
+# Numba's signature names of the same dtypes
+NUMBA_TYPES = {"float32": "float32", "float64": "float64", "int32": "int32", "int64": "int64",
+               "bool": "boolean", "int8": "int8", "int16": "int16", "uint8": "uint8",
+               "uint16": "uint16", "uint32": "uint32", "uint64": "uint64"}
+KERNEL_DTYPES = frozenset(_NP_TYPE)
 
 
 def np_type(dtype) -> str:
@@ -276,8 +294,24 @@ def expression(e, args: list, imports: set, const, positions=None) -> str:
 
     `const(value, dtype)` returns the name of a typed module-level constant; `imports`
     collects the (module, name) pairs the expression needs; `positions` the rendered
-    (row, column) indices of the element, for a row with ``positions=True``.
+    (row, column) indices of the element, for a row with ``positions=True``.  An integer
+    result narrower than 64 bits is cast back to its dtype: Numba computes int8/int16/int32
+    (and uint8 ...) arithmetic in 64 bits, where numpy (and PyTorch) wrap after every op, so
+    without the cast a fused (a * b) > c or a max of wrapped values would differ from eager.
     """
+    dt = np.dtype(e.out.type.dtype)
+    row = LOWERING.get(e.op)
+    if dt == np.int64 and row is not None and row.wrapping and all(
+            np.dtype(x.type.dtype) == dt for x in e.inputs if hasattr(x, "type")):
+        a, b = args
+        return f"np.int64(np.uint64({a}) {row.wrapping} np.uint64({b}))"
+    text = _expression(e, args, imports, const, positions)
+    if dt.kind in "iu" and dt.itemsize < 8:
+        return f"{np_type(dt)}({text})"
+    return text
+
+
+def _expression(e, args: list, imports: set, const, positions) -> str:
     op, out_type = e.op, e.out.type
     row = LOWERING.get(op)
     if row is None or row.how != "kernel":

@@ -15,6 +15,7 @@ import threading
 
 import numpy as np
 
+from eager.dtypes import is_half
 from eager.ops import Dim
 from tracer import logs
 from tracer.ir import Graph, Literal, Var
@@ -115,6 +116,12 @@ class Program:
                 if ip.io and id(self.part.group_of.get(key)) in mine}
 
     def _kernel_op(self, group: KernelGroup):
+        if _touches_half(group):
+            # Numba has no float16 on the CPU: numpy's half loops (eager's own results,
+            # rounded to float16 after every op as PyTorch does) by design, not a fallback.
+            kernel = Kernel(group.name, group.kind, "", group)
+            self.kernels.append(kernel)
+            return self._numpy_steps(group, kernel, group.outputs)
         try:
             source, ks = self._ahead.emit(self.part, group, self.updates_in(group))
         except SymbolicDimError:
@@ -157,6 +164,9 @@ class Program:
         """`group` as numpy steps (fallback.interpreted), the user told once per kernel."""
         kernel.error = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
         fallback.warn_fallback(group, kernel.error, stage, kernel.source)
+        return self._numpy_steps(group, kernel, outputs)
+
+    def _numpy_steps(self, group: KernelGroup, kernel: Kernel, outputs):
         mine = set(map(id, group.parts or [group]))
         for k in [k for k in self.inplace if id(self.part.group_of.get(k)) in mine]:
             del self.inplace[k]  # the fallback writes fresh arrays
@@ -291,3 +301,13 @@ def small_kernel(group) -> bool:
 
 
 __all__ = ["Kernel", "Program"]
+
+
+def _touches_half(group: KernelGroup) -> bool:
+    """Whether a value `group`'s kernel reads or writes is float16 (see lower._NP_TYPE)."""
+    for e in group.members:
+        for v in (*e.inputs, *e.outs):
+            t = getattr(v, "type", None)
+            if t is not None and is_half(t.dtype):
+                return True
+    return False

@@ -18,7 +18,10 @@ from . import functions as _functions
 from . import ops
 from . import scan_ops as _scan_ops  # noqa: F401  (registers cumsum, argsort, scatter, ...)
 from . import ops_math as _ops_math  # noqa: F401  (registers sin, atan2, bitwise ops, prod, ...)
-from .dtypes import bool_, float32, float64, int32, int64
+from . import dtype_ops as _dtype_ops  # noqa: F401  (registers view_dtype)
+from .dtype_ops import promote_types, result_type  # noqa: E402,F401
+from .dtypes import (bool_, double, float16, float32, float64, half, int8, int16, int32,  # noqa: F401
+                     int64, long, short, uint8, uint16, uint32, uint64)
 from . import tensor as _tensor
 from .tensor import Tensor
 from . import autograd
@@ -107,3 +110,6 @@ is_tensor = lambda obj: isinstance(obj, Tensor)  # noqa: E731
 from . import ops_conv as _ops_conv  # noqa: E402,F401  (sliding-window rows: conv, pooling)
 
 __all__ = [name for name in dir() if not name.startswith("_")]
+
+# PyTorch's dtype aliases that share a builtin's name (eager.float, eager.int, eager.bool)
+float, int, bool = float32, int32, bool_  # noqa: A001

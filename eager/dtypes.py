@@ -3,29 +3,86 @@
 dtypes are plain numpy dtypes.  Promotion follows PyTorch, not NumPy:
 
 * categories are ordered bool < integer < floating; a higher category wins;
-* inside one category the wider dtype wins (int32 + int64 -> int64);
+* inside one category the result is PyTorch's `torch.promote_types` table, written out
+  as data below (`_PROMOTION`): the wider dtype wins, uint8 with int8 gives int16,
+  float16 with a wider float gives the wider one; uint16/uint32/uint64 promote only
+  with themselves and with floating dtypes (PyTorch refuses the rest, so do we);
 * a 0-d tensor or a Python scalar only decides the dtype when it is of a
   higher category than the tensor it meets (float32 tensor + 2.0 -> float32,
   int64 tensor + 2.5 -> float32, the default float dtype).
+
+Storage types: bool, uint8, int8, int16, int32, int64, uint16, uint32, uint64,
+float16, float32, float64.  bfloat16 is not a storage type (numpy has none):
+`canonical` refuses it by name.  float16 arithmetic rounds to float16 after every
+op, as PyTorch's CPU kernels do (numpy computes its half loops in float32 and
+rounds on store).  Integer overflow wraps (two's complement, as PyTorch and numpy);
+float -> int casts truncate toward zero; NaN or out-of-range float -> int is
+undefined in PyTorch and gives numpy's result here (INT_MIN on x86 for int32/int64).
 """
 from __future__ import annotations
 
 import numpy as np
 
-float32 = np.dtype(np.float32)
-float64 = np.dtype(np.float64)
+bool_ = np.dtype(np.bool_)
+uint8 = np.dtype(np.uint8)
+int8 = np.dtype(np.int8)
+int16 = np.dtype(np.int16)
 int32 = np.dtype(np.int32)
 int64 = np.dtype(np.int64)
-bool_ = np.dtype(np.bool_)
+uint16 = np.dtype(np.uint16)
+uint32 = np.dtype(np.uint32)
+uint64 = np.dtype(np.uint64)
+float16 = np.dtype(np.float16)
+float32 = np.dtype(np.float32)
+float64 = np.dtype(np.float64)
+
+# PyTorch's alias names (eager/__init__.py also binds eager.float, eager.int, eager.bool)
+half, double, short, long = float16, float64, int16, int64
 
 DEFAULT_FLOAT = float32
 DEFAULT_INT = int64
 
-SUPPORTED = (float32, float64, int32, int64, bool_)
+SUPPORTED = (bool_, uint8, int8, int16, int32, int64, uint16, uint32, uint64,
+             float16, float32, float64)
 
-SHORT_NAMES = {float32: "f32", float64: "f64", int32: "i32", int64: "i64", bool_: "bool"}
+SHORT_NAMES = {bool_: "bool", uint8: "u8", int8: "i8", int16: "i16", int32: "i32",
+               int64: "i64", uint16: "u16", uint32: "u32", uint64: "u64", float16: "f16",
+               float32: "f32", float64: "f64"}
 
-_CATEGORY = {bool_: 0, int32: 1, int64: 1, float32: 2, float64: 2}
+# Tensor.type() names, PyTorch's with 'eager.' for 'torch.'
+TYPE_NAMES = {bool_: "BoolTensor", uint8: "ByteTensor", int8: "CharTensor",
+              int16: "ShortTensor", int32: "IntTensor", int64: "LongTensor",
+              uint16: "UInt16Tensor", uint32: "UInt32Tensor", uint64: "UInt64Tensor",
+              float16: "HalfTensor", float32: "FloatTensor", float64: "DoubleTensor"}
+
+_CATEGORY = {bool_: 0, uint8: 1, int8: 1, int16: 1, int32: 1, int64: 1, uint16: 1,
+             uint32: 1, uint64: 1, float16: 2, float32: 2, float64: 2}
+
+# torch.promote_types, as data.  Row and column order is _ORDER; "--" is a pair PyTorch
+# refuses ("Promotion for uint16, uint32, uint64 types is not supported").
+_ORDER = ("bool", "u8", "i8", "i16", "i32", "i64", "u16", "u32", "u64", "f16", "f32", "f64")
+_TABLE = """
+        bool  u8   i8   i16  i32  i64  u16  u32  u64  f16  f32  f64
+  bool  bool  u8   i8   i16  i32  i64  --   --   --   f16  f32  f64
+  u8    u8    u8   i16  i16  i32  i64  --   --   --   f16  f32  f64
+  i8    i8    i16  i8   i16  i32  i64  --   --   --   f16  f32  f64
+  i16   i16   i16  i16  i16  i32  i64  --   --   --   f16  f32  f64
+  i32   i32   i32  i32  i32  i32  i64  --   --   --   f16  f32  f64
+  i64   i64   i64  i64  i64  i64  i64  --   --   --   f16  f32  f64
+  u16   --    --   --   --   --   --   u16  --   --   f16  f32  f64
+  u32   --    --   --   --   --   --   --   u32  --   f16  f32  f64
+  u64   --    --   --   --   --   --   --   --   u64  f16  f32  f64
+  f16   f16   f16  f16  f16  f16  f16  f16  f16  f16  f16  f32  f64
+  f32   f32   f32  f32  f32  f32  f32  f32  f32  f32  f32  f32  f64
+  f64   f64   f64  f64  f64  f64  f64  f64  f64  f64  f64  f64  f64
+"""
+_BY_SHORT = {v: k for k, v in SHORT_NAMES.items()}
+_PROMOTION: dict = {}
+for _line in _TABLE.strip().splitlines()[1:]:
+    _row, *_cells = _line.split()
+    for _col, _cell in zip(_ORDER, _cells):
+        _PROMOTION[_BY_SHORT[_row], _BY_SHORT[_col]] = _BY_SHORT.get(_cell)
+del _line, _row, _cells, _col, _cell
 
 
 def category(dtype: np.dtype) -> int:
@@ -36,6 +93,20 @@ def is_floating(dtype: np.dtype) -> bool:
     return dtype.kind == "f"
 
 
+def is_integer(dtype: np.dtype) -> bool:
+    """An integer dtype, signed or unsigned (not bool)."""
+    return dtype.kind in "iu"
+
+
+def is_unsigned(dtype: np.dtype) -> bool:
+    return dtype.kind == "u"
+
+
+def is_half(dtype: np.dtype) -> bool:
+    """A floating dtype narrower than float32 (float16): computed in float32, rounded on store."""
+    return dtype.kind == "f" and dtype.itemsize < 4
+
+
 def canonical(dtype) -> np.dtype:
     """Return the supported numpy dtype for `dtype` (a numpy dtype, type or string)."""
     if dtype is float:
@@ -44,18 +115,24 @@ def canonical(dtype) -> np.dtype:
         return DEFAULT_INT
     if dtype is bool:
         return bool_
-    d = np.dtype(dtype)
+    if isinstance(dtype, str) and "bfloat16" in dtype:
+        _refuse(dtype)
+    try:
+        d = np.dtype(dtype)
+    except TypeError:
+        _refuse(dtype)
     if d in _CATEGORY:
         return d
-    if d.kind == "f":
-        return float64 if d.itemsize > 4 else float32
-    if d.kind in "iu":
-        return int64 if d.itemsize > 4 or d.kind == "u" and d.itemsize == 4 else int32
+    _refuse(d)
+
+
+def _refuse(d):
     from .errors import user_location
 
     raise TypeError(
-        f"dtype {d} is not supported; tracejit supports float32, float64, int32, int64 and bool "
-        f"(at {user_location()})"
+        f"dtype {d} is not supported; tracejit supports bool, uint8, int8, int16, int32, "
+        f"int64, uint16, uint32, uint64, float16, float32 and float64 (bfloat16 is not a "
+        f"storage type: use float16 or float32) (at {user_location()})"
     )
 
 
@@ -71,13 +148,18 @@ def scalar_dtype(value) -> np.dtype:
 
 
 def promote(a: np.dtype, b: np.dtype) -> np.dtype:
-    """Promote two tensor dtypes of equal standing."""
+    """Promote two tensor dtypes of equal standing (torch.promote_types)."""
     if a is b or a == b:
         return a
-    ca, cb = _CATEGORY[a], _CATEGORY[b]
-    if ca != cb:
-        return a if ca > cb else b
-    return a if a.itemsize >= b.itemsize else b
+    out = _PROMOTION[a, b]
+    if out is None:
+        from .errors import user_location
+
+        raise TypeError(
+            f"promotion of {a} with {b} is not supported, as in PyTorch (uint16, uint32 and "
+            f"uint64 promote only with themselves and floating dtypes): cast one operand "
+            f"first, e.g. .long() (at {user_location()})")
+    return out
 
 
 def promote_weak(tensor_dtype: np.dtype, weak_dtype: np.dtype) -> np.dtype:

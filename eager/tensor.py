@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import device as _device
+from . import dtype_ops as _dtype_ops
 from . import dtypes
 from . import functions as F
 from . import dispatch as _dispatch
@@ -220,7 +221,7 @@ class Tensor:
     # ---------------------------------------------------------------- autograd
     def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
         if requires_grad and self.dtype.kind != "f":
-            raise RuntimeError(f"only floating-point tensors can require gradients, got "
+            raise RuntimeError(f"only floating point tensors can require gradients, got "
                                f"{self.dtype}; cast with .float() first "
                                f"(at {user_location()})")
         if not requires_grad and self.grad_fn is not None:
@@ -597,6 +598,9 @@ class Tensor:
         return F.reshape(self, *shape)
 
     def view(self, *shape):
+        if len(shape) == 1 and not isinstance(shape[0], (int, tuple, list)) and (
+                isinstance(shape[0], (np.dtype, type, str))):
+            return _apply(_OPS["view_dtype"], self, dtype=dtypes.canonical(shape[0]))
         return F.view(self, *shape)
 
     def view_as(self, other):
@@ -611,14 +615,14 @@ class Tensor:
     def permute(self, *dims):
         return F.permute(self, *dims)
 
-    def sum(self, dim=None, keepdim=False, dtype=None):
-        return F.sum(self, dim, keepdim, dtype=dtype)
+    def sum(self, *args, **kwargs):  # (dim=None, keepdim=False, dtype=None; axis=, keepdims=)
+        return F.sum(self, *args, **kwargs)
 
-    def max(self, dim=None, keepdim=False):
-        return F.max(self, dim, keepdim)
+    def max(self, *args, **kwargs):
+        return F.max(self, *args, **kwargs)
 
-    def min(self, dim=None, keepdim=False):
-        return F.min(self, dim, keepdim)
+    def min(self, *args, **kwargs):
+        return F.min(self, *args, **kwargs)
 
 
 def _numpy_key(key):
@@ -675,3 +679,6 @@ Tensor.multiply = Tensor.mul
 Tensor.subtract = Tensor.sub
 Tensor.divide = Tensor.div
 Tensor.negative = Tensor.neg
+# .half(), .short(), .byte(), .char(), .type(), __format__ (eager/dtype_ops.py)
+for _name, _fn in _dtype_ops.TENSOR_METHODS.items():
+    setattr(Tensor, _name, _fn)

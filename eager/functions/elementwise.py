@@ -87,7 +87,11 @@ def _scalar_for(value, like_dtype):
         t = None
     if t is not None:
         return t
-    arr = np.array(value, dtype=dtypes.promote_weak(like_dtype, dtypes.scalar_dtype(value)))
+    dtype = dtypes.promote_weak(like_dtype, dtypes.scalar_dtype(value))
+    try:
+        arr = np.array(value, dtype=dtype)
+    except OverflowError:  # uint8 tensor + 300: the scalar wraps to the dtype, as in PyTorch
+        arr = np.array(value).astype(dtype)
     arr.flags.writeable = False
     t = Tensor._wrap(arr)
     if len(_SCALAR_CACHE) < 4096 and (is_float or value == value):

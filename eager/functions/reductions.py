@@ -36,8 +36,33 @@ __all__ = [
 
 
 # --------------------------------------------------------------------------------------
+# numpy's argument names, which PyTorch accepts too: axis= for dim=, keepdims= for keepdim=
+
+_ALIASES = {"axis": "dim", "keepdims": "keepdim"}
+
+
+def _dim_aliases(fn):
+    """`fn` also taking axis= for dim= and keepdims= for keepdim= (as PyTorch's functions
+    and methods do); giving both names of one argument is a TypeError."""
+    def with_aliases(*args, **kwargs):
+        if kwargs and ("axis" in kwargs or "keepdims" in kwargs):
+            for alias, name in _ALIASES.items():
+                if alias in kwargs:
+                    if name in kwargs:
+                        raise TypeError(f"{fn.__name__}() got both {name}= and its alias "
+                                        f"{alias}=: give one")
+                    kwargs[name] = kwargs.pop(alias)
+        return fn(*args, **kwargs)
+    with_aliases.__name__ = fn.__name__
+    with_aliases.__qualname__ = fn.__qualname__
+    with_aliases.__doc__, with_aliases.__module__ = fn.__doc__, fn.__module__
+    return with_aliases
+
+
+# --------------------------------------------------------------------------------------
 # reductions
 
+@_dim_aliases
 def sum(x, dim=None, keepdim=False, dtype=None):  # noqa: A001
     x = as_tensor(x, "sum")
     if dtype is not None:
@@ -62,6 +87,7 @@ def _symbolic_count(x, axes):
     return cast(apply(OPS["sum"], ones, axes=tuple(range(len(axes))), keepdim=False), x.dtype)
 
 
+@_dim_aliases
 def mean(x, dim=None, keepdim=False):
     x = _float_reduction(x, "mean")
     axes = _norm_axes(dim, x.ndim, "mean")
@@ -72,6 +98,7 @@ def mean(x, dim=None, keepdim=False):
     return mul(total, const(1.0 / count if count else float("nan"), x.dtype))
 
 
+@_dim_aliases
 def var(x, dim=None, unbiased=True, keepdim=False, *, correction=None):
     """Variance over `dim` (torch.var): sum((x - mean)^2) / max(N - correction, 0), with
     Bessel's correction 1 unless ``unbiased=False`` or `correction` says otherwise. One
@@ -88,6 +115,7 @@ def var(x, dim=None, unbiased=True, keepdim=False, *, correction=None):
                             x.dtype))
 
 
+@_dim_aliases
 def std(x, dim=None, unbiased=True, keepdim=False, *, correction=None):
     """sqrt(var(x, ...)) (torch.std). At zero spread the gradient is 0, as in PyTorch (the
     plain sqrt's 0.5 / 0 times the zero deviations would give NaN)."""
@@ -96,11 +124,13 @@ def std(x, dim=None, unbiased=True, keepdim=False, *, correction=None):
     return where(zero, const(0, v.dtype), sqrt(where(zero, const(1, v.dtype), v)))
 
 
+@_dim_aliases
 def amax(x, dim=None, keepdim=False):
     x = as_tensor(x, "amax")
     return apply(OPS["amax"], x, axes=_norm_axes(dim, x.ndim, "amax"), keepdim=bool(keepdim))
 
 
+@_dim_aliases
 def amin(x, dim=None, keepdim=False):
     x = as_tensor(x, "amin")
     if x.dtype == dtypes.bool_:
@@ -117,6 +147,7 @@ def _reverse_order(x):
     return sub(neg(x), const(1, x.dtype))
 
 
+@_dim_aliases
 def argmax(x, dim=None, keepdim=False):
     x = as_tensor(x, "argmax")
     axis = None if dim is None else _norm_dim(dim, x.ndim, "argmax")
@@ -125,6 +156,7 @@ def argmax(x, dim=None, keepdim=False):
     return apply(OPS["argmax"], x, axis=axis, keepdim=bool(keepdim))
 
 
+@_dim_aliases
 def argmin(x, dim=None, keepdim=False):
     x = as_tensor(x, "argmin")
     if x.dtype == dtypes.bool_:
@@ -135,6 +167,7 @@ def argmin(x, dim=None, keepdim=False):
 MaxResult = namedtuple("MaxResult", ["values", "indices"])
 
 
+@_dim_aliases
 def max(x, dim=None, keepdim=False):  # noqa: A001
     """max(x) -> 0-d max; max(x, dim) -> (values, indices); max(x, y) -> maximum."""
     if isinstance(dim, Tensor):
@@ -144,6 +177,7 @@ def max(x, dim=None, keepdim=False):  # noqa: A001
     return MaxResult(amax(x, dim, keepdim), argmax(x, dim, keepdim))
 
 
+@_dim_aliases
 def min(x, dim=None, keepdim=False):  # noqa: A001
     if isinstance(dim, Tensor):
         return minimum(x, dim)
@@ -152,6 +186,7 @@ def min(x, dim=None, keepdim=False):  # noqa: A001
     return MaxResult(amin(x, dim, keepdim), argmin(x, dim, keepdim))
 
 
+@_dim_aliases
 def logsumexp(x, dim, keepdim=False):
     m = detach(amax(x, dim, keepdim=True))
     m = where(eq(abs(m), float("inf")), const(0, m.dtype), m)
@@ -204,3 +239,4 @@ def matmul(a, b):
 
 def dot(a, b):
     return matmul(a, b)
+

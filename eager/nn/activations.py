@@ -7,6 +7,7 @@ import warnings
 
 from .. import functions as T
 from ..errors import op_error
+from ..functions.reductions import _dim_aliases
 
 sigmoid = T.sigmoid
 tanh = T.tanh
@@ -35,6 +36,7 @@ def _check_float(x, op):
                        hint="cast with .float() first", exc=TypeError)
 
 
+@_dim_aliases  # (torch.softmax and Tensor.softmax take axis= too)
 def softmax(x, dim: int = -1, dtype=None):
     """exp(x - max) / sum(exp(x - max)) along `dim` (the max is a constant for autodiff)."""
     if dtype is not None:
@@ -45,6 +47,7 @@ def softmax(x, dim: int = -1, dtype=None):
     return T.div(e, T.sum(e, dim, keepdim=True))
 
 
+@_dim_aliases
 def log_softmax(x, dim: int = -1, dtype=None):
     """x - max - log(sum(exp(x - max))) along `dim`."""
     if dtype is not None:
