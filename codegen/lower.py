@@ -110,9 +110,11 @@ def _round(e, args, imports, const):
 def _fmod(e, args, imports, const):
     if np.dtype(e.out.type.dtype).kind == "f":
         return f"np.fmod({args[0]}, {args[1]})"
-    # integers: the remainder of truncated division, sign of a (Numba's int np.fmod is not)
+    # integers: the remainder of truncated division, sign of a (Numba's int np.fmod is not);
+    # 0 for a zero divisor, as numpy (eager) gives
     a, b = args
-    return f"({a} - {b} * ((abs({a}) // abs({b})) * (1 if ({a} < 0) == ({b} < 0) else -1)))"
+    return (f"(({a} - {b} * ((abs({a}) // abs({b})) * (1 if ({a} < 0) == ({b} < 0) else -1)))"
+            f" if {b} != 0 else {b})")
 
 
 def _divmod(helper, int_expr):

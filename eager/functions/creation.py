@@ -1,6 +1,8 @@
 """Creation: tensor, from_numpy, zeros, ones, full, arange, eye, rand, randn ..."""
 from __future__ import annotations
 
+import builtins
+
 import numpy as np
 
 from .. import dispatch as _dispatch
@@ -139,7 +141,7 @@ def arange(start, end=None, step=1, dtype=None, requires_grad=False):
     if end is None:
         start, end = 0, start
     if dtype is None:
-        is_float = any(isinstance(v, (float, np.floating)) for v in (start, end, step))
+        is_float = builtins.any(isinstance(v, (float, np.floating)) for v in (start, end, step))
         dtype = dtypes.DEFAULT_FLOAT if is_float else dtypes.DEFAULT_INT
     return _make(np.arange(start, end, step).astype(dtypes.canonical(dtype)), requires_grad)
 

@@ -200,9 +200,9 @@ def mul(a, b):
 
 def div(a, b, *, rounding_mode=None):
     if rounding_mode is not None:
-        from .math_fns import divide_rounded
+        from .math_fns import _divide_rounded
 
-        return divide_rounded(a, b, rounding_mode)
+        return _divide_rounded(a, b, rounding_mode)
     if a.__class__ is not b.__class__ or a._data.dtype is not b._data.dtype \
             or a._data.dtype.kind != "f":
         a, b = _float_operands(a, b, "div")

@@ -63,7 +63,7 @@ def _index_tensor(item, size_hint):
 def getitem(x, key):
     """x[key]: ints, slices, None, Ellipsis, and integer/bool arrays (advanced indexing)."""
     index, advanced = normalize_key(x, key)
-    if all(isinstance(i, tuple) and (i == (0, x.shape[j], 1) or i == (0, None, 1))
+    if builtins.all(isinstance(i, tuple) and (i == (0, x.shape[j], 1) or i == (0, None, 1))
            for j, i in enumerate(index)) and len(index) <= x.ndim:
         r = x
     else:

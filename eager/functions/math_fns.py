@@ -152,7 +152,7 @@ def lerp(start, end, weight):
                  sub(end, mul(diff, sub(const(1, start.dtype), w))))
 
 
-def divide_rounded(a, b, rounding_mode):
+def _divide_rounded(a, b, rounding_mode):
     """div(a, b, rounding_mode=): None (true division), "trunc" or "floor"."""
     if rounding_mode is None:
         return div(a, b)

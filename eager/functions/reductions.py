@@ -92,7 +92,7 @@ def mean(x, dim=None, keepdim=False):
     x = _float_reduction(x, "mean")
     axes = _norm_axes(dim, x.ndim, "mean")
     total = apply(OPS["sum"], x, axes=axes, keepdim=bool(keepdim))
-    if any(isinstance(x.shape[a], Dim) for a in axes):
+    if builtins.any(isinstance(x.shape[a], Dim) for a in axes):
         return div(total, _symbolic_count(x, axes))
     count = math.prod(x.shape[a] for a in axes)
     return mul(total, const(1.0 / count if count else float("nan"), x.dtype))
@@ -108,7 +108,7 @@ def var(x, dim=None, unbiased=True, keepdim=False, *, correction=None):
     axes = _norm_axes(dim, x.ndim, "var")
     d = sub(x, mean(x, axes, keepdim=True))
     total = apply(OPS["sum"], mul(d, d), axes=axes, keepdim=bool(keepdim))
-    if any(isinstance(x.shape[a], Dim) for a in axes):
+    if builtins.any(isinstance(x.shape[a], Dim) for a in axes):
         return div(total, maximum(sub(_symbolic_count(x, axes), const(c, x.dtype)),
                                   const(0, x.dtype)))
     return div(total, const(builtins.max(math.prod(x.shape[a] for a in axes) - c, 0),

@@ -105,8 +105,8 @@ def test_dtype_errors():
                 TypeError, "matmul", "bool")
     check_error(lambda: eager.mean(eager.tensor([1, 2])), TypeError, "mean", "int64")
     check_error(lambda: F.softmax(eager.tensor([1, 2]), 0), TypeError, "softmax", "int64")
-    check_error(lambda: ~f32(2), TypeError, "invert", "bool")
-    check_error(lambda: f32(2) & f32(2), TypeError, "only bool")
+    check_error(lambda: ~f32(2), TypeError, "bitwise_not", "integer and bool", "float32")
+    check_error(lambda: f32(2) & f32(2), TypeError, "bitwise_and", "integer and bool")
 
 
 def test_int_inputs_that_promote_are_not_errors():

@@ -58,6 +58,16 @@ def test_integer_ops_compiled_match_eager(backend):
         np.testing.assert_array_equal(got.numpy(), want.numpy())
 
 
+@pytest.mark.parametrize("backend", ["numba", "interpret"])
+def test_integer_division_by_zero_compiled_matches_eager(backend):
+    def f(a, b):
+        return a // b, a % b, eager.fmod(a, b), eager.div(a, b, rounding_mode="trunc")
+    a, b = eager.tensor([7, -7, 0, 5]), eager.tensor([0, 0, 0, 2])
+    with np.errstate(all="ignore"):
+        for got, want in zip(tracer.function(f, backend=backend)(a, b), f(a, b)):
+            np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
 def test_allclose_is_a_bool_and_refused_in_a_trace():
     a = eager.tensor([1.0, 2.0, float("nan")])
     assert eager.allclose(a[:2], a[:2] + 1e-9) is True

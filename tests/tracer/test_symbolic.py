@@ -347,6 +347,8 @@ NEEDS_THE_SIZE |= {"chunk", "cummax", "cummin", "cummin_grad", "diag", "diagonal
                    "unflatten", "unfold"}
 # convolutions merge the batch into one matrix product's columns
 NEEDS_THE_SIZE |= {"conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d"}
+# math (issue 16 item 5): reshape to (-1, 1) / batched matmul of a symbolic leading size
+NEEDS_THE_SIZE |= {"addmm", "baddbmm", "outer"}
 
 
 @pytest.mark.one_backend  # (tests/codegen/test_symbolic_kernels.py does Numba's share)
