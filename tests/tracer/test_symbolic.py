@@ -345,6 +345,8 @@ NEEDS_THE_SIZE |= {"chunk", "cummax", "cummin", "cummin_grad", "diag", "diagonal
                    "scatter_reduce_prod", "scatter_reduce_sum", "scatter_value", "sort",
                    "split", "take_along_dim", "tile", "topk", "tril", "triu", "unbind",
                    "unflatten", "unfold"}
+# view(dtype) to another itemsize scales the last dimension (a 1-D sample's only one)
+NEEDS_THE_SIZE |= {"view_dtype"}
 # convolutions merge the batch into one matrix product's columns
 NEEDS_THE_SIZE |= {"conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d"}
 # math (issue 16 item 5): reshape to (-1, 1) / batched matmul of a symbolic leading size
