@@ -16,6 +16,9 @@ import math
 
 import numpy as np
 
+from . import trainrefs
+from .trainrefs import reference_result
+
 BATCH = 64
 LR_CNN, MOMENTUM = 0.01, 0.9
 SHAPES = [(6, 1, 5, 5), (6,), (16, 6, 5, 5), (16,), (120, 400), (120,), (84, 120), (84,),
@@ -127,29 +130,13 @@ class NumpyCNN:
 
 
 def ref_cnn_train(inputs, steps=None) -> dict:
-    from .workloads import TRAIN_CHECK_STEPS
-
     net = NumpyCNN(inputs["params"], inputs["x"], inputs["y"])
-    out = {"loss": np.array([net.step() for _ in range(steps or TRAIN_CHECK_STEPS)])}
-    for k in range(len(net.params)):
-        out[f"param[{k}]"] = net.params[k]
-        out[f"grad[{k}]"] = net.grads[k]
-    out["_bases"] = {f"param[{k}]": np.asarray(p, np.float64)
-                     for k, p in enumerate(inputs["params"])}
-    return out
+    return reference_result(net, inputs["params"], steps)
 
 
 def numpy_runner(inputs):
-    from .workloads import TRAIN_CHECK_STEPS, Runner
-
     net = NumpyCNN(inputs["params"], inputs["x"], inputs["y"], np.float32)
-
-    def collect():
-        out = {"loss": np.array([net.step() for _ in range(TRAIN_CHECK_STEPS)])}
-        for k, (p, g) in enumerate(zip(net.params, net.grads)):
-            out[f"param[{k}]"], out[f"grad[{k}]"] = p.copy(), g.copy()
-        return out
-    return Runner(net.step, collect)
+    return trainrefs.numpy_runner(net)
 
 
 # --------------------------------------------------------------------------------------
@@ -174,7 +161,7 @@ def _lenet(nn, F):
 
 
 def _runner(model, opt, x, y, F, compile_fn, info_of):
-    from .workloads import TRAIN_CHECK_STEPS, Runner
+    from .workloads import Runner
 
     def train_step(x, y):
         loss = F.cross_entropy(model(x), y)
@@ -187,12 +174,7 @@ def _runner(model, opt, x, y, F, compile_fn, info_of):
     def call():
         return step(x, y)
 
-    def collect():
-        out = {"loss": np.array([call().item() for _ in range(TRAIN_CHECK_STEPS)])}
-        for k, p in enumerate(model.parameters()):
-            out[f"param[{k}]"] = p.detach().numpy().copy()
-            out[f"grad[{k}]"] = p.grad.numpy().copy()
-        return out
+    collect = trainrefs.model_collect(call, model)
     return Runner(call, collect, lambda: info_of(step, x, y), step)
 
 

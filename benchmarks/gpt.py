@@ -16,6 +16,9 @@ import math
 
 import numpy as np
 
+from . import trainrefs
+from .trainrefs import reference_result
+
 BATCH, CONTEXT, VOCAB, WIDTH, HEADS, LAYERS = 16, 64, 65, 128, 4, 2
 LR_GPT, BETAS_GPT, EPS_GPT, DECAY, MAX_NORM = 1e-3, (0.9, 0.95), 1e-8, 0.1, 1.0
 GELU_C = math.sqrt(2.0 / math.pi)
@@ -191,29 +194,13 @@ class NumpyGPT:
 
 
 def ref_gpt_train(inputs, steps=None) -> dict:
-    from .workloads import TRAIN_CHECK_STEPS
-
     net = NumpyGPT(inputs["params"], inputs["x"], inputs["y"], inputs["heads"])
-    out = {"loss": np.array([net.step() for _ in range(steps or TRAIN_CHECK_STEPS)])}
-    for k in range(len(net.params)):
-        out[f"param[{k}]"] = net.params[k]
-        out[f"grad[{k}]"] = net.grads[k]
-    out["_bases"] = {f"param[{k}]": np.asarray(p, np.float64)
-                     for k, p in enumerate(inputs["params"])}
-    return out
+    return reference_result(net, inputs["params"], steps)
 
 
 def numpy_runner(inputs):
-    from .workloads import TRAIN_CHECK_STEPS, Runner
-
     net = NumpyGPT(inputs["params"], inputs["x"], inputs["y"], inputs["heads"], np.float32)
-
-    def collect():
-        out = {"loss": np.array([net.step() for _ in range(TRAIN_CHECK_STEPS)])}
-        for k, (p, g) in enumerate(zip(net.params, net.grads)):
-            out[f"param[{k}]"], out[f"grad[{k}]"] = p.copy(), g.copy()
-        return out
-    return Runner(net.step, collect)
+    return trainrefs.numpy_runner(net)
 
 
 # --------------------------------------------------------------------------------------
@@ -263,7 +250,7 @@ def _optimizer(optim, model):
 
 
 def _runner(model, opt, x, y, F, clip, compile_fn, info_of):
-    from .workloads import TRAIN_CHECK_STEPS, Runner
+    from .workloads import Runner
 
     def train_step(x, y):
         logits = model(x)
@@ -278,12 +265,7 @@ def _runner(model, opt, x, y, F, clip, compile_fn, info_of):
     def call():
         return step(x, y)
 
-    def collect():
-        out = {"loss": np.array([call().item() for _ in range(TRAIN_CHECK_STEPS)])}
-        for k, p in enumerate(model.parameters()):
-            out[f"param[{k}]"] = p.detach().numpy().copy()
-            out[f"grad[{k}]"] = p.grad.numpy().copy()
-        return out
+    collect = trainrefs.model_collect(call, model)
     return Runner(call, collect, lambda: info_of(step, x, y), step)
 
 

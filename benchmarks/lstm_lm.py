@@ -18,6 +18,9 @@ import math
 
 import numpy as np
 
+from . import trainrefs
+from .trainrefs import reference_result
+
 SEQ, BATCH, VOCAB, HIDDEN, LAYERS = 35, 20, 1000, 128, 2
 LR_LM, CLIP = 20.0, 0.25
 
@@ -129,29 +132,13 @@ class NumpyLM:
 
 
 def ref_lm_train(inputs, steps=None) -> dict:
-    from .workloads import TRAIN_CHECK_STEPS
-
     net = NumpyLM(inputs["params"], inputs["x"], inputs["y"])
-    out = {"loss": np.array([net.step() for _ in range(steps or TRAIN_CHECK_STEPS)])}
-    for k in range(len(net.params)):
-        out[f"param[{k}]"] = net.params[k]
-        out[f"grad[{k}]"] = net.grads[k]
-    out["_bases"] = {f"param[{k}]": np.asarray(p, np.float64)
-                     for k, p in enumerate(inputs["params"])}
-    return out
+    return reference_result(net, inputs["params"], steps)
 
 
 def numpy_runner(inputs):
-    from .workloads import TRAIN_CHECK_STEPS, Runner
-
     net = NumpyLM(inputs["params"], inputs["x"], inputs["y"], np.float32)
-
-    def collect():
-        out = {"loss": np.array([net.step() for _ in range(TRAIN_CHECK_STEPS)])}
-        for k, (p, g) in enumerate(zip(net.params, net.grads)):
-            out[f"param[{k}]"], out[f"grad[{k}]"] = p.copy(), g.copy()
-        return out
-    return Runner(net.step, collect)
+    return trainrefs.numpy_runner(net)
 
 
 # --------------------------------------------------------------------------------------
@@ -173,7 +160,7 @@ def _word_lm(nn):
 
 
 def _runner(model, opt, x, y, hidden, F, clip, compile_fn, info_of):
-    from .workloads import TRAIN_CHECK_STEPS, Runner
+    from .workloads import Runner
 
     def train_step(x, y, hidden):
         logits, hidden = model(x, hidden)
@@ -192,12 +179,7 @@ def _runner(model, opt, x, y, hidden, F, clip, compile_fn, info_of):
         loss, state[0] = step(x, y, hidden)
         return loss
 
-    def collect():
-        out = {"loss": np.array([call().item() for _ in range(TRAIN_CHECK_STEPS)])}
-        for k, p in enumerate(model.parameters()):
-            out[f"param[{k}]"] = p.detach().numpy().copy()
-            out[f"grad[{k}]"] = p.grad.numpy().copy()
-        return out
+    collect = trainrefs.model_collect(call, model)
     return Runner(call, collect, lambda: info_of(step, x, y, state[0]), step)
 
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import cnn, gpt, lstm_lm
+from . import cnn, gpt, lstm_lm, trainrefs
 from .timing import NormTolerance, Tolerance, compare
 
 __all__ = [
@@ -339,13 +339,7 @@ def _train_runner(inputs, compiled: bool) -> Runner:
     def call():
         return step(x, y)
 
-    def collect():
-        losses = [call().item() for _ in range(TRAIN_CHECK_STEPS)]
-        out = {"loss": np.array(losses)}
-        for k, p in enumerate(model.parameters()):
-            out[f"param[{k}]"] = p.detach().numpy().copy()
-            out[f"grad[{k}]"] = p.grad.numpy().copy()
-        return out
+    collect = trainrefs.model_collect(call, model)
 
     def info():
         if not compiled:

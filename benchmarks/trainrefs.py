@@ -1,0 +1,50 @@
+"""What every training workload (W5, W7, W8, W9, W10) reports, written once.
+
+A training check runs `TRAIN_CHECK_STEPS` steps and compares the losses, and each
+parameter and gradient after the last step, with the float64 numpy reference. The
+reference model classes (cnn.NumpyCNN, gpt.NumpyGPT, lstm_lm.NumpyLM) share one interface:
+`step() -> loss`, and `params` / `grads` lists.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+def reference_result(net, initial_params, steps=None) -> dict:
+    """The float64 reference: `steps` (default TRAIN_CHECK_STEPS) steps of numpy model `net`,
+    with the initial parameters as `_bases` (the tolerance scales with how far each moved)."""
+    from .workloads import TRAIN_CHECK_STEPS
+
+    out = {"loss": np.array([net.step() for _ in range(steps or TRAIN_CHECK_STEPS)])}
+    for k in range(len(net.params)):
+        out[f"param[{k}]"] = net.params[k]
+        out[f"grad[{k}]"] = net.grads[k]
+    out["_bases"] = {f"param[{k}]": np.asarray(p, np.float64)
+                     for k, p in enumerate(initial_params)}
+    return out
+
+
+def numpy_runner(net):
+    """The numpy peer: the reference model run in float32."""
+    from .workloads import TRAIN_CHECK_STEPS, Runner
+
+    def collect():
+        out = {"loss": np.array([net.step() for _ in range(TRAIN_CHECK_STEPS)])}
+        for k, (p, g) in enumerate(zip(net.params, net.grads)):
+            out[f"param[{k}]"], out[f"grad[{k}]"] = p.copy(), g.copy()
+        return out
+    return Runner(net.step, collect)
+
+
+def model_collect(call, model):
+    """`collect` for a tracejit or PyTorch model: the losses of TRAIN_CHECK_STEPS calls, then
+    its parameters and gradients (as numpy copies)."""
+    from .workloads import TRAIN_CHECK_STEPS
+
+    def collect():
+        out = {"loss": np.array([call().item() for _ in range(TRAIN_CHECK_STEPS)])}
+        for k, p in enumerate(model.parameters()):
+            out[f"param[{k}]"] = p.detach().numpy().copy()
+            out[f"grad[{k}]"] = p.grad.numpy().copy()
+        return out
+    return collect
