@@ -70,17 +70,24 @@ def _same_dtype(op, x, w):
                        (x, w), hint="cast one of them with .to(dtype)", exc=TypeError)
 
 
-def _convnd(op, nd, x, weight, bias, stride, padding, dilation, groups):
+def _prologue(op, nd, x, weight, groups, layout):
+    """The checks both directions share: the input (batched or not: unbatched gets a batch
+    axis), the weight's rank (`layout` names its two channel axes) and dtype, and the
+    groups; returns (x, unbatched, groups, kernel size)."""
     unbatched = _check_input(op, x, nd)
     if unbatched:
         x = T.unsqueeze(x, 0)
     if weight.ndim != nd + 2:
-        raise op_error(op, f"expected a {nd + 2}-d weight (out_channels, in_channels/groups, "
-                       f"*kernel), got shape {tuple(weight.shape)}", (x, weight))
+        raise op_error(op, f"expected a {nd + 2}-d weight ({layout}, *kernel), got shape "
+                       f"{tuple(weight.shape)}", (x, weight))
     _same_dtype(op, x, weight)
-    groups = int(groups)
+    return x, unbatched, int(groups), tuple(weight.shape[2:])
+
+
+def _convnd(op, nd, x, weight, bias, stride, padding, dilation, groups):
+    x, unbatched, groups, kernel = _prologue(op, nd, x, weight, groups,
+                                             "out_channels, in_channels/groups")
     out_ch, in_per_group = weight.shape[0], weight.shape[1]
-    kernel = tuple(weight.shape[2:])
     if groups < 1 or out_ch % groups:
         raise op_error(op, f"groups={groups} must be positive and divide out_channels "
                        f"({out_ch})", (x, weight))
@@ -125,16 +132,9 @@ def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
 
 def _conv_transposend(op, nd, x, weight, bias, stride, padding, output_padding, groups,
                       dilation):
-    unbatched = _check_input(op, x, nd)
-    if unbatched:
-        x = T.unsqueeze(x, 0)
-    if weight.ndim != nd + 2:
-        raise op_error(op, f"expected a {nd + 2}-d weight (in_channels, out_channels/groups, "
-                       f"*kernel), got shape {tuple(weight.shape)}", (x, weight))
-    _same_dtype(op, x, weight)
-    groups = int(groups)
+    x, unbatched, groups, kernel = _prologue(op, nd, x, weight, groups,
+                                             "in_channels, out_channels/groups")
     in_ch, out_per_group = weight.shape[0], weight.shape[1]
-    kernel = tuple(weight.shape[2:])
     if groups < 1 or in_ch % groups:
         raise op_error(op, f"groups={groups} must be positive and divide in_channels "
                        f"({in_ch})", (x, weight))
