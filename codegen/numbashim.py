@@ -262,7 +262,8 @@ def _njit_one(numba, fn, signature: str, opts: dict):
     if FAST_CACHE_LOAD and opts.get("cache"):
         obj = _load_cached(disp, signature)
     if obj is None:
-        disp = numbacache.compile_healing(numba, fn, disp, signature, opts)
+        with _unique_parfor_names(opts.get("parallel")):
+            disp = numbacache.compile_healing(numba, fn, disp, signature, opts)
         obj = _compiled_object(disp.overloads[disp.signatures[0]])
         if not _SETUP_DONE:
             _set_up_done()
@@ -277,6 +278,40 @@ def _njit_one(numba, fn, signature: str, opts: dict):
         _after_write(Path(fn.__code__.co_filename).parent, fn.__module__.rpartition(".")[2])
     disp.disable_compile()
     return disp
+
+
+# Numba names the function that runs a kernel's parallel loop `__numba_parfor_gufunc_` +
+# hex(hash(parfor)), in one module `<dynamic>` shared by every kernel, and a Parfor's hash
+# is its address. Two kernels compiled in different processes, or one after another in one
+# process with the address reused, could so define the same symbol; loaded from the cache
+# into one process, the second kernel's call resolved to the first one's loop function,
+# which ran the first kernel's loop (its sizes, its operations): wrong numbers, no error
+# (seen in a test session: a [2, 65] kernel ran a [2, 63] kernel's loop). Every parallel
+# compile now mixes a fresh random salt into the Parfor hash, under Numba's compiler lock
+# (so a hash is stable within one compile); `_version_salt` names the change, so kernel
+# files from before it are not loaded.
+_PARFOR_SALT = [0]
+_PARFOR_HASH = []  # [Numba's own Parfor.__hash__], once installed
+
+
+def _salted_parfor_hash(parfor) -> int:
+    return _PARFOR_HASH[0](parfor) ^ _PARFOR_SALT[0]
+
+
+@contextlib.contextmanager
+def _unique_parfor_names(parallel):
+    if not parallel:
+        yield
+        return
+    from numba.core.compiler_lock import global_compiler_lock
+    from numba.parfors.parfor import Parfor
+
+    with global_compiler_lock:
+        if Parfor.__hash__ is not _salted_parfor_hash:
+            _PARFOR_HASH[:] = [Parfor.__hash__]
+            Parfor.__hash__ = _salted_parfor_hash
+        _PARFOR_SALT[0] = int.from_bytes(os.urandom(6), "little") << 8
+        yield
 
 
 def _touch_index(disp) -> None:
