@@ -325,13 +325,14 @@ def _checked_call(func, args, kwargs):
         eager_seen = eager_world.observe()
         grads = _GradientCheck(eager_out, leaves, names, eager_world)
     except Exception as exc:
-        exc.add_note(f"tracer check mode: raised by the eager run of {func._name}, made to "
-                     f"compare with its compiled call (which may not raise: a difference "
-                     f"too); what the eager run changed is undone.")
-        raise
+        eager_error = exc
+    else:
+        eager_error = None
     finally:
         start.restore()
         _random.set_rng_state(records.rng)
+    if eager_error is not None:
+        return _compiled_call_after_eager_raised(func, args, kwargs, concrete, eager_error)
     try:
         inputs = [np.array(a, copy=True) for a in concrete._input_values(leaves)]
     except AttributeError:  # a captured .grad is unset: the compiled call retraces
@@ -346,6 +347,27 @@ def _checked_call(func, args, kwargs):
     if diffs:
         raise CheckError(report(func, concrete, diffs, inputs, records))
     return out
+
+
+def _compiled_call_after_eager_raised(func, args, kwargs, concrete, eager_error):
+    """The eager run raised (what it changed is undone): make the plain compiled call, so
+    that the caller sees what an unchecked call gives, state included (a failing call may
+    change state before it raises: BatchNorm counts the batch before rejecting it). It
+    should raise too; if it returns, that is a difference."""
+    try:
+        _compiled_call(func, args, kwargs, concrete)
+    except Exception as exc:
+        if exc is not eager_error:
+            exc.add_note(f"tracer check mode: the eager run of {func._name} raised as well "
+                         f"({type(eager_error).__name__}: {eager_error})")
+        raise
+    if concrete.checks_done < func._check:
+        _keep_off_fast_paths(func, concrete)
+    raise CheckError(
+        f"tracer check: {func._name} (call {concrete.checks_done} of the trace for "
+        f"({concrete.signature})): the eager call raises {type(eager_error).__name__}: "
+        f"{eager_error}; the compiled call returned without raising (its results and "
+        f"state changes stand)") from eager_error
 
 
 def _compiled_call(func, args, kwargs, concrete=None):

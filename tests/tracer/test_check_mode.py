@@ -258,7 +258,42 @@ def test_the_eager_runs_error_says_where_it_came_from():
     with pytest.raises(RuntimeError, match="read-only") as info:
         f(eager.ones(4))
     assert any("check mode" in note for note in getattr(info.value, "__notes__", ()))
-    np.testing.assert_array_equal(w.numpy(), base)  # (the compiled call never ran)
+    np.testing.assert_array_equal(w.numpy(), base)  # (the compiled call raised too)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_raising_call_leaves_the_state_a_plain_call_leaves(backend):
+    # BatchNorm counts a training batch before rejecting a batch of one: the plain call
+    # (compiled, then rerun eagerly to name the error) leaves num_batches_tracked at 2, and
+    # so must a checked call, whose eager run raised first.
+    from tracer import TensorSpec
+
+    def run(check):
+        m = nn.BatchNorm1d(3)
+        f = tracer.function(m.__call__, input_signature=[TensorSpec((None, 3))],
+                            backend=backend, check=check)
+        f(eager.tensor(np.linspace(-1, 1, 12, dtype=np.float32).reshape(4, 3)))
+        with pytest.raises((ValueError, RuntimeError), match="more than 1 value per channel"):
+            f(eager.ones(1, 3))
+        return m.state_dict()
+
+    checked, plain = run(True), run(False)
+    assert int(plain["num_batches_tracked"].item()) == 2
+    for k in plain:
+        np.testing.assert_array_equal(checked[k].numpy(), plain[k].numpy(), err_msg=k)
+
+
+def test_an_eager_error_the_compiled_call_does_not_raise_is_a_difference(monkeypatch):
+    run_eagerly = check_mode._run_eagerly
+
+    def eager_run_that_raises(*args):
+        run_eagerly(*args)
+        raise ValueError("only eagerly")
+
+    monkeypatch.setattr(check_mode, "_run_eagerly", eager_run_that_raises)
+    f = tracer.function(lambda x: x + 1, backend="interpret", check=True)
+    with pytest.raises(tracer.CheckError, match="eager call raises ValueError: only eagerly"):
+        f(eager.ones(4))
 
 
 def test_value_frozen_by_the_trace_names_the_traced_equation():
