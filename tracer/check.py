@@ -444,6 +444,7 @@ def _compiled_call(func, args, kwargs, concrete=None):
             return concrete.run_with_grad(leaves, plan, lambda: func._fn(*args, **kwargs))
         return concrete.run(_leaves(args, kwargs, func))
     _local.inside.add(id(func))
+    func._calls -= 1  # (the checked call was counted once already: stats() stay as unchecked)
     try:
         return func(*args, **kwargs)
     finally:

@@ -261,24 +261,32 @@ def test_the_eager_runs_error_says_where_it_came_from():
     np.testing.assert_array_equal(w.numpy(), base)  # (the compiled call raised too)
 
 
+@pytest.mark.filterwarnings("ignore:.*runs eagerly")
+@pytest.mark.parametrize("grad", [True, False])
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_a_raising_call_leaves_the_state_a_plain_call_leaves(backend):
-    # BatchNorm counts a training batch before rejecting a batch of one: the plain call
-    # (compiled, then rerun eagerly to name the error) leaves num_batches_tracked at 2, and
-    # so must a checked call, whose eager run raised first.
+def test_a_raising_call_leaves_the_state_a_plain_call_leaves(backend, grad):
+    # BatchNorm counts a training batch before rejecting a batch of one. The plain call
+    # (with gradients on: eagerly; off: compiled, whose run-time check raises) leaves some
+    # num_batches_tracked, and a checked call, whose eager run raised first, must leave the
+    # same.
+    import contextlib
+
     from tracer import TensorSpec
 
     def run(check):
         m = nn.BatchNorm1d(3)
         f = tracer.function(m.__call__, input_signature=[TensorSpec((None, 3))],
                             backend=backend, check=check)
-        f(eager.tensor(np.linspace(-1, 1, 12, dtype=np.float32).reshape(4, 3)))
-        with pytest.raises((ValueError, RuntimeError), match="more than 1 value per channel"):
-            f(eager.ones(1, 3))
+        with contextlib.nullcontext() if grad else eager.no_grad():
+            f(eager.tensor(np.linspace(-1, 1, 12, dtype=np.float32).reshape(4, 3)))
+            with pytest.raises((ValueError, RuntimeError),
+                               match="more than 1 value per channel"):
+                f(eager.ones(1, 3))
         return m.state_dict()
 
     checked, plain = run(True), run(False)
-    assert int(plain["num_batches_tracked"].item()) == 2
+    if grad:
+        assert int(plain["num_batches_tracked"].item()) == 2
     for k in plain:
         np.testing.assert_array_equal(checked[k].numpy(), plain[k].numpy(), err_msg=k)
 
@@ -535,3 +543,11 @@ def test_a_wrong_optimizer_step_is_still_caught(monkeypatch):
     x = eager.tensor(np.random.default_rng(0).standard_normal((4, 5, 8)).astype(np.float32))
     with pytest.raises(tracer.CheckError, match=r"state (m|opt)\.\S*(weight|params)"):
         f(x)
+
+
+def test_checked_calls_count_once_in_stats():
+    f = tracer.function(lambda x: x * 2, backend="interpret", check=2)
+    for _ in range(4):
+        f(eager.ones(3))
+    stats = f.stats()
+    assert (stats["traces"], stats["hits"], stats["misses"]) == (1, 3, 1), stats
