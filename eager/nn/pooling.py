@@ -20,8 +20,8 @@ from .. import dtypes
 from .. import functions as T
 from ..dispatch import apply
 from ..errors import op_error
-from ..scan_ops import SCATTER
 from ..ops_conv import im2col, window_count
+from ..scan_ops import SCATTER
 from .conv import _check_input, ntuple
 
 

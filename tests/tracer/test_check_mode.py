@@ -519,7 +519,7 @@ def test_adam_amplified_rounding_of_a_zero_gradient_is_not_a_difference():
     # added to a row): 0 eagerly, ~1e-9 compiled. Adam divides by the gradient's own scale,
     # so the two runs step those elements by unrelated amounts of up to lr: the gradients
     # agree within tolerance, the parameters within a step of lr where the gradient is noise.
-    m, step = _attention_adam(1e-2)
+    _model, step = _attention_adam(1e-2)
     f = tracer.function(step, check=3)
     x = eager.tensor(np.random.default_rng(0).standard_normal((4, 5, 8)).astype(np.float32))
     for _ in range(3):
@@ -538,7 +538,7 @@ def test_a_wrong_optimizer_step_is_still_caught(monkeypatch):
         return out * np.float32(1.05) if op.name == "sqrt" and out.ndim else out
 
     monkeypatch.setattr(check_mode._Recorder, "apply", sqrt_off)
-    m, step = _attention_adam(1e-2)
+    _model, step = _attention_adam(1e-2)
     f = tracer.function(step, check=True)
     x = eager.tensor(np.random.default_rng(0).standard_normal((4, 5, 8)).astype(np.float32))
     with pytest.raises(tracer.CheckError, match=r"state (m|opt)\.\S*(weight|params)"):
