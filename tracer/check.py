@@ -35,7 +35,8 @@ difference is in what the call returned or wrote back, rather than guess.
 
 The compiled call's results are what the caller gets: with nothing to report, a checked
 call returns what an unchecked one would. Side effects the snapshot does not cover (print,
-files, closure variables rebound with `nonlocal`) happen twice on a checked call; list
+files, closure variables rebound with `nonlocal`, threading objects such as an Event)
+happen twice on a checked call; list
 and dict contents are put back. Checked calls run one at a time. Off (the default),
 nothing of this runs: the hook sits on Function.__call__'s slow path, behind one
 attribute test, and the fast paths never see it.
@@ -124,9 +125,16 @@ def inside(func) -> bool:
 # --------------------------------------------------------------------------------------
 # the state a call can reach
 
+# Objects whose state is coordination between threads, not the call's state: putting an
+# Event's flag back (set by another thread meanwhile) would make the eager run wait forever.
+_NOT_STATE_MODULES = ("threading", "_thread", "queue", "multiprocessing", "asyncio",
+                      "concurrent")
+
+
 def _plain_object(obj) -> bool:
     return hasattr(obj, "__dict__") and not isinstance(obj, (type, types.ModuleType)) \
-        and not callable(obj) and not isinstance(obj, Tensor)
+        and not callable(obj) and not isinstance(obj, Tensor) \
+        and type(obj).__module__.split(".")[0] not in _NOT_STATE_MODULES
 
 
 def _is_number(v) -> bool:

@@ -551,3 +551,23 @@ def test_checked_calls_count_once_in_stats():
         f(eager.ones(3))
     stats = f.stats()
     assert (stats["traces"], stats["hits"], stats["misses"]) == (1, 3, 1), stats
+
+
+def test_thread_coordination_objects_are_not_put_back():
+    # An Event's flag is between threads, not the call's state: putting it back after the
+    # eager run would undo what another thread did meanwhile (tests/tracer/test_threads.py
+    # under TRACER_CHECK=1 waited forever). Like print or a file, it is a side effect the
+    # eager run makes too.
+    import threading
+
+    ready = threading.Event()
+
+    def f(x):
+        ready.set()
+        return x + 1
+
+    g = tracer.function(f, backend="interpret", check=3)
+    g(eager.ones(2))
+    ready.clear()
+    g(eager.ones(2))            # a checked call: its eager run sets it, and it stays set
+    assert ready.is_set()
