@@ -44,15 +44,17 @@ matter: while some thread has a protocol other than `EAGER` installed
 not a numpy array (a recorded one).
 
 `STRUCTURE_EPOCH` is the other thing compiled calls read from eager: a counter that
-eager.nn bumps whenever a Module's attributes are (re)assigned and by `train()` / `eval()`.
+eager.nn bumps whenever a Module's attributes are (re)assigned or deleted, and by `train()` /
+`eval()` when they change a module's mode (so a `model.train()` at every step moves nothing).
 A compiled function re-checks where its captured parameters come from, and the plain module
 attributes its trace read, only when the counter moved.
 """
 from __future__ import annotations
 
 # Bumped (``STRUCTURE_EPOCH[0] += 1``) by eager.nn on every change of module structure
-# (attribute assignment, registering parameters, buffers and sub-modules, container edits,
-# train()/eval()); read by tracer guards, which recheck module-derived facts only when it moved.
+# (attribute assignment and deletion, registering parameters, buffers and sub-modules,
+# container edits, train()/eval() that change a mode); read by tracer guards, which recheck
+# module-derived facts only when it moved.
 STRUCTURE_EPOCH = [0]
 
 

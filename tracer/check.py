@@ -15,10 +15,16 @@ For each of the first N calls (default 2) of every trace, a checked call
    random generator included, and makes the ordinary compiled call;
 4. compares outputs and state with dtype-aware tolerances: bit-exact for integers and
    bools, NaN where eager has NaN, infinities with their sign, floats within
-   `TOLERANCES`; and, where outputs carry gradients out of the call, the gradients a
+   `TOLERANCES` (an optimizer's parameters also within an lr-scaled step where the two
+   runs' gradients are rounding noise: `_StepAllowance`); and, where outputs carry
+   gradients out of the call, the gradients a
    backward from them gives (one random cotangent, every leaf that requires grad). On a
    difference it raises `CheckError`, naming the first IR equation (and its kernel) whose
    value diverges, with the user's file and line.
+
+When the eager run raises, what it changed is undone and the plain compiled call is made:
+the caller gets its error and the state it leaves, as unchecked; if it returns instead,
+that is a CheckError.
 
 Localizing (tracer.check_compare): the compiled program is run step by step (kernel, BLAS
 call, numpy step) and each stored value compared with the reference interpreter's on the
@@ -29,7 +35,8 @@ difference is in what the call returned or wrote back, rather than guess.
 
 The compiled call's results are what the caller gets: with nothing to report, a checked
 call returns what an unchecked one would. Side effects the snapshot does not cover (print,
-files, closure variables rebound with `nonlocal`) happen twice on a checked call; list
+files, closure variables rebound with `nonlocal`, threading objects such as an Event)
+happen twice on a checked call; list
 and dict contents are put back. Checked calls run one at a time. Off (the default),
 nothing of this runs: the hook sits on Function.__call__'s slow path, behind one
 attribute test, and the fast paths never see it.
@@ -118,9 +125,16 @@ def inside(func) -> bool:
 # --------------------------------------------------------------------------------------
 # the state a call can reach
 
+# Objects whose state is coordination between threads, not the call's state: putting an
+# Event's flag back (set by another thread meanwhile) would make the eager run wait forever.
+_NOT_STATE_MODULES = ("threading", "_thread", "queue", "multiprocessing", "asyncio",
+                      "concurrent")
+
+
 def _plain_object(obj) -> bool:
     return hasattr(obj, "__dict__") and not isinstance(obj, (type, types.ModuleType)) \
-        and not callable(obj) and not isinstance(obj, Tensor)
+        and not callable(obj) and not isinstance(obj, Tensor) \
+        and type(obj).__module__.split(".")[0] not in _NOT_STATE_MODULES
 
 
 def _is_number(v) -> bool:
@@ -313,7 +327,9 @@ def _checked_call(func, args, kwargs):
     def world():
         return _World(roots, concrete._captures, concrete.graph.capture_names)
 
-    start = _Snapshot(world())
+    start_world = world()
+    start = _Snapshot(start_world)
+    steps = _StepAllowance(start_world)
     if before_trace is not None:
         before_trace.restore()
     records = _Recorder()
@@ -325,13 +341,14 @@ def _checked_call(func, args, kwargs):
         eager_seen = eager_world.observe()
         grads = _GradientCheck(eager_out, leaves, names, eager_world)
     except Exception as exc:
-        exc.add_note(f"tracer check mode: raised by the eager run of {func._name}, made to "
-                     f"compare with its compiled call (which may not raise: a difference "
-                     f"too); what the eager run changed is undone.")
-        raise
+        eager_error = exc
+    else:
+        eager_error = None
     finally:
         start.restore()
         _random.set_rng_state(records.rng)
+    if eager_error is not None:
+        return _compiled_call_after_eager_raised(func, args, kwargs, concrete, eager_error)
     try:
         inputs = [np.array(a, copy=True) for a in concrete._input_values(leaves)]
     except AttributeError:  # a captured .grad is unset: the compiled call retraces
@@ -340,12 +357,87 @@ def _checked_call(func, args, kwargs):
     if concrete.checks_done < func._check:
         _keep_off_fast_paths(func, concrete)
     out_leaves, out_tree = _flat_outputs(out)
-    diffs = differences(eager_tree, eager_leaves, out_tree, out_leaves, eager_seen,
-                         world().observe())
+    seen = world().observe()
+    diffs = differences(eager_tree, eager_leaves, out_tree, out_leaves, eager_seen, seen,
+                        steps.bind(eager_seen, seen))
     diffs += grads.compare(out)
     if diffs:
         raise CheckError(report(func, concrete, diffs, inputs, records))
     return out
+
+
+class _StepAllowance:
+    """The tolerance of a parameter an optimizer updates, beyond the dtype's.
+
+    An adaptive optimizer (Adam and its kin) divides a gradient by its own running scale,
+    so a step's size hardly depends on the gradient's magnitude: where the gradient is
+    rounding noise (exactly 0 eagerly, 1e-9 compiled: an attention key bias, whose
+    gradient is 0 in exact arithmetic), the two runs step the parameter by unrelated
+    amounts of up to about lr. So the gradient is compared as every tensor is (relative
+    to its own scale), and the parameter gets, per element, an extra allowance of
+    STEP_BOUND * lr * (the relative difference of the two runs' gradients there, at most
+    1): nothing where the gradients agree to many digits (a wrong update is still caught
+    there), up to STEP_BOUND * lr where the gradient is noise. Without both runs'
+    `.grad` after the call (set to None inside it) there is no allowance."""
+
+    STEP_BOUND = 4.0  # two steps' difference, each at most ~2 lr (Adam: lr (1-b1)/sqrt(1-b2))
+
+    def __init__(self, world: _World):
+        self.lrs = {}  # id(parameter) -> the largest lr of the groups holding it
+        for obj in world.containers.values():
+            if not isinstance(obj, Optimizer):
+                continue
+            for group in obj.param_groups:
+                try:
+                    lr = abs(float(group.get("lr", 0.0)))
+                except (TypeError, ValueError):
+                    continue
+                for p in group.get("params", ()):
+                    self.lrs[id(p)] = max(lr, self.lrs.get(id(p), 0.0))
+
+    def bind(self, eager_seen: dict, seen: dict):
+        if not self.lrs:
+            return None
+
+        def allowance(path, e, c):
+            lr = self.lrs.get(e.ident)
+            if not lr or e.ident != c.ident:
+                return None
+            ge, gc = eager_seen.get(path + ".grad"), seen.get(path + ".grad")
+            if not isinstance(ge, _ObservedTensor) or not isinstance(gc, _ObservedTensor) \
+                    or ge.data.shape != e.data.shape or gc.data.shape != e.data.shape \
+                    or ge.data.dtype.kind != "f":
+                return None
+            a = ge.data.astype(np.float64)
+            b = gc.data.astype(np.float64)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                rel = np.abs(a - b) / np.maximum(np.maximum(np.abs(a), np.abs(b)),
+                                                 np.finfo(np.float64).tiny)
+            rel = np.where(np.isfinite(rel), np.minimum(rel, 1.0), 0.0)
+            return self.STEP_BOUND * lr * rel
+
+        return allowance
+
+
+def _compiled_call_after_eager_raised(func, args, kwargs, concrete, eager_error):
+    """The eager run raised (what it changed is undone): make the plain compiled call, so
+    that the caller sees what an unchecked call gives, state included (a failing call may
+    change state before it raises: BatchNorm counts the batch before rejecting it). It
+    should raise too; if it returns, that is a difference."""
+    try:
+        _compiled_call(func, args, kwargs, concrete)
+    except Exception as exc:
+        if exc is not eager_error:
+            exc.add_note(f"tracer check mode: the eager run of {func._name} raised as well "
+                         f"({type(eager_error).__name__}: {eager_error})")
+        raise
+    if concrete.checks_done < func._check:
+        _keep_off_fast_paths(func, concrete)
+    raise CheckError(
+        f"tracer check: {func._name} (call {concrete.checks_done} of the trace for "
+        f"({concrete.signature})): the eager call raises {type(eager_error).__name__}: "
+        f"{eager_error}; the compiled call returned without raising (its results and "
+        f"state changes stand)") from eager_error
 
 
 def _compiled_call(func, args, kwargs, concrete=None):
@@ -360,6 +452,7 @@ def _compiled_call(func, args, kwargs, concrete=None):
             return concrete.run_with_grad(leaves, plan, lambda: func._fn(*args, **kwargs))
         return concrete.run(_leaves(args, kwargs, func))
     _local.inside.add(id(func))
+    func._calls -= 1  # (the checked call was counted once already: stats() stay as unchecked)
     try:
         return func(*args, **kwargs)
     finally:

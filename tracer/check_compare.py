@@ -15,10 +15,11 @@ CAPTURED = "<captured "  # path prefix of a capture found only by its identity
 
 
 class _ObservedTensor:
-    __slots__ = ("data", "requires_grad", "differentiable")
+    __slots__ = ("data", "requires_grad", "differentiable", "ident")
 
     def __init__(self, t: Tensor):
         self.data = np.array(t._data, copy=True)
+        self.ident = id(t)  # (an optimizer's parameters get a step-aware tolerance)
         self.requires_grad = t.requires_grad
         # A backward from it would reach the graph (not a graph already freed by a backward
         # inside the function: the trace's test of a differentiable output).
@@ -39,9 +40,11 @@ class _Diff:
         self.error = error      # (largest abs error, its rel error) or None
 
 
-def compare_arrays(expected: np.ndarray, got: np.ndarray, names=("eager", "compiled")):
-    """None if `got` matches `expected` (the eager value) within check mode's tolerances,
-    else (what differs, (largest absolute error, relative error) or None)."""
+def compare_arrays(expected: np.ndarray, got: np.ndarray, names=("eager", "compiled"),
+                   extra=None):
+    """None if `got` matches `expected` (the eager value) within check mode's tolerances
+    (plus `extra`, a per-element allowance, where given), else (what differs, (largest
+    absolute error, relative error) or None)."""
     ref, new = names
     if expected.shape != got.shape or expected.dtype != got.dtype:
         return (f"{ref} gives {_type_text(expected)}, {new} {_type_text(got)}", None)
@@ -73,6 +76,8 @@ def compare_arrays(expected: np.ndarray, got: np.ndarray, names=("eager", "compi
     # sum that cancels to about 0 differs by rounding at the scale of its terms.
     scale = max(float(np.max(np.abs(e))), 1.0)
     allowed = atol * scale + rtol * np.abs(e)
+    if extra is not None:
+        allowed = allowed + extra
     bad = finite & (err > allowed)
     if not bad.any():
         return None
@@ -96,7 +101,11 @@ def _type_text(a) -> str:
     return f"{a.dtype}{list(a.shape)}"
 
 
-def differences(eager_tree, eager_leaves, tree, leaves, eager_seen, seen) -> list:
+def differences(eager_tree, eager_leaves, tree, leaves, eager_seen, seen,
+                allowance=None) -> list:
+    """What differs between the eager and the compiled call's outputs and state.
+    `allowance(path, eager, compiled)`: an extra per-element tolerance for a state tensor,
+    or None (check mode's optimizer-step allowance, tracer.check._StepAllowance)."""
     diffs = []
     if eager_tree != tree or len(eager_leaves) != len(leaves):
         diffs.append(_Diff("output", f"eager returns {eager_tree!r} with {len(eager_leaves)} "
@@ -118,7 +127,8 @@ def differences(eager_tree, eager_leaves, tree, leaves, eager_seen, seen) -> lis
             which = "eager" if c is _MISSING else "compiled"
             diffs.append(_Diff(f"state {path}", f"only the {which} call leaves a value here"))
         elif isinstance(e, _ObservedTensor) and isinstance(c, _ObservedTensor):
-            d = compare_arrays(e.data, c.data)
+            extra = allowance(path, e, c) if allowance is not None else None
+            d = compare_arrays(e.data, c.data, extra=extra)
             if d is not None:
                 diffs.append(_Diff(f"state {path}", *d))
         elif e is None or c is None or isinstance(e, _ObservedTensor) \

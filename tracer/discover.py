@@ -8,8 +8,10 @@ and closure, and every Module called. `collect_guards` then walks from those roo
   tuples of them), by identity otherwise;
 - entries of dicts, lists, tuples, namespaces, plain objects and user classes reached from
   them whose name the user's code mentions: numbers by value, captured tensors by identity;
-- plain attributes of every Module reached (`training`, `p`, `eps`): by value, checked when
-  eager.protocol.STRUCTURE_EPOCH moves (attribute writes and train()/eval() move it).
+- plain attributes of every Module reached (`training`, `p`, `eps`): by value, and the names
+  each such module has (attributes, submodules, parameters, buffers: one added later was not
+  there to guard), checked when eager.protocol.STRUCTURE_EPOCH moves (attribute writes and
+  deletions move it, and train()/eval() when a module's mode changes).
 
 `Snapshot` records the same containers before the trace so that state the traced function
 rebinds (`self.total = self.total + x`, `state["m"] = ...`) is found, undone and reported.
@@ -298,6 +300,17 @@ class _Walker:
             if id(m) in self._modules:
                 continue
             self._modules.add(id(m))
+            # Which names the module has: an attribute, submodule, parameter or buffer
+            # added later (one the code looked for with hasattr/getattr and did not find)
+            # must retrace as much as one that changed.
+            for store, template in (("attributes", "tuple({0}.__dict__)"),
+                                    ("submodules", "tuple({0}._modules)"),
+                                    ("parameters", "tuple({0}._parameters)"),
+                                    ("buffers", "tuple({0}._buffers)")):
+                names = tuple(m.__dict__ if store == "attributes" else m.__dict__[
+                    "_" + ("modules" if store == "submodules" else store)])
+                self.guards.append(Guard("value", f"{path or 'module'}'s {store} names",
+                                         template, (m,), names, True))
             for k, v in list(m.__dict__.items()):
                 if k in _MODULE_STORES or k.startswith("__"):
                     continue

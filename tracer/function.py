@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
 import sys
 import threading
 import warnings
@@ -276,7 +277,9 @@ class Function:
             # The trace began with every argument's .grad unset, so its backward assigns
             # .grad where eager would accumulate into the existing one.
             return self._eager_for_grad(args, kwargs, "an argument's .grad is set and the "
-                                        "function's backward would accumulate into it")
+                                        "function's backward would accumulate into it",
+                                        "set the argument's .grad to None before the call "
+                                        "(and add the old gradient yourself if you need it)")
         for t in leaves:
             if t._data.__class__ is not np.ndarray:
                 return self._fn(*args, **kwargs)
@@ -349,9 +352,25 @@ class Function:
                  f"evicted the least recently used trace")
 
     def _eager_for_grad(self, args, kwargs,
-                        why="outputs need gradients outside the function"):
-        if why not in self._warned:
+                        why="outputs need gradients outside the function",
+                        advice=None):
+        """Run this call eagerly (autograd must see every op): a silent loss of the whole
+        speedup, so it warns once per function and reason (a TracingError under
+        fullgraph=True)."""
+        if self.fullgraph or why not in self._warned:
+            if advice is None:
+                advice = ("return only values that need no gradient outside (loss.detach(), "
+                          "loss.item(), h.detach() for a carried hidden state) and call "
+                          "backward() inside the function; or keep the state updates "
+                          "(optimizer step, running statistics, in-place writes) out of a "
+                          "function whose outputs you backpropagate through outside")
+            message = (f"{_user_def_location(self._fn)}: tracer.function {self._name}: "
+                       f"{why}; so it runs eagerly (no speedup) while gradient mode is on. "
+                       f"To compile it: {advice}")
+            if self.fullgraph:
+                raise TracingError(message)
             self._warned.add(why)
+            warnings.warn(message, RuntimeWarning, stacklevel=_user_stacklevel())
             logs.log("recompiles", f"{self._name}: {why}; running it eagerly so autograd "
                      f"sees every op")
         return self._fn(*args, **kwargs)
@@ -574,6 +593,19 @@ def _user_stacklevel() -> int:
         frame = frame.f_back
         level += 1
     return level
+
+
+def _user_def_location(fn) -> str:
+    """'file.py:LINE' where the user defined `fn` (for a bound Module.__call__, the
+    module's forward)."""
+    code = getattr(fn, "__code__", None)
+    if code is None or _is_library_file(code.co_filename):
+        owner = getattr(fn, "__self__", None)
+        forward = getattr(type(owner), "forward", None) if owner is not None else None
+        code = getattr(forward, "__code__", None) or code
+    if code is None:
+        return user_location()
+    return f"{os.path.basename(code.co_filename)}:{code.co_firstlineno}"
 
 
 def _static(value):

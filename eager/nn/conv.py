@@ -16,7 +16,7 @@ import math
 
 from .. import functions as T
 from ..errors import op_error
-from ..ops_conv import col2im, im2col
+from ..ops_conv import col2im, im2col, window_count
 
 
 def ntuple(value, n: int, op: str, what: str) -> tuple:
@@ -147,10 +147,13 @@ def _conv_transposend(op, nd, x, weight, bias, stride, padding, output_padding, 
     dilation = ntuple(dilation, nd, op, "dilation")
     pads = ntuple(padding, nd, op, "padding")
     extra = ntuple(output_padding, nd, op, "output_padding")
-    for e, s in zip(extra, stride):
-        if not 0 <= e < s:
-            raise op_error(op, f"output_padding {extra} must be smaller than the stride "
-                           f"{stride}", (x,))
+    for e, s, d in zip(extra, stride, dilation):
+        if not 0 <= e < max(s, d):  # (PyTorch's rule, per dim: e < stride or e < dilation)
+            raise op_error(op, f"output padding must be smaller than either stride or "
+                           f"dilation, got output_padding {extra}, stride {stride}, dilation "
+                           f"{dilation}", (x,), hint="output_padding only picks among the "
+                           "output sizes a stride > 1 (or dilation > 1) makes ambiguous",
+                           exc=RuntimeError)
     n, spatial = x.shape[0], tuple(x.shape[2:])
     out = tuple((i - 1) * s - 2 * p + d * (k - 1) + e + 1
                 for i, s, p, d, k, e in zip(spatial, stride, pads, dilation, kernel, extra))
@@ -164,7 +167,18 @@ def _conv_transposend(op, nd, x, weight, bias, stride, padding, output_padding, 
     w = T.reshape(weight, (groups, in_ch // groups, out_per_group * kk))
     cols = T.matmul(T.transpose(w, 1, 2), xs)       # (G, O/G * K, N * L)
     cols = T.reshape(cols, (out_per_group * groups,) + kernel + (n,) + spatial)
-    y = col2im(cols, out, kernel, stride, dilation, tuple((p, p) for p in pads))
+    # The windows reach `out` less output_padding; below the stride the floor in col2im's
+    # window count drops the rest, at or past it (output_padding < dilation) it would count
+    # windows that are not there: place them on the reached size, then zeros beyond.
+    reached = tuple(o - e for o, e in zip(out, extra))
+    full = tuple(window_count(o, k, s, d, p, p) == i for o, k, s, d, p, i in
+                 zip(out, kernel, stride, dilation, pads, spatial))
+    y = col2im(cols, tuple(o if ok else r for o, r, ok in zip(out, reached, full)), kernel,
+               stride, dilation, tuple((p, p) for p in pads))
+    for axis, ok in enumerate(full):
+        if not ok:
+            zeros_shape = tuple(y.shape[:2 + axis]) + (extra[axis],) + tuple(y.shape[3 + axis:])
+            y = T.cat([y, T.expand(T.const(0, y.dtype), zeros_shape)], 2 + axis)
     if bias is not None:
         y = T.add(y, T.reshape(bias, (out_per_group * groups,) + (1,) * nd))
     return T.squeeze(y, 0) if unbatched else y

@@ -88,6 +88,9 @@ class Module:
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
     def __delattr__(self, name):
+        # A deletion is a change of structure too: a compiled function that read the
+        # attribute must look again (it checks its module guards when the epoch moves).
+        STRUCTURE_EPOCH[0] += 1
         for store in (self._parameters, self._buffers, self._modules):
             if name in store:
                 del store[name]
@@ -255,9 +258,17 @@ class Module:
 
     # -------------------------------------------------------------- modes
     def train(self, mode: bool = True):
+        mode = bool(mode)
+        changed = False
         for m in self.modules():
-            object.__setattr__(m, "training", bool(mode))
-        STRUCTURE_EPOCH[0] += 1  # (the tracer guards `training`)
+            if m.__dict__.get("training") is not mode:
+                object.__setattr__(m, "training", mode)
+                changed = True
+        if changed:
+            # (The tracer guards `training`. Only a real change moves the epoch: a
+            # model.train() at the top of every step would otherwise send every compiled
+            # function to re-check its module guards at every call.)
+            STRUCTURE_EPOCH[0] += 1
         return self
 
     def eval(self):

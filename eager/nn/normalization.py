@@ -68,8 +68,9 @@ def _affine(out, weight, bias, ndim):
     return out
 
 
-def _update_running(buf, stat, momentum):
-    """buf <- (1 - momentum) * buf + momentum * stat, in place and without history."""
+def _update_running(buf, stat, momentum, count=None):
+    """buf <- (1 - momentum) * buf + momentum * stat, in place and without history; where a
+    run-time `count` (a symbolic batch) is 0, buf is left as it is (PyTorch's empty batch)."""
     with no_grad():
         stat = T.detach(stat)
         if isinstance(momentum, (int, float)):
@@ -77,29 +78,41 @@ def _update_running(buf, stat, momentum):
         else:
             m = T.cast(momentum, stat.dtype)
             new = T.add(T.mul(buf, T.sub(1.0, m)), T.mul(stat, m))
+        if count is not None and not isinstance(count, int):
+            new = T.where(T.gt(count, 0.0), new, buf)
         buf.copy_(new)
 
 
 def _check_count(op, x, n, what):
-    """Training statistics need more than one value per channel (eagerly: n known)."""
-    if n is not None and n <= 1:
+    """Training statistics need more than one value per channel (eagerly: n known). None
+    (zero values: PyTorch's empty batch, an empty output) is checked by the caller."""
+    if n is not None and n == 1:
         raise op_error(op, f"expected more than 1 {what} when training, got input size "
                        f"{tuple(x.shape)}", (x,), hint="use a larger input, or eval()",
                        exc=ValueError)
 
 
-def _guard_count(op, x, axes, n, mean, what):
+def _guard_count(op, x, axes, n, mean, what, empty_ok=False):
     """(mean, count). With a symbolic size the count is a run-time value, checked when the
     program runs (RuntimeError where the eager call raises ValueError) through the mean that
     every output and statistics update depends on (times an exact 1), so no trace turns a
-    too-small batch into a result."""
+    too-small batch into a result. `empty_ok`: a count of 0 passes (batch_norm's empty
+    batch, whose running statistics `_update_running` then leaves alone)."""
     if n is not None:
         return mean, n
     count = _symbolic_count(x, axes)
-    ok = T.check_finite(T.where(T.gt(count, 1.0), 1.0, float("nan")),
+    fits = T.ne(count, 1.0) if empty_ok else T.gt(count, 1.0)
+    ok = T.check_finite(T.where(fits, 1.0, float("nan")),
                         f"{op}: expected more than 1 {what} when training, got a symbolic "
-                        f"size of 1 or 0 at run time (traced at {user_location()})")
+                        f"size of 1{'' if empty_ok else ' or 0'} at run time (traced at "
+                        f"{user_location()})")
     return T.mul(mean, T.cast(ok, mean.dtype)), count
+
+
+def _empty(x, weight, bias):
+    """PyTorch's result for an input with no elements: an empty output (a new tensor, still
+    connected to weight and bias for autograd); the running statistics stay as they are."""
+    return _affine(T.mul(x, T.const(1, x.dtype)), weight, bias, x.ndim)
 
 
 def _unbiased(biased_var, count):
@@ -123,15 +136,17 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None,
     n = _count(x.shape, axes)
     if training:
         _check_count("batch_norm", x, n, "value per channel")
+        if n == 0 or 0 in tuple(d for d in x.shape if not isinstance(d, Dim)):
+            return _empty(x, weight, bias)
         mean, n = _guard_count("batch_norm", x, axes, n, T.mean(x, axes, keepdim=True),
-                               "value per channel")
+                               "value per channel", empty_ok=True)
         xc = T.sub(x, mean)
         var = T.mean(T.mul(xc, xc), axes, keepdim=True)
         if running_mean is not None:
-            _update_running(running_mean, T.reshape(mean, (-1,)), momentum)
+            _update_running(running_mean, T.reshape(mean, (-1,)), momentum, n)
         if running_var is not None:
             unbiased = _unbiased(T.reshape(var, (-1,)), n)
-            _update_running(running_var, unbiased, momentum)
+            _update_running(running_var, unbiased, momentum, n)
         out = T.mul(xc, T.rsqrt(T.add(var, eps)))
     else:
         if running_mean is None or running_var is None:
@@ -162,6 +177,8 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None,
         return batch_norm(x, running_mean, running_var, weight, bias, False, momentum, eps)
     n = _count(x.shape, axes)
     _check_count("instance_norm", x, n, "spatial element")
+    if n == 0:  # (an empty batch of N goes on: PyTorch's running stats become NaN then)
+        return _empty(x, weight, bias)
     mean, n = _guard_count("instance_norm", x, axes, n, T.mean(x, axes, keepdim=True),
                            "spatial element")
     xc = T.sub(x, mean)

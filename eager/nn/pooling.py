@@ -3,7 +3,8 @@
 Max and average pooling read their windows through `im2col` (eager/ops_conv.py), padded
 with -inf (max) or 0 (average).  Max pooling picks each window's FIRST maximum by argmax,
 so the gradient goes to that one position as in PyTorch (amax would split it between
-ties); `return_indices` gives PyTorch's flat index into each input plane.
+ties), or in a window holding NaN its LAST NaN, as PyTorch's CPU loop does; `return_indices`
+gives PyTorch's flat index into each input plane.
 
 >>> import eager, eager.nn.functional as F
 >>> F.max_pool2d(eager.arange(16.0).reshape(1, 1, 4, 4), 2).flatten().tolist()
@@ -17,8 +18,10 @@ import numpy as np
 
 from .. import dtypes
 from .. import functions as T
+from ..dispatch import apply
 from ..errors import op_error
 from ..ops_conv import im2col, window_count
+from ..scan_ops import SCATTER
 from .conv import _check_input, ntuple
 
 
@@ -72,6 +75,21 @@ def _tile_windows(x, kernel, out):
     return T.permute(T.reshape(x, split), perm)
 
 
+def _window_pick(cols, axis):
+    """The window offset max pooling takes along `axis`: the first maximum, or, in a window
+    holding NaN, the last NaN (PyTorch's CPU loop keeps `val > max or isnan(val)`: the value
+    is NaN and the index points at it)."""
+    first = T.argmax(cols, axis)
+    if cols.dtype.kind != "f":
+        return first
+    kk = cols.shape[axis]
+    where = [1] * cols.ndim
+    where[axis] = kk
+    positions = T.reshape(T.arange(kk), tuple(where))
+    last_nan = T.amax(T.where(T.isnan(cols), positions, T.const(-1, dtypes.int64)), axis)
+    return T.where(T.ge(last_nan, 0), last_nan, first)
+
+
 def _to_nc_first(y, nd):
     """(C, N, *out) -> (N, C, *out)."""
     return T.permute(y, (1, 0) + tuple(range(2, nd + 2)))
@@ -92,7 +110,7 @@ def _max_poolnd(op, nd, x, kernel_size, stride, padding, dilation, ceil_mode, re
         cols = im2col(x, kernel, stride, dilation, tuple(g[1] for g in geo), -math.inf)
     c, n, kk = x.shape[1], x.shape[0], math.prod(kernel)
     cols = T.reshape(cols, (c, kk, n) + out)
-    first = T.argmax(cols, 1)                                  # (C, N, *out): window offset
+    first = _window_pick(cols, 1)                              # (C, N, *out): window offset
     hit = T.eq(T.reshape(T.arange(kk), (1, kk) + (1,) * (nd + 1)), T.unsqueeze(first, 1))
     values = T.sum(T.where(hit, cols, T.const(0, x.dtype)), 1)
     values = _to_nc_first(values, nd)
@@ -269,7 +287,7 @@ def _adaptive_max(op, nd, x, output_size, return_indices):
     mask = np.transpose(mask, tuple(2 * a for a in range(nd))
                         + tuple(2 * a + 1 for a in range(nd))).reshape(out + (kk,))
     x = T.where(T.tensor(mask), x, T.const(-math.inf, x.dtype))
-    first = T.argmax(x, -1)
+    first = _window_pick(x, x.ndim - 1)
     hit = T.eq(T.arange(kk), T.unsqueeze(first, -1))
     values = T.sum(T.where(hit, x, T.const(0, x.dtype)), -1)
     if unbatched:
@@ -294,7 +312,8 @@ def adaptive_max_pool2d(input, output_size, return_indices=False):
 
 
 def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
-    """Places each value at its max_pool2d index in a zero plane (N, C, H, W)."""
+    """Places each value at its max_pool2d index in a zero plane (N, C, H, W); where indices
+    repeat, the last value written stays (PyTorch's CPU result)."""
     op = "max_unpool2d"
     unbatched = _check_input(op, input, 2)
     if unbatched:
@@ -315,6 +334,9 @@ def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_siz
     idx = T.check_class_index(T.reshape(indices, (n, c, h * w)), plane, op)
     rows = T.tensor(np.arange(n).reshape(n, 1, 1), dtype=dtypes.int64)
     chans = T.tensor(np.arange(c).reshape(1, c, 1), dtype=dtypes.int64)
-    out = T.scatter_add(T.reshape(input, (n, c, h * w)), (rows, chans, idx), (n, c, plane))
+    # Written, not added: at a repeated index the last write wins, as in PyTorch (whose
+    # gradient, a gather, reaches every duplicate: SCATTER's vjp is that gather too).
+    zeros = T.expand(T.const(0, input.dtype), (n, c, plane))
+    out = apply(SCATTER, zeros, T.reshape(input, (n, c, h * w)), rows, chans, idx)
     out = T.reshape(out, (n, c) + size)
     return T.squeeze(out, 0) if unbatched else out

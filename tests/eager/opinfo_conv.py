@@ -318,7 +318,8 @@ def _convt2d_samples(rng, dtype):
         Sample((values(rng, (2, 4, 3, 4), dtype), values(rng, (4, 3, 3, 2), dtype),
                 values(rng, (3,), dtype)), {"stride": 2, "padding": 1, "output_padding": 1}),
         Sample((values(rng, (1, 4, 3, 3), dtype), values(rng, (4, 1, 2, 3), dtype)),
-               {"groups": 2, "dilation": (2, 1)}, desc="groups, dilation"),
+               {"groups": 2, "dilation": (2, 1), "output_padding": (1, 0)},
+               desc="groups, dilation, output_padding < dilation (stride 1)"),
     ]
 
 
@@ -434,3 +435,46 @@ CONV_OPINFOS = [
     _e("nn_unfold", None, NF.unfold, ref_unfold, _unfold_samples),
     _e("nn_fold", None, NF.fold, ref_fold, _fold_samples),
 ]
+
+
+# max pooling of windows holding NaN (test_conv_pool.py, tracer/test_conv_traced.py)
+
+def _pytorch_window_pick(window):
+    """PyTorch's CPU max-pool loop: keep `val > max or isnan(val)` (the last NaN, else the
+    first maximum)."""
+    best, at = -np.inf, -1
+    for j, v in enumerate(window):
+        if v > best or np.isnan(v):
+            best, at = v, j
+    return best, at
+
+
+def max_pool_nan_cases():
+    """(input, kernel) in 1, 2 and 3 dims whose windows hold two NaNs, one NaN, a tie and
+    none, with PyTorch's values and flat indices."""
+    cases = []
+    x = np.array([[[np.nan, 1, np.nan, 0, 5, 5, 2, 5, 3, np.nan, 7, 7]]], np.float32)
+    cases.append((x, 4))
+    x2 = np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4) % 5
+    x2[0, 0, 0, 1] = x2[0, 0, 1, 0] = np.nan      # window (0, 0): two NaNs
+    x2[0, 0, 2, 3] = np.nan                       # window (1, 1): one
+    cases.append((x2, 2))
+    x3 = np.zeros((1, 1, 2, 2, 4), np.float32)
+    x3[0, 0, 0, 1, 0] = x3[0, 0, 1, 0, 1] = np.nan
+    x3[0, 0, :, :, 2:] = 3.0                      # a four-way tie
+    cases.append((x3, 2))
+    out = []
+    for x, k in cases:
+        nd = x.ndim - 2
+        windows = np.lib.stride_tricks.sliding_window_view(x[0, 0], (k,) * nd)[
+            (slice(None, None, k),) * nd]
+        values = np.empty(windows.shape[:nd], np.float32)
+        index = np.empty(windows.shape[:nd], np.int64)
+        for pos in np.ndindex(*values.shape):
+            v, j = _pytorch_window_pick(windows[pos].reshape(-1))
+            offset = np.unravel_index(j, (k,) * nd)
+            values[pos] = v
+            index[pos] = np.ravel_multi_index(tuple(p * k + o for p, o in zip(pos, offset)),
+                                              x.shape[2:])
+        out.append((x, k, values[None, None], index[None, None]))
+    return out

@@ -8,6 +8,7 @@ import eager
 import eager.nn as nn
 import eager.nn.functional as F
 import test_grad as TG
+from opinfo_conv import max_pool_nan_cases
 
 
 @pytest.mark.parametrize("name", ["conv2d", "conv_transpose2d", "max_pool2d", "avg_pool2d",
@@ -37,6 +38,46 @@ def test_max_pool_propagates_nan_and_pads_with_minus_infinity():
     x = eager.tensor([[[[-5.0, -7.0, float("nan"), 1.0]]]])
     out = F.max_pool2d(x, (1, 2), padding=(0, 1))
     np.testing.assert_array_equal(out.numpy(), [[[[-5.0, np.nan, 1.0]]]])
+
+
+def test_max_pool_takes_the_last_nan_of_a_window_and_the_first_of_a_tie():
+    pools = {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}
+    for x, k, values, index in max_pool_nan_cases():
+        got, idx = pools[x.ndim - 2](eager.tensor(x), k, return_indices=True)
+        np.testing.assert_array_equal(got.numpy(), values)
+        np.testing.assert_array_equal(idx.numpy(), index)
+    x2, _, values, index = max_pool_nan_cases()[1]
+    got, idx = F.adaptive_max_pool2d(eager.tensor(x2), 2, return_indices=True)
+    np.testing.assert_array_equal(idx.numpy(), index)
+
+
+def test_max_unpool_writes_at_a_repeated_index_and_gathers_its_gradient():
+    x = eager.tensor([[[[1.0, 2.0], [3.0, 4.0]]]], requires_grad=True)
+    idx = eager.tensor(np.array([[[[0, 0], [5, 5]]]]))
+    y = F.max_unpool2d(x, idx, 2)
+    want = np.zeros((4, 4), np.float32)
+    want[0, 0], want[1, 1] = 2.0, 4.0             # the last write wins, as PyTorch; not 3, 7
+    np.testing.assert_array_equal(y.detach().numpy()[0, 0], want)
+    (y * eager.arange(16.0).reshape(1, 1, 4, 4)).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [[[[0.0, 0.0], [5.0, 5.0]]]])
+
+
+def test_conv_transpose_output_padding_must_be_below_stride_or_dilation():
+    x, w = eager.randn(1, 2, 3, 3), eager.randn(2, 1, 2, 2)
+    # Accepted as PyTorch accepts it: below the stride, or below the dilation.
+    assert F.conv_transpose2d(x, w, stride=2, output_padding=1).shape == (1, 1, 7, 7)
+    assert F.conv_transpose2d(x, w, dilation=3, output_padding=(2, 0)).shape == (1, 1, 8, 6)
+    for kwargs in ({"output_padding": 1}, {"stride": 2, "output_padding": 2},
+                   {"stride": 2, "dilation": 2, "output_padding": (0, 2)},
+                   {"output_padding": -1}):
+        with pytest.raises(RuntimeError, match="output padding must be smaller than either "
+                           "stride or dilation"):
+            F.conv_transpose2d(x, w, **kwargs)
+    with pytest.raises(RuntimeError, match="output padding must be smaller"):
+        F.conv_transpose1d(eager.randn(1, 2, 3), eager.randn(2, 1, 2), stride=2,
+                           output_padding=2)
+    with pytest.raises(RuntimeError, match="output padding must be smaller"):
+        nn.ConvTranspose3d(2, 1, 2, output_padding=1)(eager.randn(1, 2, 2, 2, 2))
 
 
 def test_same_padding_keeps_the_size_with_even_kernels_and_dilation():

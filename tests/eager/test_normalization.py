@@ -224,6 +224,30 @@ def test_zero_size_and_single_value_inputs():
     assert F.rms_norm(_t(np.zeros((0, 3))), (3,)).shape == (0, 3)
     with pytest.raises(ValueError, match="more than 1 value per channel"):
         nn.BatchNorm1d(3)(_t(np.ones((1, 3))))
+    with pytest.raises(ValueError, match="more than 1 value per channel"):
+        nn.BatchNorm2d(3)(_t(np.ones((1, 3, 1, 1))))
+
+
+@pytest.mark.parametrize("momentum", [0.1, None])
+def test_an_empty_training_batch_gives_an_empty_output_and_keeps_the_statistics(momentum):
+    # PyTorch: numel() == 0 returns an empty output without touching running_mean/var;
+    # the module has counted the batch (num_batches_tracked) before.
+    bn = nn.BatchNorm2d(3, momentum=momentum)
+    bn(_t(RNG.standard_normal((4, 3, 2, 2))))
+    before = {k: v.numpy().copy() for k, v in bn.state_dict().items()}
+    for shape in ((0, 3, 2, 2), (2, 3, 0, 2)):
+        x = eager.tensor(np.zeros(shape), requires_grad=True)
+        y = bn(x)
+        assert y.shape == shape and y.dtype == x.dtype
+        y.sum().backward()
+        assert x.grad.shape == shape
+        np.testing.assert_array_equal(bn.weight.grad.numpy(), np.zeros(3))
+    after = bn.state_dict()
+    for k in ("running_mean", "running_var"):
+        np.testing.assert_array_equal(after[k].numpy(), before[k])
+    assert int(after["num_batches_tracked"].item()) == 3
+    assert F.batch_norm(_t(np.zeros((0, 3))), None, None, training=True).shape == (0, 3)
+    assert F.instance_norm(_t(np.zeros((2, 3, 0)))).shape == (2, 3, 0)
     # one sample is fine in eval mode
     assert nn.BatchNorm1d(3).eval()(_t(np.ones((1, 3), np.float32))).shape == (1, 3)
 

@@ -124,6 +124,30 @@ def test_max_pool_gradient_goes_to_the_first_maximum():
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_max_pool_nan_windows_and_unpool_duplicates_compiled(backend):
+    # PyTorch's picks (the last NaN of a window, else the first maximum; max_unpool2d
+    # writing, not adding, at a repeated index), compiled as eagerly.
+    import os
+    import sys
+
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "eager"))
+    from opinfo_conv import max_pool_nan_cases
+
+    pools = {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}
+    for x, k, values, index in max_pool_nan_cases():
+        pool = pools[x.ndim - 2]
+        f = tracer.function(lambda t: pool(t, k, return_indices=True), backend=backend)
+        got, idx = f(eager.tensor(x))
+        np.testing.assert_array_equal(got.numpy(), values)
+        np.testing.assert_array_equal(idx.numpy(), index)
+    unpool = tracer.function(lambda v, i: F.max_unpool2d(v, i, 2), backend=backend)
+    v = eager.tensor([[[[1.0, 2.0], [3.0, 4.0]]]])
+    i = eager.tensor(np.array([[[[0, 0], [5, 5]]]]))
+    _close(unpool(v, i), F.max_unpool2d(v, i, 2))
+    assert unpool(v, i).numpy()[0, 0, 0, 0] == 2.0
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_pad_interpolate_unfold_compiled(backend):
     rng = np.random.default_rng(6)
     x = _t(rng, 1, 2, 4, 5)

@@ -52,6 +52,98 @@ def test_eval_and_train_after_tracing(backend):
     assert f.trace_count == 2                   # the first trace serves again
 
 
+class _Net(nn.Module):
+    """Linear -> BatchNorm1d -> Dropout, with an optional `extra` layer and `scale`."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.bn = nn.BatchNorm1d(4)
+        self.drop = nn.Dropout(0.5)
+
+    def forward(self, x):
+        x = self.drop(self.bn(self.lin(x)))
+        if hasattr(self, "extra"):
+            x = self.extra(x)
+        if hasattr(self, "scale"):
+            x = x * self.scale
+        return x
+
+
+def _two_models(backend):
+    eager.manual_seed(0)
+    a, b = _Net(), _Net()
+    b.eval()
+    fa = tracer.function(lambda x: a(x), backend=backend)
+    fb = tracer.function(lambda x: b(x), backend=backend)
+    return a, b, fa, fb
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_toggling_another_models_mode_retraces_nothing(backend):
+    a, b, fa, fb = _two_models(backend)
+    x = eager.tensor(np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4))
+    with eager.no_grad():
+        fa(x), fb(x)
+        for _ in range(3):
+            a.eval()
+            np.testing.assert_allclose(fb(x).numpy(), b(x).numpy(), rtol=1e-6, atol=1e-7)
+            a.train()
+            np.testing.assert_allclose(fb(x).numpy(), b(x).numpy(), rtol=1e-6, atol=1e-7)
+    assert fb.trace_count == 1 and fb.stats()["misses"] == 1
+    epoch = eager.protocol.STRUCTURE_EPOCH[0]
+    a.train(), b.eval()                        # no mode changes: nothing for guards to see
+    assert eager.protocol.STRUCTURE_EPOCH[0] == epoch
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_toggling_the_traced_models_mode_retraces_with_eval_numbers(backend):
+    a, _b, fa, _fb = _two_models(backend)
+    rng = np.random.default_rng(3)
+    with eager.no_grad():
+        for _ in range(2):                     # train: running statistics move
+            fa(eager.tensor(rng.standard_normal((8, 4)).astype(np.float32) * 3 + 1))
+        a.eval()
+        x = eager.tensor(rng.standard_normal((5, 4)).astype(np.float32))
+        got = fa(x).numpy()
+    assert fa.trace_count == 2
+    # eval by hand: running statistics, no dropout
+    h = x.numpy() @ a.lin.weight.detach().numpy().T + a.lin.bias.detach().numpy()
+    want = (h - a.bn.running_mean.numpy()) / np.sqrt(a.bn.running_var.numpy() + 1e-5)
+    want = want * a.bn.weight.detach().numpy() + a.bn.bias.detach().numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    assert int(a.bn.num_batches_tracked.item()) == 2
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("change", ["add submodule", "add parameter", "add buffer",
+                                    "add attribute", "delete submodule", "delete attribute"])
+def test_structure_changes_of_the_traced_model_retrace(backend, change):
+    eager.manual_seed(1)
+    m = _Net().eval()
+    if change.startswith("delete"):
+        m.extra = nn.Linear(4, 4)
+        m.scale = 2.0
+    f = tracer.function(lambda x: m(x), backend=backend)
+    x = eager.tensor(np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4))
+    with eager.no_grad():
+        f(x)
+        if change == "add submodule":
+            m.extra = nn.Linear(4, 4)
+        elif change == "add parameter":
+            m.lin.bias = nn.Parameter(eager.ones(4))
+        elif change == "add buffer":
+            m.bn.register_buffer("running_mean", eager.ones(4))
+        elif change == "add attribute":
+            m.scale = 3.0
+        elif change == "delete submodule":
+            del m.extra
+        else:
+            del m.scale
+        np.testing.assert_allclose(f(x).numpy(), m(x).numpy(), rtol=1e-6, atol=1e-6)
+    assert f.trace_count == 2
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_module_global_float_change(backend):
     global SCALE

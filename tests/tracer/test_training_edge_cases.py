@@ -197,3 +197,41 @@ def test_state_made_under_state_init_is_traced_as_existing_state():
         h(x)
     assert h.trace_count == 2
     np.testing.assert_allclose(plain["mean"].numpy(), x.numpy() * 0.875, rtol=1e-6)
+
+
+def _rnn_step(fullgraph=False):
+    eager.manual_seed(0)
+    rnn = nn.RNN(3, 4, batch_first=True)
+    opt = optim.SGD(rnn.parameters(), lr=0.1)
+
+    def step(x, h):  # (line named by the warning)
+        opt.zero_grad()
+        out, h = rnn(x, h)
+        loss = out.pow(2).mean()
+        loss.backward()
+        opt.step()
+        return loss.detach(), h  # h still needs gradients: the call cannot be compiled
+
+    return step, tracer.function(step, backend="interpret", fullgraph=fullgraph)
+
+
+@pytest.mark.one_backend  # (what warns is the same on both)
+def test_a_step_returning_a_tensor_that_needs_grad_warns_once_that_it_runs_eagerly():
+    import inspect
+
+    step, f = _rnn_step()
+    line = f"test_training_edge_cases.py:{inspect.getsourcelines(step)[1]}"
+    x = eager.tensor(np.linspace(-1, 1, 18, dtype=np.float32).reshape(2, 3, 3))
+    h = eager.zeros(1, 2, 4)
+    with pytest.warns(RuntimeWarning, match="runs eagerly") as got:
+        loss, h = f(x, h)
+    message = str(got[0].message)
+    assert message.startswith(f"{line}: tracer.function step:") and ".detach()" in message
+    assert got[0].filename == __file__  # (points at the user's call)
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        f(x, h.detach())  # once per function
+    _plain, f = _rnn_step(fullgraph=True)
+    with pytest.raises(tracer.TracingError, match="runs eagerly"):
+        f(x, eager.zeros(1, 2, 4))
