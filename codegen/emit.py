@@ -574,6 +574,7 @@ def _decorator(types: list, parallel: bool, nogil: bool = False) -> str:
 
 def _module(ks: KernelSource, code: list, parallel: bool, doc: str, helper=()) -> str:
     g = ks.group
+    code, helper = ks.place_loads(code), ks.place_loads(helper)
     ks.dims = _used_dims(ks, list(code) + list(helper))
     outputs = _outputs(ks)
     lines = ks.header(doc)
@@ -600,6 +601,8 @@ def _module(ks: KernelSource, code: list, parallel: bool, doc: str, helper=()) -
                ((v, ks.io[id(v)]) for v in ks.outputs if id(v) in ks.io)}
     for v in ks.args:
         note = f", overwritten with %{written[id(v)].name}" if id(v) in written else ""
+        start = ks.offsets.get(ks.arg_names[id(v)])
+        note += f", passed from flat offset {start}" if start else ""
         lines.append(f"    # {ks.arg_names[id(v)]}: {_describe_var(v)}{note}")
     for v in outputs:
         lines.append(f"    # {ks.out_names[id(v)]}: {_describe_var(v)}")
