@@ -538,8 +538,14 @@ def _symbolic(shape) -> bool:
 
 def _used_dims(ks: KernelSource, code: list) -> list:
     """The symbolic sizes the kernel's code names (run-time int64 arguments after the arrays)."""
+    part = ks.part
+    dims = getattr(part, "dims", None)
+    if dims is None:  # (once per program: a walk of the whole graph per kernel took W10 13 s)
+        dims = part.dims = graph_dims(part.graph)
+    if not dims:
+        return []
     text = "\n".join(code)
-    return [d for d in graph_dims(ks.part.graph) if re.search(rf"\b{d.name}\b", text)]
+    return [d for d in dims if re.search(rf"\b{d.name}\b", text)]
 
 
 def _outputs(ks: KernelSource) -> list:

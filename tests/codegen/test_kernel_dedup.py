@@ -104,7 +104,7 @@ def test_fallback_warnings_name_each_step_kernel_and_the_users_line(monkeypatch)
     messages = [str(w.message) for w in caught if issubclass(w.category, FallbackWarning)]
     assert len(messages) == STEPS, messages
     for t, message in enumerate(messages):
-        assert f"kernel _rnn_k{t}_add_tanh_mul " in message, message
+        assert f"kernel rnn_k{t}_add_tanh_mul " in message, message
         assert "test_kernel_dedup.py:" in message, message
     assert all(w.filename == __file__ for w in caught
                if issubclass(w.category, FallbackWarning))
