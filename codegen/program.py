@@ -43,6 +43,7 @@ class Program:
         self.own_slots: set = set()  # C-contiguous writable arrays this program allocates
         self.kernels: list = []
         self.steps: list = []
+        self._failed_builds: dict = {}  # compiled code -> why its build failed
         for v in tuple(graph.inputs) + tuple(graph.captures):
             self._slot(v)
         self.n_args = len(self.slot_vars)
@@ -137,9 +138,13 @@ class Program:
         self.kernels.append(kernel)
         logs.log("kernels", lambda: f"kernel {group.name}:\n{source}")
         try:
+            failed = self._failed_builds.get(compiled)
+            if failed is not None:  # (the same code as a kernel that failed: not again)
+                raise failed
             with self._ahead.loading(compiled):
                 kernel.entry, kernel.module, kernel.file = build.load_kernel(compiled, hint)
         except Exception as exc:  # noqa: BLE001 - never a crash: fall back below
+            self._failed_builds[compiled] = exc
             return self._fall_back(group, kernel, exc, "build", ks.outputs)
         ins = [self.slots[id(v)] for v in ks.args]
         outs = []
