@@ -89,7 +89,10 @@ def test_kernels_differing_in_a_constant_stay_apart():
 
 @pytest.mark.expect_fallback
 def test_fallback_warnings_name_each_step_kernel_and_the_users_line(monkeypatch):
+    builds = []
+
     def broken(source, name_hint):
+        builds.append(name_hint)
         raise RuntimeError("simulated build failure")
 
     monkeypatch.setattr(codegen.build, "load_kernel", broken)
@@ -108,3 +111,4 @@ def test_fallback_warnings_name_each_step_kernel_and_the_users_line(monkeypatch)
         assert "test_kernel_dedup.py:" in message, message
     assert all(w.filename == __file__ for w in caught
                if issubclass(w.category, FallbackWarning))
+    assert builds == ["add_tanh_mul"]  # one code, one (failed) build, not one per step
