@@ -302,7 +302,8 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None)
                     t.grad = g if t.grad is None else F.add(t.grad, g)
             edges = node.edges
             needed = [e is not None for e in edges]
-            if getattr(node.op, "slice_grad", False) and needed[0] and g.dtype == node.types[0].dtype:
+            if getattr(node.op, "slice_grad", False) and needed[0] \
+                    and g.dtype == node.types[0].dtype:
                 # zeros with g at the index: a Piece, joined with the others (slice_grads)
                 node.check_saved()
                 piece = slice_grads.Piece(g, node.types[0].shape, node.params["index"])
