@@ -213,7 +213,8 @@ class Program:
         name = f"{self.graph.name}_{step.eqn.op}"
         logs.log("kernels", lambda: f"step kernel {name}:\n{source}")
         try:
-            step.kernel = build.load_kernel(source, name)[0]
+            # (its file named for the op: every function with this kernel shares it)
+            step.kernel = build.load_kernel(source, step.eqn.op)[0]
             step.kernel_name = name
         except Exception as exc:  # noqa: BLE001 - never a crash: numpy computes it
             message = f"step kernel {name} not built ({exc}): numpy runs it"
