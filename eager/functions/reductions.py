@@ -227,7 +227,8 @@ def matmul(a, b):
         a = reshape(a, (1, a.shape[0]))
     if b1:
         b = reshape(b, (b.shape[0], 1))
-    if a.ndim > 2 and b.ndim == 2 and builtins.all(type(d) is int for d in a.shape):
+    if a.ndim > 2 and b.ndim == 2 \
+            and builtins.all(type(d) is int for d in a.shape + b.shape):
         # A matrix applied to a batch (a linear layer on (L, N, K)) is one product of all
         # the batch's rows: numpy multiplies batches one at a time, and with a C-ordered b
         # without BLAS (W10's decoder (35, 20, 128) @ (128, 1000): 17 ms, 1.6 ms as one
