@@ -48,6 +48,7 @@ from tracer.symbolic import SymbolicDimError
 from . import build
 from .emit import emit_kernel
 from .fuse import KernelGroup
+from .kernel_source import canonical
 
 #: TRACEJIT_COMPILE_AHEAD=0 turns it off.
 ENABLED = settings.COMPILE_AHEAD  # (a Flag: each truth test reads the environment)
@@ -358,15 +359,16 @@ def start(program) -> Ahead:
     if not (ENABLED and sys.platform.startswith("linux") and hasattr(os, "fork")) \
             or _cpus() < 2 or not _threads_alone():
         return Ahead(emitted=emitted)
-    names = {id(g): g.name for g in program.part.steps if isinstance(g, KernelGroup)}
+    summaries = {id(g): g.summary for g in program.part.steps if isinstance(g, KernelGroup)}
     work, seen = [], set()
     for key, got in emitted.items():
         if isinstance(got, Exception):
             continue
-        source = got[0]
-        if source not in seen and not _is_cached(source, names[key]):
+        # (what the program loads: one module per distinct code, see canonical)
+        source, name = canonical(got[0], summaries[key])
+        if source not in seen and not _is_cached(source, name):
             seen.add(source)
-            work.append((source, names[key]))
+            work.append((source, name))
     if len(work) < (1 if CHILD_COMPILES_ALL else 2):
         # (nothing imports Numba before this: a cached program may not need it)
         return Ahead(emitted=emitted)

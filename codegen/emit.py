@@ -538,8 +538,14 @@ def _symbolic(shape) -> bool:
 
 def _used_dims(ks: KernelSource, code: list) -> list:
     """The symbolic sizes the kernel's code names (run-time int64 arguments after the arrays)."""
+    part = ks.part
+    dims = getattr(part, "dims", None)
+    if dims is None:  # (once per program: a walk of the whole graph per kernel took W10 13 s)
+        dims = part.dims = graph_dims(part.graph)
+    if not dims:
+        return []
     text = "\n".join(code)
-    return [d for d in graph_dims(ks.part.graph) if re.search(rf"\b{d.name}\b", text)]
+    return [d for d in dims if re.search(rf"\b{d.name}\b", text)]
 
 
 def _outputs(ks: KernelSource) -> list:
@@ -574,6 +580,7 @@ def _decorator(types: list, parallel: bool, nogil: bool = False) -> str:
 
 def _module(ks: KernelSource, code: list, parallel: bool, doc: str, helper=()) -> str:
     g = ks.group
+    code, helper = ks.place_loads(code), ks.place_loads(helper)
     ks.dims = _used_dims(ks, list(code) + list(helper))
     outputs = _outputs(ks)
     lines = ks.header(doc)
@@ -600,6 +607,8 @@ def _module(ks: KernelSource, code: list, parallel: bool, doc: str, helper=()) -
                ((v, ks.io[id(v)]) for v in ks.outputs if id(v) in ks.io)}
     for v in ks.args:
         note = f", overwritten with %{written[id(v)].name}" if id(v) in written else ""
+        start = ks.offsets.get(ks.arg_names[id(v)])
+        note += f", passed from flat offset {start}" if start else ""
         lines.append(f"    # {ks.arg_names[id(v)]}: {_describe_var(v)}{note}")
     for v in outputs:
         lines.append(f"    # {ks.out_names[id(v)]}: {_describe_var(v)}")

@@ -37,6 +37,7 @@ class KernelGroup:
     outputs: list = field(default_factory=list)   # Vars written to memory
     index: int = 0                # position in the step list
     name: str = ""
+    summary: str = ""             # the ops it computes, as its name ends (add_sigmoid_mul)
     parts: list = field(default_factory=list)     # "multi": the groups it runs in turn
     carried: set = field(default_factory=set)     # "multi": ids of 0-d values kept local
 
@@ -445,6 +446,7 @@ def _name_groups(p: Partition):
                     ops.append(m.op)
             summary = "_".join(ops[:4]) + ("_etc" if len(ops) > 4 else "")
             step.name = f"{name}_k{k}_{summary}"
+            step.summary = summary
             k += 1
 
 

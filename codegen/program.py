@@ -25,6 +25,7 @@ from . import ahead, build, fallback, runner
 from .emit import PARALLEL_MIN_SIZE
 from .fuse import CallStep, KernelGroup, ViewStep, describe, merge_adjacent, partition
 from .inplace_plan import _plan_inplace
+from .kernel_source import canonical
 from .lower import LOWERING
 from .parallel import _split_call
 from .steps import (subgraph_runner, FallbackStep, Kernel, KernelCall, KernelOut, NumpyStep,
@@ -42,6 +43,7 @@ class Program:
         self.own_slots: set = set()  # C-contiguous writable arrays this program allocates
         self.kernels: list = []
         self.steps: list = []
+        self._failed_builds: dict = {}  # compiled code -> why its build failed
         for v in tuple(graph.inputs) + tuple(graph.captures):
             self._slot(v)
         self.n_args = len(self.slot_vars)
@@ -131,14 +133,18 @@ class Program:
             self.kernels.append(kernel)
             return self._fall_back(group, kernel, exc, "generate", group.outputs)
         io = ks.io
-        kernel = Kernel(group.name, group.kind, source, group)
+        compiled, hint = canonical(source, group.summary)
+        kernel = Kernel(group.name, group.kind, source, group, compiled=compiled, hint=hint)
         self.kernels.append(kernel)
         logs.log("kernels", lambda: f"kernel {group.name}:\n{source}")
         try:
-            with self._ahead.loading(source):
-                kernel.entry, kernel.module, kernel.file = build.load_kernel(source,
-                                                                             group.name)
+            failed = self._failed_builds.get(compiled)
+            if failed is not None:  # (the same code as a kernel that failed: not again)
+                raise failed
+            with self._ahead.loading(compiled):
+                kernel.entry, kernel.module, kernel.file = build.load_kernel(compiled, hint)
         except Exception as exc:  # noqa: BLE001 - never a crash: fall back below
+            self._failed_builds[compiled] = exc
             return self._fall_back(group, kernel, exc, "build", ks.outputs)
         ins = [self.slots[id(v)] for v in ks.args]
         outs = []
@@ -157,7 +163,8 @@ class Program:
         if ks.split is not None:
             entry = _split_call(entry, ks.split, 64 if group.kind == "elementwise" else 1)
         self._define(o.slot for o in outs)
-        return KernelCall(kernel, entry, ins, outs, tuple(ks.dims))
+        offsets = tuple(ks.offsets.get(ks.arg_names[id(v)], 0) for v in ks.args)
+        return KernelCall(kernel, entry, ins, outs, tuple(ks.dims), offsets)
 
     def _fall_back(self, group: KernelGroup, kernel: Kernel, exc: Exception, stage: str,
                    outputs):
@@ -206,7 +213,8 @@ class Program:
         name = f"{self.graph.name}_{step.eqn.op}"
         logs.log("kernels", lambda: f"step kernel {name}:\n{source}")
         try:
-            step.kernel = build.load_kernel(source, name)[0]
+            # (its file named for the op: every function with this kernel shares it)
+            step.kernel = build.load_kernel(source, step.eqn.op)[0]
             step.kernel_name = name
         except Exception as exc:  # noqa: BLE001 - never a crash: numpy computes it
             message = f"step kernel {name} not built ({exc}): numpy runs it"
@@ -274,13 +282,35 @@ class Program:
                                      for k in failed)
         return text + "\n" + self.describe_steps()
 
+    @property
+    def compiled_kernels(self) -> list:
+        """The distinct compiled kernels the steps call, in order of first use: kernels
+        whose code differs only in the names of values and lines are one (see
+        kernel_source.canonical), each compiled once."""
+        first = {}
+        for k in self.kernels:
+            if k.entry is not None:
+                first.setdefault(k.module, k)
+        return list(first.values())
+
     def describe_steps(self) -> str:
-        """The program's steps, one line each, as the generated runner runs them."""
+        """The program's steps, one line each, as the generated runner runs them; a kernel
+        step that runs the compiled code of an earlier one names it."""
         n = len(self.steps)
-        lines = [f"program: {n} step{'s' if n != 1 else ''}, one generated runner "
+        calls = sum(1 for s in self.steps if isinstance(s, KernelCall))
+        distinct = len(self.compiled_kernels)
+        shared = (f" ({calls} kernel calls of {distinct} compiled kernels)"
+                  if distinct < calls else "")
+        lines = [f"program: {n} step{'s' if n != 1 else ''}{shared}, one generated runner "
                  f"(program.runner_source)"]
+        first = {}
         for step in self.steps:
-            lines.append("  " + step_text(step, self._name))
+            text = "  " + step_text(step, self._name)
+            if isinstance(step, KernelCall):
+                owner = first.setdefault(step.kernel.module, step.kernel)
+                if owner is not step.kernel:
+                    text += f"  (the code of {owner.name})"
+            lines.append(text)
         results = ", ".join(self._name(r) for r in self.results)
         lines.append(f"  return {results}")
         return "\n".join(lines)

@@ -185,7 +185,9 @@ class _Generator:
     def kernel(self, k, step):
         p, lines, ns = self.p, self.lines, self.ns
         ns[f"k{k}"] = step.entry
-        args = [self.flat_of(s) for s in step.ins]
+        offsets = step.offsets or (0,) * len(step.ins)
+        args = [self.flat_of(s) + (f"[{off}:]" if off else "")
+                for s, off in zip(step.ins, offsets)]
         after = []
         for o in step.outs:
             s = o.slot

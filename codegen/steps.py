@@ -29,6 +29,11 @@ class Kernel:
     module: str = ""            # the generated module's name
     file: str = ""              # its source file, in the cache directory
     error: str = ""
+    # What is compiled: `source` without the names of IR values and user lines
+    # (kernel_source.canonical), shared by every kernel of the same code, and its file's
+    # name hint.
+    compiled: str = ""
+    hint: str = ""
 
     @property
     def fn(self):
@@ -36,7 +41,7 @@ class Kernel:
         loaded from its object file has none until asked: this imports the module then."""
         if self.entry is None:
             return None
-        return build.load_module(self.source, self.name).kernel
+        return build.load_module(self.compiled or self.source, self.hint or self.name).kernel
 
     def __repr__(self) -> str:
         state = "compiled" if self.entry is not None else f"fallback ({self.error})"
@@ -62,6 +67,7 @@ class KernelCall:
     ins: list                   # input slots
     outs: list                  # KernelOut each
     dims: tuple = ()            # symbolic sizes passed after the arrays
+    offsets: tuple = ()         # per input: the flat offset it is passed from (0: all of it)
 
 
 @dataclass(eq=False)

@@ -17,6 +17,7 @@ import numpy as np
 
 from . import dispatch
 from . import functions as F
+from . import slice_grads
 from .dispatch import _state
 from .errors import describe, op_error, user_location
 from .ops import TensorType
@@ -253,8 +254,10 @@ def _topological_nodes(roots):
 
 
 def _accumulate(store, key, g):
+    """Add contribution `g` (a Tensor, or a slice_grads.Piece) to gradient `key`; read the
+    sum with `slice_grads.total`."""
     prev = store.get(key)
-    store[key] = g if prev is None else F.add(prev, g)
+    store[key] = g if prev is None else slice_grads.add(prev, g)
 
 
 def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None):
@@ -288,7 +291,7 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None)
         order = _topological_nodes(roots)
         captured = {}
         for node in order:
-            g = node_grads.pop(id(node), None)
+            g = slice_grads.total(node_grads.pop(id(node), None))
             if g is None:
                 continue
             if wanted is not None and id(node) in wanted:
@@ -299,6 +302,19 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None)
                     t.grad = g if t.grad is None else F.add(t.grad, g)
             edges = node.edges
             needed = [e is not None for e in edges]
+            if getattr(node.op, "slice_grad", False) and needed[0] \
+                    and g.dtype == node.types[0].dtype:
+                # zeros with g at the index: a Piece, joined with the others (slice_grads)
+                node.check_saved()
+                piece = slice_grads.Piece(g, node.types[0].shape, node.params["index"])
+                if isinstance(edges[0], Node):
+                    _accumulate(node_grads, id(edges[0]), piece)
+                else:
+                    leaves[id(edges[0])] = edges[0]
+                    _accumulate(leaf_grads, id(edges[0]), piece)
+                if not retain_graph:
+                    node.release()
+                continue
             grads = node.input_grads(g, needed)
             for e, gi, ty in zip(edges, grads, node.types):
                 if e is None or gi is None:
@@ -320,10 +336,11 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None)
     if wanted is not None:
         result = []
         for key, t in wanted.items():
-            result.append(captured.get(key) if t.grad_fn is not None else leaf_grads.get(key))
+            result.append(captured.get(key) if t.grad_fn is not None
+                          else slice_grads.total(leaf_grads.get(key)))
         return result
     for key, t in leaves.items():
-        g = leaf_grads[key]
+        g = slice_grads.total(leaf_grads[key])
         if not create_graph:
             g = g.detach()
             data = g._data

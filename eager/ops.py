@@ -74,6 +74,11 @@ class OpDef:
     # and codegen's runner call it), and there is no vjp yet.
     control: bool = False
     run: Callable | None = None
+    # The gradient of input 0 is zeros with `g` written at the op's `index` param (its vjp
+    # is scatter_slice): autograd keeps such pieces of one tensor's gradient apart and
+    # writes them all with one `cat` (eager.slice_grads), not one full-size zero array and
+    # one addition per piece (unbind over 35 time steps: 35 of each).
+    slice_grad: bool = False
 
     def __repr__(self) -> str:
         return f"OpDef({self.name})"
@@ -84,9 +89,9 @@ OPS: dict[str, OpDef] = {}
 
 def register(name, category, nin, impl, infer, vjp=None, saves=(), saves_out=False, doc="",
              params=(), view=False, *, recompute=False, reduce=None, method=False,
-             control=False, run=None):
+             control=False, run=None, slice_grad=False):
     op = OpDef(name, category, nin, impl, infer, vjp, tuple(saves), saves_out, doc, params, view,
-               recompute, reduce, method, control, run)
+               recompute, reduce, method, control, run, slice_grad)
     OPS[name] = op
     return op
 
@@ -384,7 +389,8 @@ register("cat", S, -1, lambda *xs, axis: np.concatenate(xs, axis=axis), _cat_inf
 
 register("getitem", I, 1, lambda a, index: a[numpy_index(index)], _getitem_infer,
          vjp=(lambda g, out, a, index: fn.scatter_slice(g, a.shape, index),), params=("index",),
-         view=True, doc="Basic indexing: ints, slices and new axes (a view).", recompute=True)
+         view=True, doc="Basic indexing: ints, slices and new axes (a view).", recompute=True,
+         slice_grad=True)
 register("scatter_slice", I, 1, _scatter_slice_impl, _scatter_slice_infer,
          vjp=(lambda g, out, a, shape, index: fn.getitem_basic(g, index),),
          params=("shape", "index"),

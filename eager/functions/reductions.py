@@ -227,6 +227,16 @@ def matmul(a, b):
         a = reshape(a, (1, a.shape[0]))
     if b1:
         b = reshape(b, (b.shape[0], 1))
+    if a.ndim > 2 and b.ndim == 2 \
+            and builtins.all(type(d) is int for d in a.shape + b.shape):
+        # A matrix applied to a batch (a linear layer on (L, N, K)) is one product of all
+        # the batch's rows: numpy multiplies batches one at a time, and with a C-ordered b
+        # without BLAS (W10's decoder (35, 20, 128) @ (128, 1000): 17 ms, 1.6 ms as one
+        # product); its gradient for b is then one product too, not one per batch summed.
+        lead = a.shape[:-1]
+        rows = apply(OPS["matmul"], reshape(a, (math.prod(lead), a.shape[-1])), b)
+        out = reshape(rows, lead + b.shape[-1:])
+        return reshape(out, out.shape[:-1]) if b1 else out
     out = apply(OPS["matmul"], a, b)
     if a1 and b1:
         return reshape(out, ())

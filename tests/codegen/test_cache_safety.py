@@ -153,7 +153,7 @@ def test_module_and_object_files_not_owned_by_the_user_are_not_used(tmp_path):
     cache = tmp_path / "kernels"
     run(cache)
     (obj,) = objects(cache)
-    (source,) = cache.glob("fn_*.py")
+    source = obj.with_suffix(".py")  # (named for what the kernel computes)
     for p in (obj, obj.with_suffix(".sum"), source):
         os.chown(p, 65534, 65534)
     report, _ = run(cache)
@@ -351,13 +351,13 @@ def test_read_only_cache_compiles_in_memory_and_loads_what_it_has(tmpfs):
 def test_lru_pruning_at_a_small_bound_removes_whole_kernels(tmp_path):
     cache = tmp_path / "kernels"
     run(cache, "4")
-    old = {p.name.split(".")[0] for p in cache.glob("fn_*.py")}
+    old = {p.name.split(".")[0] for p in cache.glob("*.py")}
     time.sleep(0.05)
     size = kcache.info(cache)["bytes"]
     # the next process writes another kernel past a bound that holds about one
     report, _ = run(cache, "5", TRACEJIT_CACHE_MAX_BYTES=str(size + 1000))
     assert report["ok"], report
-    stems = {p.name.split(".")[0] for p in cache.glob("fn_*.py")}
+    stems = {p.name.split(".")[0] for p in cache.glob("*.py")}
     assert stems and not stems & old  # the least recently used went, the new one stayed
     for stem in old:  # whole: source, object file, digest and Numba's files
         assert not list(cache.glob(f"{stem}*")) and not list(cache.glob(f"__pycache__/{stem}*"))

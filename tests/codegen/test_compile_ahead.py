@@ -152,12 +152,12 @@ def test_children_compile_every_kernel_and_the_program_only_loads(fresh_cache, r
     assert a.forked and a.pid is None and a.fd is None  # reaped and closed
     assert a.own is not None and a.own.pid is None and a.own.fd is None
     theirs = child_kernels(fresh_cache)
-    assert theirs == sorted(k.name for k in kernels)
+    assert theirs == sorted(k.hint for k in kernels)  # (each file named for its ops)
     by_pid = {}
     for p in fresh_cache.glob("child-*"):
         by_pid.setdefault(p.read_text(), []).append(p.name[len("child-"):])
     assert len(by_pid) == 2 and str(parent) not in by_pid
-    later = sorted(k.name for k in kernels[-len(a._by_index):])  # the later ones
+    later = sorted(k.hint for k in kernels[-len(a._by_index):])  # the later ones
     assert sorted(by_pid[max(by_pid, key=lambda pid: later[0] in by_pid[pid])]) == later
     # ...counted as compiled for this program, though it loaded them from the disk
     assert stats["numba_compiles"] == stats["modules_written"] == len(kernels)
@@ -174,7 +174,7 @@ def test_without_children_compiling_all_the_program_compiles_its_share(
     assert a.forked and a.own is None
     theirs = child_kernels(fresh_cache)
     assert theirs and len(theirs) < len(kernels)
-    assert theirs == sorted(k.name for k in kernels[-len(theirs):])  # the later ones
+    assert theirs == sorted(k.hint for k in kernels[-len(theirs):])  # the later ones
 
 
 def test_a_failing_child_leaves_its_kernels_to_the_program(fresh_cache, reference, started,

@@ -192,7 +192,7 @@ def test_one_wrong_element_of_one_kernel_names_that_kernel(monkeypatch):
 
     def load_off_by_a_bit(source, name):
         entry, module, file = original(source, name)
-        if "_k1_" not in name:
+        if not name.startswith("tanh"):  # (kernel files are named for their ops)
             return entry, module, file
 
         def wrong(*arrays):  # the second kernel: its output's element 3 is off by 1e-2
