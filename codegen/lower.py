@@ -71,6 +71,14 @@ def _pow(e, args, imports, const):
             pow_exponent = int(v)
         elif float(v) == 0.5:
             pow_exponent = 0.5  # numpy's scalar-exponent fast path: sqrt
+    out = np.dtype(e.out.type.dtype)
+    if out.kind in "iu":
+        # products in uint64, which wrap by definition (Numba's signed ones are nsw: LLVM
+        # would fold x * x < 0 to false), cast back to the integer dtype
+        if pow_exponent is not None and pow_exponent != 0.5:
+            return f"{np_type(out)}({_int_power(f'np.uint64({args[0]})', pow_exponent)})"
+        imports.add(("codegen.vmath.intpow", "pow_uint64"))
+        return f"{np_type(out)}(pow_uint64({args[0]}, {args[1]}))"
     if pow_exponent == 0.5:
         # np.power with a scalar exponent 0.5 computes sqrt(x), as eager does: there
         # (-inf) ** 0.5 is NaN (and -0.0 stays -0.0), where C's pow gives +inf.
