@@ -74,6 +74,14 @@ class OpDef:
     # and codegen's runner call it), and there is no vjp yet.
     control: bool = False
     run: Callable | None = None
+    # Half-type operands (dtypes.HALF: float16, bfloat16) are computed in their COMPUTE dtype
+    # (float32) and the result rounded once to the half type, as PyTorch's CPU kernels do:
+    # sums and matmul accumulate in float32, sigmoid rounds once.  `impl` is wrapped to do it
+    # (so eager, the interpreter and compiled numpy steps all agree).  Default: reductions,
+    # matmul, and elementwise rows whose impl is not one numpy ufunc (numpy's float16 loops
+    # and ml_dtypes' bfloat16 ones already compute in float32 and round once, and the
+    # elementwise hot path then pays nothing).
+    opmath: bool = False
 
     def __repr__(self) -> str:
         return f"OpDef({self.name})"
@@ -84,11 +92,46 @@ OPS: dict[str, OpDef] = {}
 
 def register(name, category, nin, impl, infer, vjp=None, saves=(), saves_out=False, doc="",
              params=(), view=False, *, recompute=False, reduce=None, method=False,
-             control=False, run=None):
+             control=False, run=None, opmath=None):
+    if opmath is None:
+        opmath = category in ("reduction", "matmul") or (
+            category == "elementwise" and not isinstance(impl, np.ufunc) and not view
+            and name != "cast")
+    if opmath:
+        impl = _opmath(impl)
     op = OpDef(name, category, nin, impl, infer, vjp, tuple(saves), saves_out, doc, params, view,
-               recompute, reduce, method, control, run)
+               recompute, reduce, method, control, run, opmath)
     OPS[name] = op
     return op
+
+
+def _opmath(impl):
+    """`impl`, computing half-type operands in float32 and rounding the result once to the
+    half type (OpDef.opmath); other dtypes go straight through."""
+    half = dtypes.HALF
+
+    def run(*arrays, **params):
+        for a in arrays:
+            if a.dtype in half:
+                return _in_compute_dtype(impl, arrays, params, a.dtype)
+        return impl(*arrays, **params)
+    run.__name__ = getattr(impl, "__name__", "impl")
+    run.__doc__ = impl.__doc__
+    run.__wrapped__ = impl
+    return run
+
+
+def _in_compute_dtype(impl, arrays, params, storage):
+    wide = dtypes.COMPUTE[storage]
+    out = impl(*[a.astype(wide) if a.dtype in dtypes.HALF else a for a in arrays], **params)
+    if isinstance(out, tuple):
+        return tuple(_round_to(o, wide, storage) for o in out)
+    return _round_to(out, wide, storage)
+
+
+def _round_to(out, wide, storage):
+    out = np.asarray(out)
+    return out.astype(storage) if out.dtype == wide else out
 
 
 
@@ -109,7 +152,7 @@ def _erf_impl(x):
 
 
 def _sign_impl(x):
-    if x.dtype.kind != "f":
+    if not dtypes.is_floating(x.dtype):
         return np.sign(x)
     # (x > 0) - (x < 0): 0 for NaN (and +0 for both zeros) as in PyTorch; np.sign gives NaN.
     return (x > 0).astype(x.dtype) - (x < 0).astype(x.dtype)
@@ -158,7 +201,7 @@ def _scatter_add_impl(g, *idx, shape):
 
 
 def _sum_impl(a, axes, keepdim):
-    dtype = a.dtype if a.dtype.kind == "f" else np.int64
+    dtype = a.dtype if dtypes.is_floating(a.dtype) else np.int64
     return np.sum(a, axis=axes, dtype=dtype, keepdims=keepdim)
 
 
@@ -169,13 +212,15 @@ def _randomness():
 
 
 def _uniform_impl(shape, dtype):
-    return _randomness().random(shape, dtype=np.float64 if dtype == dtypes.float64 else
-                                np.float32)
+    out = _randomness().random(shape, dtype=np.float64 if dtype == dtypes.float64 else
+                               np.float32)
+    return out if out.dtype == dtype else out.astype(dtype)  # (half types: rounded)
 
 
 def _normal_impl(shape, dtype):
-    return _randomness().standard_normal(shape, dtype=np.float64 if dtype == dtypes.float64
-                                         else np.float32)
+    out = _randomness().standard_normal(shape, dtype=np.float64 if dtype == dtypes.float64
+                                        else np.float32)
+    return out if out.dtype == dtype else out.astype(dtype)
 
 
 def _randint_impl(shape, dtype, low, high):
@@ -411,7 +456,7 @@ register("check_finite", I, 1, _check_finite_impl, lambda x, what: x, params=("w
          doc="The tensor itself, after checking every value is finite: RuntimeError(what) "
              "otherwise (clip_grad_norm_(error_if_nonfinite=True) in a compiled step). Runs "
              "when the program runs, traced or not.")
-register("scatter_add", I, -1, _scatter_add_impl, _scatter_add_infer,
+register("scatter_add", I, -1, _scatter_add_impl, _scatter_add_infer, opmath=True,
          vjp=lambda g, out, v, *idx, shape: (fn.gather(g, idx),) + (None,) * len(idx),
          saves=(1, 2, 3, 4, 5, 6, 7, 8), params=("shape",),
          doc="Zeros of `shape` with `g` added at integer indices; repeated indices add up.")
