@@ -280,8 +280,9 @@ def is_expensive(op: str) -> bool:
 
 
 # The dtypes kernels compute in (fuse.py places equations of other dtypes as numpy steps):
-# Numba has no float16 on the CPU, so float16 equations run through numpy's half loops,
-# which round after every op as eager (and PyTorch's CPU kernels) do.
+# Numba has no bfloat16 and only partial CPU float16, so half-type equations run as numpy
+# steps through the registry's impls, which round after every op as eager (and PyTorch's
+# CPU kernels) do: compiled half-type results are eager's, bit for bit.
 _NP_TYPE = {"float32": "np.float32", "float64": "np.float64", "int32": "np.int32",
             "int64": "np.int64", "bool": "np.bool_", "int8": "np.int8", "int16": "np.int16",
             "uint8": "np.uint8", "uint16": "np.uint16", "uint32": "np.uint32",

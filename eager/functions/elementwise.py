@@ -238,9 +238,36 @@ def div(a, b, *, rounding_mode=None):
     return apply(DIV, a, b)
 
 
+_NEGATIVE_POWER = "Integers to negative integer powers are not allowed."
+
+
 def pow(a, b):  # noqa: A001 - PyTorch's name
+    number = b if isinstance(b, (int, np.integer)) else None
     a, b = _operands(a, b, "pow")
+    if b.dtype.kind == "i":  # (both operands are integers: promotion gave them one dtype)
+        b = _nonnegative_exponent(b, number)
     return apply(POW, a, b)
+
+
+def _nonnegative_exponent(b, number):
+    """`b`, after checking that no integer exponent is negative: RuntimeError as in PyTorch
+    and numpy, eagerly and in compiled code alike (a kernel would compute 1 or 0)."""
+    if number is not None:  # a Python number: checked here, once
+        if number < 0:
+            raise op_error("pow", _NEGATIVE_POWER, (b,), hint="use a float exponent, e.g. "
+                           "x ** -1.0", exc=RuntimeError)
+        return b
+    from ..dispatch import tracing
+    from .indexing import check_finite
+
+    if not tracing():
+        if (b._data < 0).any():
+            raise op_error("pow", _NEGATIVE_POWER, (b,), hint="use a float exponent",
+                           exc=RuntimeError)
+        return b
+    # traced: a check that runs when the compiled program runs, feeding the exponent
+    bad = where(lt(b, const(0, b.dtype)), float("nan"), 0.0)
+    return add(b, cast(check_finite(bad, _NEGATIVE_POWER), b.dtype))
 
 
 def maximum(a, b):

@@ -36,3 +36,26 @@ def test_neg_and_integer_pow_wrap_as_eager(backend, dtype):
     g = tracer.function(_tensor_power, backend=backend)
     for got, want in zip(g(a, b), _tensor_power(a, b)):
         np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+def _power(a, b):
+    return a ** b
+
+
+@pytest.mark.parametrize("backend", ["numba", "interpret"])
+def test_integer_to_a_negative_integer_power_raises_compiled_as_eagerly(backend):
+    # numpy and PyTorch refuse it ("Integers to negative integer powers are not allowed");
+    # a kernel would compute something (1, 0) without a word
+    a = eager.tensor(np.array([3, 2, -2], np.int64))
+    f = tracer.function(_power, backend=backend)
+    np.testing.assert_array_equal(f(a, eager.tensor([2, 0, 3])).numpy(), [9, 1, -8])
+    for call in (_power, f):
+        with pytest.raises(RuntimeError, match="negative integer powers"):
+            call(a, eager.tensor([2, -1, 3]))
+        with pytest.raises(RuntimeError, match="negative integer powers"):
+            call(a, -1)
+        with pytest.raises(RuntimeError, match="negative integer powers"):
+            call(2, -a)
+    np.testing.assert_array_equal(f(a, eager.tensor(np.array([1, 2, 1], np.uint8))).numpy(),
+                                  [3, 4, -2])
+    assert (a ** -1.0).dtype == eager.float32  # a float exponent promotes: no error
