@@ -78,9 +78,11 @@ class OpDef:
     # (float32) and the result rounded once to the half type, as PyTorch's CPU kernels do:
     # sums and matmul accumulate in float32, sigmoid rounds once.  `impl` is wrapped to do it
     # (so eager, the interpreter and compiled numpy steps all agree).  Default: reductions,
-    # matmul, and elementwise rows whose impl is not one numpy ufunc (numpy's float16 loops
-    # and ml_dtypes' bfloat16 ones already compute in float32 and round once, and the
-    # elementwise hot path then pays nothing).
+    # matmul and computing elementwise rows.  A numpy ufunc's half loops already compute
+    # in float32 and round once, so for a ufunc row only bfloat16 takes the float32 route,
+    # for speed (ml_dtypes' loops are 2-150x slower than two casts and numpy's float32
+    # loop); rows whose bfloat16 loops are fast enough say opmath=False and keep the hot
+    # float32 path free of the wrapper (add, mul, comparisons, ...).
     opmath: bool = False
 
     def __repr__(self) -> str:
@@ -95,21 +97,18 @@ def register(name, category, nin, impl, infer, vjp=None, saves=(), saves_out=Fal
              control=False, run=None, opmath=None):
     if opmath is None:
         opmath = category in ("reduction", "matmul") or (
-            category == "elementwise" and not isinstance(impl, np.ufunc) and not view
-            and name != "cast")
+            category == "elementwise" and not view and name != "cast")
     if opmath:
-        impl = _opmath(impl)
+        impl = _opmath(impl, {dtypes.bfloat16} if isinstance(impl, np.ufunc) else dtypes.HALF)
     op = OpDef(name, category, nin, impl, infer, vjp, tuple(saves), saves_out, doc, params, view,
                recompute, reduce, method, control, run, opmath)
     OPS[name] = op
     return op
 
 
-def _opmath(impl):
-    """`impl`, computing half-type operands in float32 and rounding the result once to the
-    half type (OpDef.opmath); other dtypes go straight through."""
-    half = dtypes.HALF
-
+def _opmath(impl, half):
+    """`impl`, computing operands of the half types `half` in float32 and rounding the
+    result once to the half type (OpDef.opmath); other dtypes go straight through."""
     def run(*arrays, **params):
         for a in arrays:
             if a.dtype in half:
@@ -321,13 +320,16 @@ E, R, M, S, I, X = "elementwise", "reduction", "matmul", "shape", "indexing", "r
 
 register("add", E, 2, np.add, _binary_infer("add"),
          vjp=(lambda g, out, a, b: g, lambda g, out, a, b: g),
-         doc="a + b, broadcasting.", recompute=True, method=True)
+         doc="a + b, broadcasting.", recompute=True, method=True,
+         opmath=False)
 register("sub", E, 2, np.subtract, _binary_infer("sub"),
          vjp=(lambda g, out, a, b: g, lambda g, out, a, b: fn.neg(g)),
-         doc="a - b, broadcasting.", recompute=True, method=True)
+         doc="a - b, broadcasting.", recompute=True, method=True,
+         opmath=False)
 register("mul", E, 2, np.multiply, _binary_infer("mul"),
          vjp=(lambda g, out, a, b: fn.mul(g, b), lambda g, out, a, b: fn.mul(g, a)),
-         saves=(0, 1), doc="a * b, broadcasting.", recompute=True, method=True)
+         saves=(0, 1), doc="a * b, broadcasting.", recompute=True, method=True,
+         opmath=False)
 register("div", E, 2, np.true_divide, _binary_infer("div"),
          vjp=(lambda g, out, a, b: fn.div(g, b),
               lambda g, out, a, b: fn.neg(fn.div(fn.mul(g, out), b))),
@@ -339,17 +341,18 @@ register("pow", E, 2, np.power, _binary_infer("pow"),
 register("maximum", E, 2, np.maximum, _binary_infer("maximum"),
          vjp=(_maximum_vjp(True), _maximum_vjp(False)), saves=(0, 1),
          doc="Elementwise max; NaN propagates; ties split the gradient in half.",
-         recompute=True, method=True)
+         recompute=True, method=True, opmath=False)
 register("minimum", E, 2, np.minimum, _binary_infer("minimum"),
          vjp=(_minimum_vjp(True), _minimum_vjp(False)), saves=(0, 1),
          doc="Elementwise min; NaN propagates; ties split the gradient in half.",
-         recompute=True, method=True)
+         recompute=True, method=True, opmath=False)
 for _name, _ufunc in [("eq", np.equal), ("ne", np.not_equal), ("lt", np.less),
                       ("le", np.less_equal), ("gt", np.greater), ("ge", np.greater_equal)]:
     register(_name, E, 2, _ufunc, _compare_infer(_name), doc=f"Comparison {_name}; bool result.",
-             recompute=True, method=True)
+             recompute=True, method=True, opmath=False)
 register("neg", E, 1, np.negative, _unary_infer,
-         vjp=(lambda g, out, a: fn.neg(g),), doc="-a.", recompute=True, method=True)
+         vjp=(lambda g, out, a: fn.neg(g),), doc="-a.", recompute=True, method=True,
+         opmath=False)
 register("exp", E, 1, np.exp, _float_unary_infer("exp"),
          vjp=(lambda g, out, a: fn.mul(g, out),), saves_out=True, doc="e ** a.",
          recompute=True, method=True)
@@ -383,14 +386,14 @@ register("relu", E, 1, _relu_impl, _unary_infer,
              "maximum(a, 0) it would split in half).", recompute=True, method=True)
 register("abs", E, 1, np.abs, _unary_infer,
          vjp=(lambda g, out, a: fn.mul(g, fn.sign(a)),), saves=(0,), doc="|a|.",
-         recompute=True, method=True)
+         recompute=True, method=True, opmath=False)
 register("sign", E, 1, _sign_impl, _unary_infer,
          vjp=(lambda g, out, a: fn.broadcast_to(fn.const(0, g.dtype), tuple(a.shape)),),
          doc="-1, 0 or 1; 0 for NaN and a zero gradient, as in PyTorch.",
          recompute=True, method=True)
 register("stop_gradient", E, 1, lambda a: a, _unary_infer, view="whole",
          doc="Identity that gradients do not flow through: `detach()` inside a trace.")
-register("where", E, 3, np.where, _where_infer,
+register("where", E, 3, np.where, _where_infer, opmath=False,
          vjp=(None,
               lambda g, out, c, a, b: fn.where(c, g, fn.const(0, g.dtype)),
               lambda g, out, c, a, b: fn.where(c, fn.const(0, g.dtype), g)),

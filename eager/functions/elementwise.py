@@ -233,7 +233,7 @@ def div(a, b, *, rounding_mode=None):
 
         return _divide_rounded(a, b, rounding_mode)
     if a.__class__ is not b.__class__ or a._data.dtype is not b._data.dtype \
-            or not dtypes.is_floating(a._data.dtype):
+            or a._data.dtype.kind != "f" and a._data.dtype is not dtypes.bfloat16:
         a, b = _float_operands(a, b, "div")
     return apply(DIV, a, b)
 
@@ -306,7 +306,8 @@ def _float_unary(name):
     op = OPS[name]
 
     def unary(x):
-        if x.__class__ is not Tensor or not dtypes.is_floating(x._data.dtype):
+        if x.__class__ is not Tensor or x._data.dtype.kind != "f" \
+                and x._data.dtype is not dtypes.bfloat16:  # (the hot path: no call)
             x = _floating(x, name)
         return apply(op, x)
     unary.__name__ = name
