@@ -51,7 +51,8 @@ SUPPORTED = (bool_, uint8, int8, int16, int32, int64, uint16, uint32, uint64,
              float16, bfloat16, float32, float64)
 
 # The half types: storage only; ops compute on them in their COMPUTE dtype and round the
-# result once (registry rows with opmath, eager.ops; codegen kernels likewise)
+# result once (registry rows with opmath, eager.ops; compiled programs run those rows' impls
+# as numpy steps, codegen.program)
 COMPUTE = {float16: float32, bfloat16: float32}
 HALF = frozenset(COMPUTE)
 FLOATING = frozenset((float16, bfloat16, float32, float64))

@@ -7,8 +7,6 @@ from __future__ import annotations
 import builtins
 import math
 
-import numpy as np
-
 from .. import dtypes
 from ..dispatch import apply
 from ..errors import op_error
