@@ -77,7 +77,7 @@ def _pow(e, args, imports, const):
         # would fold x * x < 0 to false), cast back to the integer dtype
         if pow_exponent is not None and pow_exponent != 0.5:
             return f"{np_type(out)}({_int_power(f'np.uint64({args[0]})', pow_exponent)})"
-        imports.add(("codegen.vmath.intpow", "pow_uint64"))
+        imports.add(("codegen.vmath", "pow_uint64"))
         return f"{np_type(out)}(pow_uint64({args[0]}, {args[1]}))"
     if pow_exponent == 0.5:
         # np.power with a scalar exponent 0.5 computes sqrt(x), as eager does: there

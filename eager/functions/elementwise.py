@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from .. import dtypes
-from ..dispatch import apply
+from ..dispatch import apply, tracing
 from ..errors import describe, op_error
 from ..ops import OPS
 
@@ -257,8 +257,6 @@ def _nonnegative_exponent(b, number):
             raise op_error("pow", _NEGATIVE_POWER, (b,), hint="use a float exponent, e.g. "
                            "x ** -1.0", exc=RuntimeError)
         return b
-    from ..dispatch import tracing
-    from .indexing import check_finite
 
     if not tracing():
         if (b._data < 0).any():
@@ -267,7 +265,7 @@ def _nonnegative_exponent(b, number):
         return b
     # traced: a check that runs when the compiled program runs, feeding the exponent
     bad = where(lt(b, const(0, b.dtype)), float("nan"), 0.0)
-    return add(b, cast(check_finite(bad, _NEGATIVE_POWER), b.dtype))
+    return add(b, cast(apply(OPS["check_finite"], bad, what=_NEGATIVE_POWER), b.dtype))
 
 
 def maximum(a, b):
