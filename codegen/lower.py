@@ -71,6 +71,14 @@ def _pow(e, args, imports, const):
             pow_exponent = int(v)
         elif float(v) == 0.5:
             pow_exponent = 0.5  # numpy's scalar-exponent fast path: sqrt
+    out = np.dtype(e.out.type.dtype)
+    if out.kind in "iu":
+        # products in uint64, which wrap by definition (Numba's signed ones are nsw: LLVM
+        # would fold x * x < 0 to false), cast back to the integer dtype
+        if pow_exponent is not None and pow_exponent != 0.5:
+            return f"{np_type(out)}({_int_power(f'np.uint64({args[0]})', pow_exponent)})"
+        imports.add(("codegen.vmath", "pow_uint64"))
+        return f"{np_type(out)}(pow_uint64({args[0]}, {args[1]}))"
     if pow_exponent == 0.5:
         # np.power with a scalar exponent 0.5 computes sqrt(x), as eager does: there
         # (-inf) ** 0.5 is NaN (and -0.0 stays -0.0), where C's pow gives +inf.
@@ -272,8 +280,9 @@ def is_expensive(op: str) -> bool:
 
 
 # The dtypes kernels compute in (fuse.py places equations of other dtypes as numpy steps):
-# Numba has no float16 on the CPU, so float16 equations run through numpy's half loops,
-# which round after every op as eager (and PyTorch's CPU kernels) do.
+# Numba has no bfloat16 and only partial CPU float16, so half-type equations run as numpy
+# steps through the registry's impls, which round after every op as eager (and PyTorch's
+# CPU kernels) do: compiled half-type results are eager's, bit for bit.
 _NP_TYPE = {"float32": "np.float32", "float64": "np.float64", "int32": "np.int32",
             "int64": "np.int64", "bool": "np.bool_", "int8": "np.int8", "int16": "np.int16",
             "uint8": "np.uint8", "uint16": "np.uint16", "uint32": "np.uint32",

@@ -119,8 +119,9 @@ class Program:
 
     def _kernel_op(self, group: KernelGroup):
         if _touches_half(group):
-            # Numba has no float16 on the CPU: numpy's half loops (eager's own results,
-            # rounded to float16 after every op as PyTorch does) by design, not a fallback.
+            # Numba has no bfloat16 and only partial CPU float16: the registry's impls
+            # (eager's own results: each op computed in float32 and rounded once to the
+            # half type, as PyTorch's CPU kernels do) by design, not a fallback.
             kernel = Kernel(group.name, group.kind, "", group)
             self.kernels.append(kernel)
             return self._numpy_steps(group, kernel, group.outputs)
@@ -334,7 +335,8 @@ __all__ = ["Kernel", "Program"]
 
 
 def _touches_half(group: KernelGroup) -> bool:
-    """Whether a value `group`'s kernel reads or writes is float16 (see lower._NP_TYPE)."""
+    """Whether a value `group`'s kernel reads or writes is float16 or bfloat16 (see
+    lower._NP_TYPE)."""
     for e in group.members:
         for v in (*e.inputs, *e.outs):
             t = getattr(v, "type", None)

@@ -15,6 +15,7 @@ import math
 
 import numpy as np
 
+from eager.dtypes import is_half
 from tracer.ir import Var
 
 
@@ -53,8 +54,8 @@ def scatter_add(gen, k, step, a, direct, bound) -> bool:
 
 
 def matmul(gen, k, step, a, direct, bound) -> bool:
-    if not direct:
-        return False
+    if not direct or is_half(step.eqn.out.type.dtype):
+        return False  # (half types: the registry's impl multiplies in float32, as eager)
     e, out, lines = step.eqn, step.out, gen.lines
     a = gen.tuned_operands(e, step.inputs, a)
     if step.dest >= 0:

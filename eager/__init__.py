@@ -20,8 +20,8 @@ from . import scan_ops as _scan_ops  # noqa: F401  (registers cumsum, argsort, s
 from . import ops_math as _ops_math  # noqa: F401  (registers sin, atan2, bitwise ops, prod, ...)
 from . import dtype_ops as _dtype_ops  # noqa: F401  (registers view_dtype)
 from .dtype_ops import promote_types, result_type  # noqa: E402,F401
-from .dtypes import (bool_, double, float16, float32, float64, half, int8, int16, int32,  # noqa: F401
-                     int64, long, short, uint8, uint16, uint32, uint64)
+from .dtypes import (bfloat16, bool_, double, float16, float32, float64, half, int8,  # noqa: F401
+                     int16, int32, int64, long, short, uint8, uint16, uint32, uint64)
 from . import tensor as _tensor
 from .tensor import Tensor
 from . import autograd

@@ -20,6 +20,7 @@ from operator import attrgetter
 
 import numpy as np
 
+from .dtypes import FLOATING
 from .errors import describe, op_error
 from .protocol import EAGER, TraceProtocol
 
@@ -262,7 +263,7 @@ def apply(op, *inputs, **params):
             if t.requires_grad:
                 # Only floating-point results carry gradients (PyTorch: x.long(), x.bool(),
                 # x > 0 do not require grad).
-                if _state.grad_enabled and data.dtype.kind == "f":
+                if _state.grad_enabled and data.dtype in FLOATING:
                     _attach_node(op, inputs, params, out)
                 break
     return out

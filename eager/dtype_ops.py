@@ -86,11 +86,6 @@ def format_(self, spec: str) -> str:
     return object.__format__(self, spec)
 
 
-def bfloat16(self):
-    """Refused: bfloat16 is not a storage type (dtypes.canonical names the user's line)."""
-    return _cast(self, "bfloat16")
-
-
 def is_floating_point(self) -> bool:
     return dtypes.is_floating(self.dtype)
 
@@ -121,7 +116,7 @@ TENSOR_METHODS = {
     "short": _converter(dtypes.int16, "short"),
     "byte": _converter(dtypes.uint8, "byte"),
     "char": _converter(dtypes.int8, "char"),
-    "bfloat16": bfloat16,
+    "bfloat16": _converter(dtypes.bfloat16, "bfloat16"),
     "type": type_,
     "__format__": format_,
 }

@@ -5,22 +5,26 @@ dtypes are plain numpy dtypes.  Promotion follows PyTorch, not NumPy:
 * categories are ordered bool < integer < floating; a higher category wins;
 * inside one category the result is PyTorch's `torch.promote_types` table, written out
   as data below (`_PROMOTION`): the wider dtype wins, uint8 with int8 gives int16,
-  float16 with a wider float gives the wider one; uint16/uint32/uint64 promote only
-  with themselves and with floating dtypes (PyTorch refuses the rest, so do we);
+  float16 with a wider float gives the wider one, float16 with bfloat16 gives float32;
+  uint16/uint32/uint64 promote only with themselves and with floating dtypes (PyTorch
+  refuses the rest, so do we);
 * a 0-d tensor or a Python scalar only decides the dtype when it is of a
   higher category than the tensor it meets (float32 tensor + 2.0 -> float32,
   int64 tensor + 2.5 -> float32, the default float dtype).
 
 Storage types: bool, uint8, int8, int16, int32, int64, uint16, uint32, uint64,
-float16, float32, float64.  bfloat16 is not a storage type (numpy has none):
-`canonical` refuses it by name.  float16 arithmetic rounds to float16 after every
-op, as PyTorch's CPU kernels do (numpy computes its half loops in float32 and
-rounds on store).  Integer overflow wraps (two's complement, as PyTorch and numpy);
+float16, bfloat16, float32, float64.  bfloat16 is `ml_dtypes.bfloat16` (the numpy dtype JAX
+uses; its numpy kind is "V", not "f": test floating dtypes with `is_floating`, never
+``dtype.kind == "f"``).  The half types (`HALF`, each with its `COMPUTE` dtype) are storage
+only, as in PyTorch's CPU kernels: every op that computes (registry rows with ``opmath``)
+reads them as float32, computes and accumulates (sums, matmul) in float32 and rounds the
+result once to the half type.  Integer overflow wraps (two's complement, as PyTorch and numpy);
 float -> int casts truncate toward zero; NaN or out-of-range float -> int is
 undefined in PyTorch and gives numpy's result here (INT_MIN on x86 for int32/int64).
 """
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
 bool_ = np.dtype(np.bool_)
@@ -33,6 +37,7 @@ uint16 = np.dtype(np.uint16)
 uint32 = np.dtype(np.uint32)
 uint64 = np.dtype(np.uint64)
 float16 = np.dtype(np.float16)
+bfloat16 = np.dtype(ml_dtypes.bfloat16)
 float32 = np.dtype(np.float32)
 float64 = np.dtype(np.float64)
 
@@ -43,38 +48,48 @@ DEFAULT_FLOAT = float32
 DEFAULT_INT = int64
 
 SUPPORTED = (bool_, uint8, int8, int16, int32, int64, uint16, uint32, uint64,
-             float16, float32, float64)
+             float16, bfloat16, float32, float64)
+
+# The half types: storage only; ops compute on them in their COMPUTE dtype and round the
+# result once (registry rows with opmath, eager.ops; compiled programs run those rows' impls
+# as numpy steps, codegen.program)
+COMPUTE = {float16: float32, bfloat16: float32}
+HALF = frozenset(COMPUTE)
+FLOATING = frozenset((float16, bfloat16, float32, float64))
 
 SHORT_NAMES = {bool_: "bool", uint8: "u8", int8: "i8", int16: "i16", int32: "i32",
                int64: "i64", uint16: "u16", uint32: "u32", uint64: "u64", float16: "f16",
-               float32: "f32", float64: "f64"}
+               bfloat16: "bf16", float32: "f32", float64: "f64"}
 
 # Tensor.type() names, PyTorch's with 'eager.' for 'torch.'
 TYPE_NAMES = {bool_: "BoolTensor", uint8: "ByteTensor", int8: "CharTensor",
               int16: "ShortTensor", int32: "IntTensor", int64: "LongTensor",
               uint16: "UInt16Tensor", uint32: "UInt32Tensor", uint64: "UInt64Tensor",
-              float16: "HalfTensor", float32: "FloatTensor", float64: "DoubleTensor"}
+              float16: "HalfTensor", bfloat16: "BFloat16Tensor", float32: "FloatTensor",
+              float64: "DoubleTensor"}
 
 _CATEGORY = {bool_: 0, uint8: 1, int8: 1, int16: 1, int32: 1, int64: 1, uint16: 1,
-             uint32: 1, uint64: 1, float16: 2, float32: 2, float64: 2}
+             uint32: 1, uint64: 1, float16: 2, bfloat16: 2, float32: 2, float64: 2}
 
 # torch.promote_types, as data.  Row and column order is _ORDER; "--" is a pair PyTorch
 # refuses ("Promotion for uint16, uint32, uint64 types is not supported").
-_ORDER = ("bool", "u8", "i8", "i16", "i32", "i64", "u16", "u32", "u64", "f16", "f32", "f64")
+_ORDER = ("bool", "u8", "i8", "i16", "i32", "i64", "u16", "u32", "u64", "f16", "bf16", "f32",
+          "f64")
 _TABLE = """
-        bool  u8   i8   i16  i32  i64  u16  u32  u64  f16  f32  f64
-  bool  bool  u8   i8   i16  i32  i64  --   --   --   f16  f32  f64
-  u8    u8    u8   i16  i16  i32  i64  --   --   --   f16  f32  f64
-  i8    i8    i16  i8   i16  i32  i64  --   --   --   f16  f32  f64
-  i16   i16   i16  i16  i16  i32  i64  --   --   --   f16  f32  f64
-  i32   i32   i32  i32  i32  i32  i64  --   --   --   f16  f32  f64
-  i64   i64   i64  i64  i64  i64  i64  --   --   --   f16  f32  f64
-  u16   --    --   --   --   --   --   u16  --   --   f16  f32  f64
-  u32   --    --   --   --   --   --   --   u32  --   f16  f32  f64
-  u64   --    --   --   --   --   --   --   --   u64  f16  f32  f64
-  f16   f16   f16  f16  f16  f16  f16  f16  f16  f16  f16  f32  f64
-  f32   f32   f32  f32  f32  f32  f32  f32  f32  f32  f32  f32  f64
-  f64   f64   f64  f64  f64  f64  f64  f64  f64  f64  f64  f64  f64
+        bool  u8   i8   i16  i32  i64  u16  u32  u64  f16  bf16 f32  f64
+  bool  bool  u8   i8   i16  i32  i64  --   --   --   f16  bf16 f32  f64
+  u8    u8    u8   i16  i16  i32  i64  --   --   --   f16  bf16 f32  f64
+  i8    i8    i16  i8   i16  i32  i64  --   --   --   f16  bf16 f32  f64
+  i16   i16   i16  i16  i16  i32  i64  --   --   --   f16  bf16 f32  f64
+  i32   i32   i32  i32  i32  i32  i64  --   --   --   f16  bf16 f32  f64
+  i64   i64   i64  i64  i64  i64  i64  --   --   --   f16  bf16 f32  f64
+  u16   --    --   --   --   --   --   u16  --   --   f16  bf16 f32  f64
+  u32   --    --   --   --   --   --   --   u32  --   f16  bf16 f32  f64
+  u64   --    --   --   --   --   --   --   --   u64  f16  bf16 f32  f64
+  f16   f16   f16  f16  f16  f16  f16  f16  f16  f16  f16  f32  f32  f64
+  bf16  bf16  bf16 bf16 bf16 bf16 bf16 bf16 bf16 bf16 f32  bf16 f32  f64
+  f32   f32   f32  f32  f32  f32  f32  f32  f32  f32  f32  f32  f32  f64
+  f64   f64   f64  f64  f64  f64  f64  f64  f64  f64  f64  f64  f64  f64
 """
 _BY_SHORT = {v: k for k, v in SHORT_NAMES.items()}
 _PROMOTION: dict = {}
@@ -90,7 +105,13 @@ def category(dtype: np.dtype) -> int:
 
 
 def is_floating(dtype: np.dtype) -> bool:
-    return dtype.kind == "f"
+    """A floating dtype, bfloat16 included (whose numpy kind is "V")."""
+    return dtype.kind == "f" or dtype in FLOATING
+
+
+def finfo(dtype: np.dtype):
+    """np.finfo, bfloat16 included (numpy's refuses it: ml_dtypes.finfo)."""
+    return ml_dtypes.finfo(dtype) if dtype == bfloat16 else np.finfo(dtype)
 
 
 def is_integer(dtype: np.dtype) -> bool:
@@ -103,8 +124,8 @@ def is_unsigned(dtype: np.dtype) -> bool:
 
 
 def is_half(dtype: np.dtype) -> bool:
-    """A floating dtype narrower than float32 (float16): computed in float32, rounded on store."""
-    return dtype.kind == "f" and dtype.itemsize < 4
+    """float16 or bfloat16: computed in float32 (`COMPUTE`), rounded on store."""
+    return dtype in HALF
 
 
 def canonical(dtype) -> np.dtype:
@@ -115,8 +136,6 @@ def canonical(dtype) -> np.dtype:
         return DEFAULT_INT
     if dtype is bool:
         return bool_
-    if isinstance(dtype, str) and "bfloat16" in dtype:
-        _refuse(dtype)
     try:
         d = np.dtype(dtype)
     except TypeError:
@@ -131,8 +150,8 @@ def _refuse(d):
 
     raise TypeError(
         f"dtype {d} is not supported; tracejit supports bool, uint8, int8, int16, int32, "
-        f"int64, uint16, uint32, uint64, float16, float32 and float64 (bfloat16 is not a "
-        f"storage type: use float16 or float32) (at {user_location()})"
+        f"int64, uint16, uint32, uint64, float16, bfloat16, float32 and float64 "
+        f"(at {user_location()})"
     )
 
 

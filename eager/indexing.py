@@ -234,7 +234,7 @@ def scatter_reduce(x, dim, index, src, reduce, *, include_self=True):
         total = add(total, x)
         count = add(count, const(1, x.dtype))
     if reduce == "mean":
-        if x.dtype.kind != "f":
+        if not dtypes.is_floating(x.dtype):
             raise size_error("scatter_reduce", "reduce='mean' of an integer tensor (PyTorch "
                            "floor-divides) is not supported", (x,),
                            hint="cast to float first", exc=TypeError)

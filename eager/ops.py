@@ -79,6 +79,16 @@ class OpDef:
     # writes them all with one `cat` (eager.slice_grads), not one full-size zero array and
     # one addition per piece (unbind over 35 time steps: 35 of each).
     slice_grad: bool = False
+    # Half-type operands (dtypes.HALF: float16, bfloat16) are computed in their COMPUTE dtype
+    # (float32) and the result rounded once to the half type, as PyTorch's CPU kernels do:
+    # sums and matmul accumulate in float32, sigmoid rounds once.  `impl` is wrapped to do it
+    # (so eager, the interpreter and compiled numpy steps all agree).  Default: reductions,
+    # matmul and computing elementwise rows.  A numpy ufunc's half loops already compute
+    # in float32 and round once, so for a ufunc row only bfloat16 takes the float32 route,
+    # for speed (ml_dtypes' loops are 2-150x slower than two casts and numpy's float32
+    # loop); rows whose bfloat16 loops are fast enough say opmath=False and keep the hot
+    # float32 path free of the wrapper (add, mul, comparisons, ...).
+    opmath: bool = False
 
     def __repr__(self) -> str:
         return f"OpDef({self.name})"
@@ -89,11 +99,43 @@ OPS: dict[str, OpDef] = {}
 
 def register(name, category, nin, impl, infer, vjp=None, saves=(), saves_out=False, doc="",
              params=(), view=False, *, recompute=False, reduce=None, method=False,
-             control=False, run=None, slice_grad=False):
+             control=False, run=None, slice_grad=False, opmath=None):
+    if opmath is None:
+        opmath = category in ("reduction", "matmul") or (
+            category == "elementwise" and not view and name != "cast")
+    if opmath:
+        impl = _opmath(impl, {dtypes.bfloat16} if isinstance(impl, np.ufunc) else dtypes.HALF)
     op = OpDef(name, category, nin, impl, infer, vjp, tuple(saves), saves_out, doc, params, view,
-               recompute, reduce, method, control, run, slice_grad)
+               recompute, reduce, method, control, run, slice_grad, opmath)
     OPS[name] = op
     return op
+
+
+def _opmath(impl, half):
+    """`impl`, computing operands of the half types `half` in float32 and rounding the
+    result once to the half type (OpDef.opmath); other dtypes go straight through."""
+    def run(*arrays, **params):
+        for a in arrays:
+            if a.dtype in half:
+                return _in_compute_dtype(impl, arrays, params, a.dtype)
+        return impl(*arrays, **params)
+    run.__name__ = getattr(impl, "__name__", "impl")
+    run.__doc__ = impl.__doc__
+    run.__wrapped__ = impl
+    return run
+
+
+def _in_compute_dtype(impl, arrays, params, storage):
+    wide = dtypes.COMPUTE[storage]
+    out = impl(*[a.astype(wide) if a.dtype in dtypes.HALF else a for a in arrays], **params)
+    if isinstance(out, tuple):
+        return tuple(_round_to(o, wide, storage) for o in out)
+    return _round_to(out, wide, storage)
+
+
+def _round_to(out, wide, storage):
+    out = np.asarray(out)
+    return out.astype(storage) if out.dtype == wide else out
 
 
 
@@ -114,7 +156,7 @@ def _erf_impl(x):
 
 
 def _sign_impl(x):
-    if x.dtype.kind != "f":
+    if not dtypes.is_floating(x.dtype):
         return np.sign(x)
     # (x > 0) - (x < 0): 0 for NaN (and +0 for both zeros) as in PyTorch; np.sign gives NaN.
     return (x > 0).astype(x.dtype) - (x < 0).astype(x.dtype)
@@ -163,7 +205,7 @@ def _scatter_add_impl(g, *idx, shape):
 
 
 def _sum_impl(a, axes, keepdim):
-    dtype = a.dtype if a.dtype.kind == "f" else np.int64
+    dtype = a.dtype if dtypes.is_floating(a.dtype) else np.int64
     return np.sum(a, axis=axes, dtype=dtype, keepdims=keepdim)
 
 
@@ -174,13 +216,15 @@ def _randomness():
 
 
 def _uniform_impl(shape, dtype):
-    return _randomness().random(shape, dtype=np.float64 if dtype == dtypes.float64 else
-                                np.float32)
+    out = _randomness().random(shape, dtype=np.float64 if dtype == dtypes.float64 else
+                               np.float32)
+    return out if out.dtype == dtype else out.astype(dtype)  # (half types: rounded)
 
 
 def _normal_impl(shape, dtype):
-    return _randomness().standard_normal(shape, dtype=np.float64 if dtype == dtypes.float64
-                                         else np.float32)
+    out = _randomness().standard_normal(shape, dtype=np.float64 if dtype == dtypes.float64
+                                        else np.float32)
+    return out if out.dtype == dtype else out.astype(dtype)
 
 
 def _randint_impl(shape, dtype, low, high):
@@ -281,13 +325,16 @@ E, R, M, S, I, X = "elementwise", "reduction", "matmul", "shape", "indexing", "r
 
 register("add", E, 2, np.add, _binary_infer("add"),
          vjp=(lambda g, out, a, b: g, lambda g, out, a, b: g),
-         doc="a + b, broadcasting.", recompute=True, method=True)
+         doc="a + b, broadcasting.", recompute=True, method=True,
+         opmath=False)
 register("sub", E, 2, np.subtract, _binary_infer("sub"),
          vjp=(lambda g, out, a, b: g, lambda g, out, a, b: fn.neg(g)),
-         doc="a - b, broadcasting.", recompute=True, method=True)
+         doc="a - b, broadcasting.", recompute=True, method=True,
+         opmath=False)
 register("mul", E, 2, np.multiply, _binary_infer("mul"),
          vjp=(lambda g, out, a, b: fn.mul(g, b), lambda g, out, a, b: fn.mul(g, a)),
-         saves=(0, 1), doc="a * b, broadcasting.", recompute=True, method=True)
+         saves=(0, 1), doc="a * b, broadcasting.", recompute=True, method=True,
+         opmath=False)
 register("div", E, 2, np.true_divide, _binary_infer("div"),
          vjp=(lambda g, out, a, b: fn.div(g, b),
               lambda g, out, a, b: fn.neg(fn.div(fn.mul(g, out), b))),
@@ -299,17 +346,18 @@ register("pow", E, 2, np.power, _binary_infer("pow"),
 register("maximum", E, 2, np.maximum, _binary_infer("maximum"),
          vjp=(_maximum_vjp(True), _maximum_vjp(False)), saves=(0, 1),
          doc="Elementwise max; NaN propagates; ties split the gradient in half.",
-         recompute=True, method=True)
+         recompute=True, method=True, opmath=False)
 register("minimum", E, 2, np.minimum, _binary_infer("minimum"),
          vjp=(_minimum_vjp(True), _minimum_vjp(False)), saves=(0, 1),
          doc="Elementwise min; NaN propagates; ties split the gradient in half.",
-         recompute=True, method=True)
+         recompute=True, method=True, opmath=False)
 for _name, _ufunc in [("eq", np.equal), ("ne", np.not_equal), ("lt", np.less),
                       ("le", np.less_equal), ("gt", np.greater), ("ge", np.greater_equal)]:
     register(_name, E, 2, _ufunc, _compare_infer(_name), doc=f"Comparison {_name}; bool result.",
-             recompute=True, method=True)
+             recompute=True, method=True, opmath=False)
 register("neg", E, 1, np.negative, _unary_infer,
-         vjp=(lambda g, out, a: fn.neg(g),), doc="-a.", recompute=True, method=True)
+         vjp=(lambda g, out, a: fn.neg(g),), doc="-a.", recompute=True, method=True,
+         opmath=False)
 register("exp", E, 1, np.exp, _float_unary_infer("exp"),
          vjp=(lambda g, out, a: fn.mul(g, out),), saves_out=True, doc="e ** a.",
          recompute=True, method=True)
@@ -343,14 +391,14 @@ register("relu", E, 1, _relu_impl, _unary_infer,
              "maximum(a, 0) it would split in half).", recompute=True, method=True)
 register("abs", E, 1, np.abs, _unary_infer,
          vjp=(lambda g, out, a: fn.mul(g, fn.sign(a)),), saves=(0,), doc="|a|.",
-         recompute=True, method=True)
+         recompute=True, method=True, opmath=False)
 register("sign", E, 1, _sign_impl, _unary_infer,
          vjp=(lambda g, out, a: fn.broadcast_to(fn.const(0, g.dtype), tuple(a.shape)),),
          doc="-1, 0 or 1; 0 for NaN and a zero gradient, as in PyTorch.",
          recompute=True, method=True)
 register("stop_gradient", E, 1, lambda a: a, _unary_infer, view="whole",
          doc="Identity that gradients do not flow through: `detach()` inside a trace.")
-register("where", E, 3, np.where, _where_infer,
+register("where", E, 3, np.where, _where_infer, opmath=False,
          vjp=(None,
               lambda g, out, c, a, b: fn.where(c, g, fn.const(0, g.dtype)),
               lambda g, out, c, a, b: fn.where(c, fn.const(0, g.dtype), g)),
@@ -417,7 +465,7 @@ register("check_finite", I, 1, _check_finite_impl, lambda x, what: x, params=("w
          doc="The tensor itself, after checking every value is finite: RuntimeError(what) "
              "otherwise (clip_grad_norm_(error_if_nonfinite=True) in a compiled step). Runs "
              "when the program runs, traced or not.")
-register("scatter_add", I, -1, _scatter_add_impl, _scatter_add_infer,
+register("scatter_add", I, -1, _scatter_add_impl, _scatter_add_infer, opmath=True,
          vjp=lambda g, out, v, *idx, shape: (fn.gather(g, idx),) + (None,) * len(idx),
          saves=(1, 2, 3, 4, 5, 6, 7, 8), params=("shape",),
          doc="Zeros of `shape` with `g` added at integer indices; repeated indices add up.")

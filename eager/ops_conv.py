@@ -137,7 +137,7 @@ register("im2col", "indexing", 1, _im2col_impl, _im2col_infer,
 register("col2im", "indexing", 1, _col2im_impl, _col2im_infer,
          vjp=(lambda g, out, cols, shape, kernel, stride, dilation, pad:
               im2col(g, kernel, stride, dilation, pad, 0.0),),
-         params=("shape", "kernel", "stride", "dilation", "pad"),
+         params=("shape", "kernel", "stride", "dilation", "pad"), opmath=True,
          doc="Columns (C, *kernel, N, *out) summed back onto (N, C, *shape): im2col's "
              "transpose (F.fold, transposed convolution).")
 

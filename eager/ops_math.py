@@ -27,7 +27,7 @@ def _float_binary_infer(name):
 
     def infer(a, b):
         out = base(a, b)
-        if out.dtype.kind != "f":
+        if not dtypes.is_floating(out.dtype):
             raise op_error(name, f"needs floating-point tensors, got {out.dtype}", (a, b),
                            hint="cast with .float() or .to(eager.float32)", exc=TypeError)
         return out

@@ -67,7 +67,7 @@ def multinomial(probs, num_samples, replacement=False, *, generator=None):
     if p.ndim not in (1, 2):
         raise size_error("multinomial", f"prob_dist must be 1 or 2 dim, got {p.ndim}", (p,),
                        exc=RuntimeError)
-    if p.dtype.kind != "f":
+    if not dtypes.is_floating(p.dtype):
         raise size_error("multinomial", f"only supports floating-point dtypes for input, got "
                        f"{p.dtype}", (p,), exc=RuntimeError)
     n = int(num_samples)

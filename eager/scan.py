@@ -49,7 +49,7 @@ def cumprod(x, dim, *, dtype=None):
 def logcumsumexp(x, dim):
     """log(cumsum(exp(x))) along `dim`, computed as a running logaddexp (no overflow)."""
     x = as_tensor(x, "logcumsumexp")
-    if x.dtype.kind != "f":
+    if not dtypes.is_floating(x.dtype):
         raise size_error("logcumsumexp", f"needs a floating-point tensor, got {x.dtype}", (x,),
                        hint="cast with .float()", exc=TypeError)
     return _scan(LOGCUMSUMEXP, x, dim, "logcumsumexp")

@@ -42,10 +42,10 @@ def size_error(op: str, problem: str, operands=(), hint: str = "", exc=RuntimeEr
 def _scan_infer(name, int_to_int64=True, floats_only=False):
     def infer(a, axis):
         _check_axes(name, a.ndim, (axis,))
-        if floats_only and a.dtype.kind != "f":
+        if floats_only and not dtypes.is_floating(a.dtype):
             raise op_error(name, f"needs a floating-point tensor, got {a.dtype}", (a,),
                            hint="cast with .float()", exc=TypeError)
-        dtype = a.dtype if a.dtype.kind == "f" or not int_to_int64 else dtypes.int64
+        dtype = a.dtype if dtypes.is_floating(a.dtype) or not int_to_int64 else dtypes.int64
         return TensorType(tuple(a.shape), dtype)
     return infer
 
@@ -79,11 +79,11 @@ def _scatter_infer(name):
 # numpy implementations
 
 def _cumsum_impl(a, axis):
-    return np.cumsum(a, axis=axis, dtype=a.dtype if a.dtype.kind == "f" else np.int64)
+    return np.cumsum(a, axis=axis, dtype=a.dtype if dtypes.is_floating(a.dtype) else np.int64)
 
 
 def _cumprod_impl(a, axis):
-    return np.cumprod(a, axis=axis, dtype=a.dtype if a.dtype.kind == "f" else np.int64)
+    return np.cumprod(a, axis=axis, dtype=a.dtype if dtypes.is_floating(a.dtype) else np.int64)
 
 
 def _logcumsumexp_impl(a, axis):
@@ -100,7 +100,7 @@ def _cum_argmax_impl(a, axis, largest):
         return np.moveaxis(out, -1, axis)
     best = x[..., 0].copy()
     idx = np.zeros(best.shape, np.int64)
-    floating = x.dtype.kind == "f"
+    floating = dtypes.is_floating(x.dtype)
     for j in range(1, n):
         v = x[..., j]
         better = (v >= best) if largest else (v <= best)
@@ -139,7 +139,7 @@ _UFUNCS = {"amax": np.maximum, "amin": np.minimum, "prod": np.multiply}
 def _identity(reduce, dtype):
     if reduce == "prod":
         return 1
-    if dtype.kind == "f":
+    if dtypes.is_floating(dtype):
         return -np.inf if reduce == "amax" else np.inf
     if dtype == np.bool_:
         return reduce == "amin"
@@ -311,7 +311,7 @@ SCATTER = register("scatter", I, -1, _scatter_impl, _scatter_infer("scatter"),
 SCATTER_REDUCE = register("scatter_reduce", I, -1, _scatter_reduce_impl,
                           _scatter_infer("scatter_reduce"), vjp=_scatter_reduce_vjp,
                           saves=(0, 1) + _IDX, saves_out=True,
-                          params=("reduce", "include_self"),
+                          params=("reduce", "include_self"), opmath=True,
                           doc="`base` with `src` reduced in (amax, amin or prod) at integer "
                               "indices, one index tensor per dim.")
 

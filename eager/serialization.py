@@ -10,7 +10,9 @@ The file is a zip archive (stored, not compressed) holding
   non-finite floats, ``{"t": "device", "v": "cpu"}``, ``{"t": "dtype", "v": "float32"}``,
   and plain JSON for None, bools, ints, finite floats and strings;
 - ``arrays/N.npy``: one array per distinct tensor (a tensor saved twice, like tied weights,
-  is stored once and loads as one tensor again).
+  is stored once and loads as one tensor again).  A bfloat16 array (which .npy cannot name:
+  its descr would be a void type) is stored as its uint16 bits, and its node says
+  ``"dtype": "bfloat16"``.
 
 Loading parses the JSON and reads each array with ``np.load(allow_pickle=False)``: nothing
 in the file can name a Python class or run code. Saving anything else (modules, optimizers,
@@ -64,6 +66,8 @@ def save(obj, f) -> None:
         zf.writestr(_INDEX, index)
         for n, arr in enumerate(arrays):
             buf = io.BytesIO()
+            if arr.dtype == dtypes.bfloat16:
+                arr = arr.view(np.uint16)  # (the node says "dtype": "bfloat16")
             np.save(buf, arr, allow_pickle=False)
             zf.writestr(f"arrays/{n}.npy", buf.getvalue())
 
@@ -75,6 +79,16 @@ def _array_id(key, arr, arrays, ids, keep):
         arrays.append(arr)
         keep.append(key)
     return n
+
+
+def _storable(dtype) -> bool:
+    return dtype.kind in _ARRAY_KINDS or dtype == dtypes.bfloat16
+
+
+def _bits(node, arr):
+    if arr.dtype == dtypes.bfloat16:
+        node["dtype"] = "bfloat16"  # stored as uint16 bits
+    return node
 
 
 def _encode(obj, path, arrays, ids, keep):
@@ -91,13 +105,14 @@ def _encode(obj, path, arrays, ids, keep):
                             f"function); save outside it (at {user_location()})")
         from .nn.module import Parameter
 
-        return {"t": "tensor", "id": _array_id(obj, data, arrays, ids, keep),
-                "requires_grad": bool(obj.requires_grad),
-                "parameter": isinstance(obj, Parameter)}
-    if isinstance(obj, np.ndarray) and obj.dtype.kind in _ARRAY_KINDS:
-        return {"t": "ndarray", "id": _array_id(obj, obj, arrays, ids, keep)}
-    if isinstance(obj, np.generic) and obj.dtype.kind in _ARRAY_KINDS:
-        return {"t": "scalar", "id": _array_id(obj, np.asarray(obj), arrays, ids, keep)}
+        return _bits({"t": "tensor", "id": _array_id(obj, data, arrays, ids, keep),
+                      "requires_grad": bool(obj.requires_grad),
+                      "parameter": isinstance(obj, Parameter)}, data)
+    if isinstance(obj, np.ndarray) and _storable(obj.dtype):
+        return _bits({"t": "ndarray", "id": _array_id(obj, obj, arrays, ids, keep)}, obj)
+    if isinstance(obj, np.generic) and _storable(obj.dtype):
+        return _bits({"t": "scalar", "id": _array_id(obj, np.asarray(obj), arrays, ids, keep)},
+                     obj)
     if isinstance(obj, device):
         return {"t": "device", "v": str(obj)}
     if isinstance(obj, np.dtype):
@@ -206,6 +221,11 @@ def _decode(node, zf, names, name, loaded):
         if key in loaded:
             return loaded[key]
         arr = _read_array(n, zf, names, name)
+        if node.get("dtype") == "bfloat16":
+            if arr.dtype != np.uint16:
+                raise LoadError(f"eager.load: {name}: bfloat16 array {n} is not stored as "
+                                f"uint16 bits")
+            arr = arr.view(dtypes.bfloat16)
         if kind == "ndarray":
             value = arr
         elif kind == "scalar":
@@ -224,7 +244,7 @@ def _make_tensor(arr, node):
     if arr.dtype != dtype or not arr.flags.c_contiguous or not arr.flags.writeable:
         arr = np.array(arr, dtype=dtype, order="C")  # (ascontiguousarray makes 0-d 1-d)
     t = Tensor._wrap(arr)
-    requires_grad = bool(node.get("requires_grad")) and dtype.kind == "f"
+    requires_grad = bool(node.get("requires_grad")) and dtypes.is_floating(dtype)
     if node.get("parameter"):
         return Parameter(t, requires_grad=requires_grad)
     if requires_grad:

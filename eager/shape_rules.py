@@ -77,7 +77,7 @@ def _compare_infer(name):
 
 def _float_unary_infer(name):
     def infer(a):
-        if a.dtype.kind != "f":
+        if not dtypes.is_floating(a.dtype):
             raise op_error(name, f"needs a floating-point tensor, got {a.dtype}", (a,),
                            hint="cast with .float() or .to(eager.float32)", exc=TypeError)
         return a
@@ -102,7 +102,7 @@ def _reduce_shape(shape, axes, keepdim):
 
 def _sum_infer(a, axes, keepdim):
     _check_axes("sum", a.ndim, axes)
-    dtype = a.dtype if a.dtype.kind == "f" else dtypes.int64
+    dtype = a.dtype if dtypes.is_floating(a.dtype) else dtypes.int64
     return TensorType(_reduce_shape(a.shape, axes, keepdim), dtype)
 
 

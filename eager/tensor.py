@@ -207,7 +207,9 @@ class Tensor:
         if type(data) is not np.ndarray:
             body = repr(data)
         else:
-            body = np.array2string(data, separator=", ", precision=4, prefix="tensor(")
+            # (numpy formats ml_dtypes' bfloat16 as a generic object: its float32 values)
+            shown = data.astype(dtypes.float32) if data.dtype == dtypes.bfloat16 else data
+            body = np.array2string(shown, separator=", ", precision=4, prefix="tensor(")
         extras = []
         if type(data) is np.ndarray and data.dtype not in (dtypes.float32, dtypes.int64,
                                                            dtypes.bool_):
@@ -220,7 +222,7 @@ class Tensor:
 
     # ---------------------------------------------------------------- autograd
     def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
-        if requires_grad and self.dtype.kind != "f":
+        if requires_grad and not dtypes.is_floating(self.dtype):
             raise RuntimeError(f"only floating point tensors can require gradients, got "
                                f"{self.dtype}; cast with .float() first "
                                f"(at {user_location()})")
@@ -348,7 +350,7 @@ class Tensor:
             return False
         data = self._data
         if data.__class__ is not np.ndarray or not data.flags.writeable \
-                or data.dtype.kind != "f":
+                or not dtypes.is_floating(data.dtype):
             return False
         if isinstance(other, Tensor):
             if other.requires_grad and _state.grad_enabled:

@@ -50,6 +50,7 @@ import numpy as np
 
 from eager import dispatch
 from eager import random as _random
+from eager.dtypes import is_floating
 from eager.nn.module import Module
 from eager.optim import Optimizer
 from eager.protocol import TraceProtocol
@@ -524,7 +525,7 @@ class _GradientCheck:
         if not dispatch.is_grad_enabled():
             return
         outs, _ = _tensor_leaves(eager_out)
-        self.which = [k for k, t in enumerate(outs) if _live(t) and t.dtype.kind == "f"]
+        self.which = [k for k, t in enumerate(outs) if _live(t) and is_floating(t.dtype)]
         if not self.which:
             return
         wrt, where = {}, {}

@@ -5,12 +5,13 @@ from __future__ import annotations
 import numpy as np
 
 from eager import dispatch
+from eager.dtypes import bfloat16, finfo, is_floating
 from eager.ops import OPS
 from eager.tensor import Tensor
 
 # dtype -> (rtol, atol); atol is scaled up by the largest magnitude of the eager value
 TOLERANCES = {np.dtype(np.float32): (1e-4, 1e-5), np.dtype(np.float64): (1e-10, 1e-12),
-              np.dtype(np.float16): (1e-2, 1e-3)}
+              np.dtype(np.float16): (1e-2, 1e-3), bfloat16: (1.6e-2, 1e-3)}
 CAPTURED = "<captured "  # path prefix of a capture found only by its identity
 
 
@@ -48,7 +49,7 @@ def compare_arrays(expected: np.ndarray, got: np.ndarray, names=("eager", "compi
     ref, new = names
     if expected.shape != got.shape or expected.dtype != got.dtype:
         return (f"{ref} gives {_type_text(expected)}, {new} {_type_text(got)}", None)
-    if expected.dtype.kind not in "fc":
+    if expected.dtype.kind != "c" and not is_floating(expected.dtype):
         bad = expected != got
         if not bad.any():
             return None
@@ -82,7 +83,7 @@ def compare_arrays(expected: np.ndarray, got: np.ndarray, names=("eager", "compi
     if not bad.any():
         return None
     idx = _first(err == err[bad].max())
-    rel = float(err[idx] / max(abs(e[idx]), np.finfo(expected.dtype).tiny))
+    rel = float(err[idx] / max(abs(e[idx]), finfo(expected.dtype).tiny))
     return (f"{int(bad.sum())} of {bad.size} elements beyond tolerance (rtol {rtol:g}, atol "
             f"{atol * scale:.3g}); largest error {err[idx]:.3g} (relative {rel:.3g}) at "
             f"{idx}: {ref} {_item(expected[idx])}, {new} {_item(got[idx])}",

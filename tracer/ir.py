@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from eager.dtypes import SHORT_NAMES
+from eager.dtypes import SHORT_NAMES, is_floating
 from eager.ops import OPS, TensorType
 
 
@@ -73,7 +73,7 @@ class Literal:
 
     def __repr__(self) -> str:
         v = self.value.item()
-        if self.type.dtype.kind == "f":
+        if is_floating(self.type.dtype):
             text = repr(float(v)) if self.type.dtype.itemsize == 8 else str(np.float32(v))
         elif self.type.dtype.kind == "b":
             text = "True" if v else "False"

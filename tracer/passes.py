@@ -30,6 +30,7 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
+from eager.dtypes import is_floating
 from eager.ops import OPS
 
 from . import logs
@@ -297,7 +298,7 @@ def _is_exactly(x, value, consts: dict) -> bool:
     if arr is None or arr.size == 0 or not bool(np.all(arr == value)):
         return False
     # a float zero must have the sign asked for (0.0 and -0.0 are different constants)
-    if value != 0 or arr.dtype.kind != "f":
+    if value != 0 or not is_floating(arr.dtype):
         return True
     negative = math.copysign(1.0, value) < 0
     return bool(np.all(np.signbit(arr) == negative))

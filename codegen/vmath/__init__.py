@@ -129,6 +129,7 @@ Layout (``codegen.vmath`` re-exports every name in ``__all__``; kernels import f
 * ``arith.py``: ``div_exact``, ``div_invariant_*``, ``add_reassoc``;
 * ``divmod.py``: numpy's float floor division and remainder (``floor_divide_float``,
   ``remainder_float``);
+* ``intpow.py``: integer powers that wrap on overflow (``pow_uint64``);
 * here: the lookup tables for code generators and the ``NUMBA_DISABLE_JIT`` stand-ins.
 """
 import numpy as np
@@ -137,6 +138,7 @@ from numba import config as _numba_config
 from .arith import add_reassoc, div_exact, div_invariant_f32, div_invariant_f64
 from .divmod import floor_divide_float, remainder_float
 from .explog import exp_f32, exp_f64, expm1_f32, expm1_f64, log1p_f32, log1p_f64, log_f32, log_f64
+from .intpow import pow_uint64
 from .intrinsics import FASTMATH_FLAGS, maximum, store_fence, stream_copy, trip_count
 from .tanh_erf import erf_f32, erf_f64, sigmoid_f32, sigmoid_f64, tanh_f32, tanh_f64
 
@@ -146,7 +148,7 @@ __all__ = [
     "tanh_f32", "tanh_f64", "sigmoid_f32", "sigmoid_f64",
     "erf_f32", "erf_f64", "maximum", "trip_count", "stream_copy", "store_fence", "div_exact",
     "div_invariant_f32", "div_invariant_f64", "add_reassoc", "floor_divide_float",
-    "remainder_float",
+    "remainder_float", "pow_uint64",
     "VMATH", "VMATH_NAMES", "VMATH_MAX_ULP", "VMATH_METHOD", "vmath_name",
     "FASTMATH_FLAGS",
 ]

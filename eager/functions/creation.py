@@ -43,7 +43,7 @@ def _dtype_of_data(data):
     if isinstance(data, (np.ndarray, np.generic)):
         return dtypes.canonical(data.dtype)
     arr = np.asarray(data)
-    if arr.dtype.kind == "f":
+    if dtypes.is_floating(arr.dtype):
         return dtypes.DEFAULT_FLOAT
     if arr.dtype.kind in "iu":
         return dtypes.DEFAULT_INT

@@ -1,12 +1,13 @@
 """Scalars, constants and type promotion, and the elementwise functions."""
 from __future__ import annotations
 
+import builtins
 import math
 
 import numpy as np
 
 from .. import dtypes
-from ..dispatch import apply
+from ..dispatch import apply, tracing
 from ..errors import describe, op_error
 from ..ops import OPS
 
@@ -147,14 +148,14 @@ def _operands(a, b, op):
 
 def _float_operands(a, b, op):
     a, b = _operands(a, b, op)
-    if a.dtype.kind != "f":
+    if not dtypes.is_floating(a.dtype):
         a, b = cast(a, dtypes.DEFAULT_FLOAT), cast(b, dtypes.DEFAULT_FLOAT)
     return a, b
 
 
 def _floating(x, op):
     x = as_tensor(x, op)
-    if x._data.dtype.kind != "f":
+    if not dtypes.is_floating(x._data.dtype):
         return cast(x, dtypes.DEFAULT_FLOAT)
     return x
 
@@ -168,6 +169,34 @@ def cast(x, dtype) -> "Tensor":
 
 
 to = cast
+
+
+def _half_in_float32(fn):
+    """`fn(x, ...)` for a float16/bfloat16 `x` computes on x as float32 and rounds each
+    float32 result once to x's dtype, as PyTorch's CPU kernels of composite ops (softmax,
+    layer_norm, mean, var) do (their float32 "opmath"); each registry op of `fn` would
+    otherwise round to the half type in between.  A call given a dtype (softmax(x, 1,
+    eager.float32), dtype=...) runs as written."""
+    def run(x, *args, **kwargs):
+        storage = getattr(x, "dtype", None)
+        if storage not in dtypes.HALF or kwargs.get("dtype") is not None \
+                or builtins.any(isinstance(a, (np.dtype, type)) for a in args):
+            return fn(x, *args, **kwargs)
+        out = fn(cast(x, dtypes.float32), *args, **kwargs)
+        if isinstance(out, tuple):
+            return type(out)(*[_to_storage(o, storage) for o in out]) if hasattr(out, "_fields") \
+                else tuple(_to_storage(o, storage) for o in out)
+        return _to_storage(out, storage)
+    run.__name__, run.__qualname__ = fn.__name__, fn.__qualname__
+    run.__doc__, run.__module__ = fn.__doc__, fn.__module__
+    run.__wrapped__ = fn
+    return run
+
+
+def _to_storage(out, storage):
+    if getattr(out, "dtype", None) == dtypes.float32:
+        return cast(out, storage)
+    return out
 
 
 # --------------------------------------------------------------------------------------
@@ -204,14 +233,39 @@ def div(a, b, *, rounding_mode=None):
 
         return _divide_rounded(a, b, rounding_mode)
     if a.__class__ is not b.__class__ or a._data.dtype is not b._data.dtype \
-            or a._data.dtype.kind != "f":
+            or a._data.dtype.kind != "f" and a._data.dtype is not dtypes.bfloat16:
         a, b = _float_operands(a, b, "div")
     return apply(DIV, a, b)
 
 
+_NEGATIVE_POWER = "Integers to negative integer powers are not allowed."
+
+
 def pow(a, b):  # noqa: A001 - PyTorch's name
+    number = b if isinstance(b, (int, np.integer)) else None
     a, b = _operands(a, b, "pow")
+    if b.dtype.kind == "i":  # (both operands are integers: promotion gave them one dtype)
+        b = _nonnegative_exponent(b, number)
     return apply(POW, a, b)
+
+
+def _nonnegative_exponent(b, number):
+    """`b`, after checking that no integer exponent is negative: RuntimeError as in PyTorch
+    and numpy, eagerly and in compiled code alike (a kernel would compute 1 or 0)."""
+    if number is not None:  # a Python number: checked here, once
+        if number < 0:
+            raise op_error("pow", _NEGATIVE_POWER, (b,), hint="use a float exponent, e.g. "
+                           "x ** -1.0", exc=RuntimeError)
+        return b
+
+    if not tracing():
+        if (b._data < 0).any():
+            raise op_error("pow", _NEGATIVE_POWER, (b,), hint="use a float exponent",
+                           exc=RuntimeError)
+        return b
+    # traced: a check that runs when the compiled program runs, feeding the exponent
+    bad = where(lt(b, const(0, b.dtype)), float("nan"), 0.0)
+    return add(b, cast(apply(OPS["check_finite"], bad, what=_NEGATIVE_POWER), b.dtype))
 
 
 def maximum(a, b):
@@ -250,7 +304,8 @@ def _float_unary(name):
     op = OPS[name]
 
     def unary(x):
-        if x.__class__ is not Tensor or x._data.dtype.kind != "f":
+        if x.__class__ is not Tensor or x._data.dtype.kind != "f" \
+                and x._data.dtype is not dtypes.bfloat16:  # (the hot path: no call)
             x = _floating(x, name)
         return apply(op, x)
     unary.__name__ = name
@@ -296,7 +351,7 @@ def isnan(x):
 def isinf(x):
     """Where x is +inf or -inf, as a bool tensor."""
     x = as_tensor(x, "isinf")
-    if x.dtype.kind != "f":
+    if not dtypes.is_floating(x.dtype):
         return ne(x, x)
     return eq(abs(x), const(math.inf, x.dtype))
 
@@ -304,7 +359,7 @@ def isinf(x):
 def isfinite(x):
     """Where x is neither NaN nor ±inf, as a bool tensor."""
     x = as_tensor(x, "isfinite")
-    if x.dtype.kind != "f":
+    if not dtypes.is_floating(x.dtype):
         return eq(x, x)
     return lt(abs(x), const(math.inf, x.dtype))
 
@@ -343,7 +398,7 @@ def clamp(x, min=None, max=None):  # noqa: A002
 def _clamp_side(x, bound, beyond):
     if isinstance(bound, Tensor):
         x = where(beyond(x, bound), bound, x)
-        if bound.dtype.kind == "f":
+        if dtypes.is_floating(bound.dtype):
             x = where(ne(bound, bound), bound, x)
         return x
     if isinstance(bound, (float, np.floating)) and math.isnan(bound):

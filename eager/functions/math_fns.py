@@ -7,8 +7,6 @@ from __future__ import annotations
 import builtins
 import math
 
-import numpy as np
-
 from .. import dtypes
 from ..dispatch import apply
 from ..errors import op_error
@@ -93,7 +91,7 @@ for _n in _BITWISE:
 def bitwise_not(x):
     """~x on integer and bool tensors."""
     x = as_tensor(x, "bitwise_not")
-    if x.dtype.kind == "f":
+    if dtypes.is_floating(x.dtype):
         OPS["bitwise_not"].infer(x)  # raises, naming the op and dtype
     return apply(OPS["bitwise_not"], x)
 
@@ -101,7 +99,7 @@ def bitwise_not(x):
 def _rounding(name):
     def rounding(x):
         x = as_tensor(x, name)
-        if x.dtype.kind != "f":
+        if not dtypes.is_floating(x.dtype):
             return add(x, 0) if x.dtype != dtypes.bool_ else _bool_rounding(name, x)
         return apply(OPS[name], x)
     rounding.__name__ = name
@@ -119,7 +117,7 @@ floor, ceil, trunc = (_rounding(n) for n in ("floor", "ceil", "trunc"))
 def round(x, decimals=0):  # noqa: A001
     """Round half to even (torch.round), at `decimals` digits after the point."""
     x = as_tensor(x, "round")
-    if x.dtype.kind != "f":
+    if not dtypes.is_floating(x.dtype):
         return _rounding("trunc")(x) if decimals >= 0 else \
             cast(round(cast(x, dtypes.float64), decimals), x.dtype)
     return apply(OPS["round"], x, decimals=int(decimals))
@@ -162,7 +160,7 @@ def _divide_rounded(a, b, rounding_mode):
         raise op_error("div", f"rounding_mode must be None, 'trunc' or 'floor', got "
                        f"{rounding_mode!r}", exc=ValueError)
     a, b = _operands(a, b, "div")
-    if a.dtype.kind == "f":
+    if dtypes.is_floating(a.dtype):
         return trunc(div(a, b))
     q = floor_divide(a, b)  # noqa: F821
     # floor differs from trunc where the exact quotient is negative and not whole
@@ -197,7 +195,7 @@ def all(x, dim=None, keepdim=False):  # noqa: A001
 def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
     """|a - b| <= atol + rtol * |b| elementwise (torch.isclose); equal infinities are close."""
     a, b = _operands(a, b, "isclose")
-    if a.dtype.kind != "f":
+    if not dtypes.is_floating(a.dtype):
         return eq(a, b) if rtol == 0 and atol == 0 or a.dtype == dtypes.bool_ else \
             isclose(cast(a, dtypes.float64), cast(b, dtypes.float64), rtol, atol, equal_nan)
     close = eq(a, b)
@@ -267,9 +265,9 @@ def nan_to_num(x, nan=0.0, posinf=None, neginf=None):
     """NaN, +inf and -inf replaced by `nan`, `posinf` (default: the dtype's max) and `neginf`
     (default: the dtype's lowest)."""
     x = as_tensor(x, "nan_to_num")
-    if x.dtype.kind != "f":
+    if not dtypes.is_floating(x.dtype):
         return add(x, 0) if x.dtype != dtypes.bool_ else x
-    info = np.finfo(x.dtype)
+    info = dtypes.finfo(x.dtype)
     posinf = float(info.max) if posinf is None else posinf
     neginf = float(info.min) if neginf is None else neginf
     x = where(ne(x, x), const(nan, x.dtype), x)

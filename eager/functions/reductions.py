@@ -9,6 +9,7 @@ from .. import dtypes
 from ..dispatch import apply
 from ..errors import op_error
 from ..ops import OPS, Dim
+from .elementwise import _half_in_float32
 from .elementwise import (abs, add, as_tensor, cast, const, div, eq, exp, log, logical_not,
                           maximum, minimum, mul, neg, sqrt, sub, where)
 from .shapes import _norm_axes, _norm_dim, reshape, squeeze
@@ -72,7 +73,7 @@ def sum(x, dim=None, keepdim=False, dtype=None):  # noqa: A001
 
 def _float_reduction(x, op):
     x = as_tensor(x, op)
-    if x.dtype.kind != "f":
+    if not dtypes.is_floating(x.dtype):
         raise op_error(op, f"needs a floating-point tensor, got {x.dtype}", (x,),
                        hint="cast with .float() first", exc=TypeError)
     return x
@@ -88,6 +89,7 @@ def _symbolic_count(x, axes):
 
 
 @_dim_aliases
+@_half_in_float32
 def mean(x, dim=None, keepdim=False):
     x = _float_reduction(x, "mean")
     axes = _norm_axes(dim, x.ndim, "mean")
@@ -99,6 +101,7 @@ def mean(x, dim=None, keepdim=False):
 
 
 @_dim_aliases
+@_half_in_float32
 def var(x, dim=None, unbiased=True, keepdim=False, *, correction=None):
     """Variance over `dim` (torch.var): sum((x - mean)^2) / max(N - correction, 0), with
     Bessel's correction 1 unless ``unbiased=False`` or `correction` says otherwise. One
@@ -116,6 +119,7 @@ def var(x, dim=None, unbiased=True, keepdim=False, *, correction=None):
 
 
 @_dim_aliases
+@_half_in_float32
 def std(x, dim=None, unbiased=True, keepdim=False, *, correction=None):
     """sqrt(var(x, ...)) (torch.std). At zero spread the gradient is 0, as in PyTorch (the
     plain sqrt's 0.5 / 0 times the zero deviations would give NaN)."""

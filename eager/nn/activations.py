@@ -8,6 +8,8 @@ import warnings
 from .. import functions as T
 from ..errors import op_error
 from ..functions.reductions import _dim_aliases
+from ..dtypes import is_floating
+from ..functions.elementwise import _half_in_float32
 
 sigmoid = T.sigmoid
 tanh = T.tanh
@@ -16,6 +18,7 @@ _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _INV_SQRT_2 = 1.0 / math.sqrt(2.0)
 
 
+@_half_in_float32
 def gelu(x, approximate: str = "none"):
     """x * Phi(x); ``approximate='tanh'`` uses 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."""
     if approximate == "tanh":
@@ -26,17 +29,19 @@ def gelu(x, approximate: str = "none"):
     return T.mul(T.mul(x, 0.5), T.add(T.erf(T.mul(x, _INV_SQRT_2)), 1.0))
 
 
+@_half_in_float32
 def silu(x):
     return T.mul(x, T.sigmoid(x))
 
 
 def _check_float(x, op):
-    if x.dtype.kind != "f":
+    if not is_floating(x.dtype):
         raise op_error(op, f"needs a floating-point input, got {x.dtype}", (x,),
                        hint="cast with .float() first", exc=TypeError)
 
 
 @_dim_aliases  # (torch.softmax and Tensor.softmax take axis= too)
+@_half_in_float32
 def softmax(x, dim: int = -1, dtype=None):
     """exp(x - max) / sum(exp(x - max)) along `dim` (the max is a constant for autodiff)."""
     if dtype is not None:
@@ -48,6 +53,7 @@ def softmax(x, dim: int = -1, dtype=None):
 
 
 @_dim_aliases
+@_half_in_float32
 def log_softmax(x, dim: int = -1, dtype=None):
     """x - max - log(sum(exp(x - max))) along `dim`."""
     if dtype is not None:

@@ -25,6 +25,7 @@ from . import functional as F
 from . import init
 from .layers import Linear
 from .module import Module, Parameter
+from ..dtypes import is_floating
 
 
 class NonDynamicallyQuantizableLinear(Linear):
@@ -74,7 +75,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: f
         if t.ndim < 2:
             raise op_error(op, f"{name} must have at least 2 dims (..., L, E), got {t.shape}",
                            (query, key, value))
-        if t.dtype.kind != "f":
+        if not is_floating(t.dtype):
             raise op_error(op, f"{name} must be floating-point, got {t.dtype}",
                            (query, key, value), hint="cast with .float() first",
                            exc=TypeError)
@@ -100,7 +101,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: f
         attn_mask = T.as_tensor(attn_mask, op)
         if attn_mask.dtype.kind == "b":
             scores = T.where(attn_mask, scores, minus_inf)
-        elif attn_mask.dtype.kind == "f":
+        elif is_floating(attn_mask.dtype):
             scores = T.add(scores, T.cast(attn_mask, scores.dtype))
         else:
             raise op_error(op, f"attn_mask must be bool or floating-point, got "
@@ -149,7 +150,7 @@ def _as_additive(mask, dtype, op):
     if mask.dtype.kind == "b":
         # MultiheadAttention's bool masks mark positions NOT allowed to attend.
         return T.where(mask, T.const(-math.inf, dtype), T.const(0.0, dtype))
-    if mask.dtype.kind == "f":
+    if is_floating(mask.dtype):
         return T.cast(mask, dtype)
     raise op_error(op, f"masks must be bool or floating-point, got {mask.dtype}", (mask,),
                    exc=TypeError)

@@ -17,6 +17,7 @@ import math
 from .. import functions as T
 from ..errors import op_error
 from ..ops_conv import col2im, im2col, window_count
+from ..dtypes import is_floating
 
 
 def ntuple(value, n: int, op: str, what: str) -> tuple:
@@ -35,7 +36,7 @@ def _check_input(op, x, nd, what="input"):
         raise op_error(op, f"expected a {nd + 1}-d (unbatched {dims[0]}) or {nd + 2}-d "
                        f"(batched {dims[1]}) {what}, got shape {tuple(x.shape)}", (x,),
                        hint=f"reshape the input to {dims[1]}")
-    if x.dtype.kind != "f":
+    if not is_floating(x.dtype):
         raise op_error(op, f"needs a floating-point input, got {x.dtype}", (x,),
                        hint="cast with .float() first", exc=TypeError)
     return x.ndim == nd + 1

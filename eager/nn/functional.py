@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from .. import dtypes
 from .. import functions as T
+from ..functions.elementwise import _half_in_float32
 from ..errors import op_error
 from .activations import (  # noqa: F401 - re-exported: F.gelu, F.softmax, ...
     _check_float,
@@ -60,6 +61,7 @@ def linear(x, weight, bias=None):
     return out
 
 
+@_half_in_float32
 def layer_norm(x, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
     if isinstance(normalized_shape, int):
         normalized_shape = (normalized_shape,)

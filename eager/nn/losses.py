@@ -6,6 +6,7 @@ from .. import functions as T
 from ..errors import op_error
 from ..ops import Dim
 from .activations import _check_float, _softplus, log_softmax
+from ..dtypes import is_floating
 
 
 def _reduce(loss, reduction, op):
@@ -141,7 +142,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index: i
     if not 0.0 <= label_smoothing <= 1.0:
         raise op_error("cross_entropy", f"label_smoothing must be in [0, 1], got "
                        f"{label_smoothing}", (input,))
-    if target.dtype.kind == "f":
+    if is_floating(target.dtype):
         if target.shape != input.shape:
             raise op_error("cross_entropy", "probability targets must have the input's shape; "
                            "class-index targets must be integers", (input, target),
@@ -167,7 +168,7 @@ def mse_loss(input, target, reduction: str = "mean"):
     # PyTorch rejects integer targets ("Found dtype Long but expected Float"); promoting them
     # silently would hide labels passed where regression targets belong.
     _check_float(input, "mse_loss")
-    if target.dtype.kind != "f":
+    if not is_floating(target.dtype):
         raise op_error("mse_loss", f"target must be floating-point, got {target.dtype}",
                        (input, target), hint="cast the target with .float() (class labels "
                        "belong in cross_entropy)", exc=TypeError)
@@ -184,7 +185,7 @@ def mse_loss(input, target, reduction: str = "mean"):
 
 def _pointwise_operands(input, target, op):
     _check_float(input, op)
-    if target.dtype.kind != "f":
+    if not is_floating(target.dtype):
         raise op_error(op, f"target must be floating-point, got {target.dtype}",
                        (input, target), hint="cast the target with .float()", exc=TypeError)
     if input.shape != target.shape:

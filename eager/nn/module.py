@@ -7,6 +7,7 @@ import numpy as np
 
 from ..protocol import STRUCTURE_EPOCH  # bumped below on every change of module structure
 from ..tensor import Tensor
+from ..dtypes import is_floating
 
 
 class Parameter(Tensor):
@@ -222,7 +223,7 @@ class Module:
 
         dtype, _ = parse_to(args, kwargs, "Module.to")
         if dtype is not None:
-            if dtype.kind != "f":
+            if not is_floating(dtype):
                 raise TypeError(f"nn.Module.to only accepts floating point dtypes, but got "
                                 f"desired dtype={dtype}")
             self._cast_floating(dtype)
@@ -232,7 +233,7 @@ class Module:
         for m in self.modules():
             for store in (m._parameters, m._buffers):
                 for t in store.values():
-                    if t is None or t.dtype.kind != "f" or t.dtype == dtype:
+                    if t is None or not is_floating(t.dtype) or t.dtype == dtype:
                         continue
                     # A new array (its dtype differs): a compiled function that captured
                     # this tensor sees the change and traces again.

@@ -19,6 +19,7 @@ from ..autograd import no_grad
 from ..errors import op_error, user_location
 from ..functions.reductions import _symbolic_count
 from ..ops import Dim
+from ..dtypes import finfo, is_floating
 
 __all__ = [
     "alpha_dropout",
@@ -33,7 +34,7 @@ __all__ = [
 
 
 def _check_float(x, op):
-    if x.dtype.kind != "f":
+    if not is_floating(x.dtype):
         raise op_error(op, f"needs a floating-point input, got {x.dtype}", (x,),
                        hint="convert it with .float()", exc=TypeError)
 
@@ -227,7 +228,7 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
         raise op_error("rms_norm", f"normalized_shape {normalized_shape} does not match the "
                        f"trailing dims of the input {x.shape}", (x,))
     if eps is None:
-        eps = float(np.finfo(x.dtype).eps)
+        eps = float(finfo(x.dtype).eps)
     dims = tuple(range(x.ndim - k, x.ndim))
     ms = T.mean(T.mul(x, x), dims, keepdim=True)
     out = T.mul(x, T.rsqrt(T.add(ms, eps)))

@@ -17,6 +17,7 @@ import numpy as np
 from .. import functions as T
 from ..errors import op_error
 from .pooling import take
+from ..dtypes import is_floating
 
 
 def _pairs(op, pad, ndim):
@@ -119,7 +120,7 @@ def interpolate(input, size=None, scale_factor=None, mode: str = "nearest",
         raise op_error(op, "align_corners only applies to the linear modes", (x,))
     if antialias:
         raise op_error(op, "antialias=True is not supported", (x,))
-    if x.dtype.kind != "f":
+    if not is_floating(x.dtype):
         raise op_error(op, f"needs a floating-point input, got {x.dtype}", (x,),
                        exc=TypeError)
     out, scales = _sizes(op, x, size, scale_factor, nd)

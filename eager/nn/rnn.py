@@ -27,6 +27,7 @@ from ..errors import op_error
 from . import functional as F
 from . import init
 from .module import Module, Parameter
+from ..dtypes import is_floating
 
 __all__ = ["RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell"]
 
@@ -175,7 +176,7 @@ class RNNBase(Module):
                            f"{self.input_size}, got {x.shape[-1]}", (x,),
                            hint=f"the input's last dim is the feature dim ({self.input_size})",
                            exc=RuntimeError)
-        if x.dtype.kind != "f":
+        if not is_floating(x.dtype):
             raise op_error(name, f"needs a floating-point input, got {x.dtype}", (x,),
                            hint="cast with .float() first", exc=TypeError)
 

@@ -17,6 +17,7 @@ from .. import functions as T
 from .. import dispatch as _dispatch
 from ..dispatch import LIVE, TRUTH, VALUE, note_item_write, read_item
 from ..tensor import Tensor
+from ..dtypes import is_floating
 
 _params = dict.__getitem__  # a group's parameter list, read without a trace event
 
@@ -160,7 +161,7 @@ def _loaded(key, value, param):
     if not isinstance(value, Tensor):
         return value
     data = np.array(value._data, copy=True)
-    if key != "step" and data.dtype.kind == "f" and data.dtype != param.dtype:
+    if key != "step" and is_floating(data.dtype) and data.dtype != param.dtype:
         data = data.astype(param.dtype)
     return Tensor._wrap(data)
 

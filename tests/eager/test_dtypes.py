@@ -16,10 +16,11 @@ import eager
 
 INTS = ("uint8", "int8", "int16", "int32", "int64")
 BARE_UNSIGNED = ("uint16", "uint32", "uint64")  # PyTorch's "barebones" unsigned types
-FLOATS = ("float16", "float32", "float64")
+FLOATS = ("float16", "bfloat16", "float32", "float64")
 ALL = ("bool",) + INTS + BARE_UNSIGNED + FLOATS
 BITS = {"bool": 1, "uint8": 8, "int8": 8, "int16": 16, "int32": 32, "int64": 64,
-        "uint16": 16, "uint32": 32, "uint64": 64, "float16": 16, "float32": 32, "float64": 64}
+        "uint16": 16, "uint32": 32, "uint64": 64, "float16": 16, "bfloat16": 16, "float32": 32,
+        "float64": 64}
 
 
 def expected_promotion(a: str, b: str):
@@ -31,8 +32,8 @@ def expected_promotion(a: str, b: str):
         return None if other in BARE_UNSIGNED else other
     if a in FLOATS or b in FLOATS:
         fa, fb = [x for x in (a, b) if x in FLOATS], [x for x in (a, b) if x not in FLOATS]
-        if not fb:  # two floats: the wider
-            return max(fa, key=BITS.get)
+        if not fb:  # two floats: the wider; float16 with bfloat16: float32 (holds both)
+            return "float32" if set(fa) == {"float16", "bfloat16"} else max(fa, key=BITS.get)
         return fa[0]  # an integer with a float: the float
     if a in BARE_UNSIGNED or b in BARE_UNSIGNED:
         return None  # "Promotion for uint16, uint32, uint64 types is not supported"
@@ -150,16 +151,13 @@ def test_float_to_int_truncates_toward_zero_and_nan_gives_numpy_result():
 
 def test_conversion_methods_and_type():
     x = eager.tensor([1.5, -2.5])
-    for meth, dt in (("half", "float16"), ("bfloat16", None), ("float", "float32"),
+    for meth, dt in (("half", "float16"), ("bfloat16", "bfloat16"), ("float", "float32"),
                      ("double", "float64"), ("long", "int64"), ("int", "int32"),
                      ("short", "int16"), ("byte", "uint8"), ("char", "int8"),
                      ("bool", "bool")):
-        if dt is None:
-            with pytest.raises(TypeError, match="bfloat16 is not a storage type"):
-                getattr(x, meth)()
-            continue
         assert getattr(x, meth)().dtype == np.dtype(dt), meth
     names = {"float32": "FloatTensor", "float64": "DoubleTensor", "float16": "HalfTensor",
+             "bfloat16": "BFloat16Tensor",
              "int64": "LongTensor", "int32": "IntTensor", "int16": "ShortTensor",
              "int8": "CharTensor", "uint8": "ByteTensor", "bool": "BoolTensor"}
     for dt, name in names.items():
@@ -249,9 +247,10 @@ def test_softmax_takes_axis():
                           eager.nn.functional.log_softmax(x, 1).numpy())
 
 
-def test_bfloat16_is_refused_with_a_hint():
-    with pytest.raises(TypeError, match="bfloat16 is not a storage type.*test_dtypes.py"):
-        eager.zeros(2, dtype="bfloat16")
+def test_an_unknown_dtype_is_refused_with_a_hint():
+    assert eager.zeros(2, dtype="bfloat16").dtype == eager.bfloat16
+    with pytest.raises(TypeError, match="not supported.*bfloat16.*test_dtypes.py"):
+        eager.zeros(2, dtype="complex64")
 
 
 def test_promote_types_result_type_and_dtype_queries():
