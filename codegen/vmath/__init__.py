@@ -139,6 +139,8 @@ from .divmod import floor_divide_float, remainder_float
 from .explog import exp_f32, exp_f64, expm1_f32, expm1_f64, log1p_f32, log1p_f64, log_f32, log_f64
 from .intrinsics import FASTMATH_FLAGS, maximum, store_fence, stream_copy, trip_count
 from .tanh_erf import erf_f32, erf_f64, sigmoid_f32, sigmoid_f64, tanh_f32, tanh_f64
+from .trig import (acos_f32, acos_f64, asin_f32, asin_f64, atan2_f32, atan2_f64, atan_f32,
+                   atan_f64, cos_f32, cos_f64, sin_f32, sin_f64, tan_f32, tan_f64)
 
 __all__ = [
     "exp_f32", "exp_f64", "expm1_f32", "expm1_f64",
@@ -147,6 +149,8 @@ __all__ = [
     "erf_f32", "erf_f64", "maximum", "trip_count", "stream_copy", "store_fence", "div_exact",
     "div_invariant_f32", "div_invariant_f64", "add_reassoc", "floor_divide_float",
     "remainder_float",
+    "sin_f32", "sin_f64", "cos_f32", "cos_f64", "tan_f32", "tan_f64", "asin_f32", "asin_f64",
+    "acos_f32", "acos_f64", "atan_f32", "atan_f64", "atan2_f32", "atan2_f64",
     "VMATH", "VMATH_NAMES", "VMATH_MAX_ULP", "VMATH_METHOD", "vmath_name",
     "FASTMATH_FLAGS",
 ]
@@ -161,7 +165,8 @@ from ..lower import VMATH_NAMES  # noqa: E402 - the table kernels' sources are w
 VMATH = {key: globals()[name] for key, name in VMATH_NAMES.items()}
 
 # True when the function vectorizes inside a numba loop (False: libm call).
-VMATH_VECTORIZES = {key: key != ("erf", "float64") for key in VMATH_NAMES}
+_LIBM = {("erf", "float64"), ("sin", "float64"), ("cos", "float64"), ("tan", "float64")}
+VMATH_VECTORIZES = {key: key not in _LIBM for key in VMATH_NAMES}
 
 VMATH_METHOD = {
     ("exp", "float32"): "Cody-Waite n*ln2, deg-7 minimax, 2^n scale (split, or vscalef)",
@@ -178,6 +183,21 @@ VMATH_METHOD = {
     ("sigmoid", "float64"): "{1, e^-|x|} / (1 + e^-|x|)",
     ("erf", "float32"): "|x|<=1: x+x P(x^2); else 1-exp(Q(|x|-1))",
     ("erf", "float64"): "libm math.erf (scalar, not vectorized)",
+    # trig.py
+    ("sin", "float32"): "Payne-Hanek in integers to r + rl, |r| <= pi/4; deg-9/8 minimax",
+    ("sin", "float64"): "libm math.sin (scalar, not vectorized)",
+    ("cos", "float32"): "Payne-Hanek in integers to r + rl, |r| <= pi/4; deg-9/8 minimax",
+    ("cos", "float64"): "libm math.cos (scalar, not vectorized)",
+    ("tan", "float32"): "Payne-Hanek to r + rl; r + r^3 T(r^2) deg-7, -1/tan odd q",
+    ("tan", "float64"): "libm math.tan (scalar, not vectorized)",
+    ("asin", "float32"): "|x|<=.5: x+x^3 A(x^2); else pi/2-2asin(sqrt((1-|x|)/2))",
+    ("asin", "float64"): "same, A: deg-13 minimax",
+    ("acos", "float32"): "pi/2-asin(x); |x|>.5: 2asin(s) or pi-2asin(s), s=sqrt((1-|x|)/2)",
+    ("acos", "float64"): "same, A: deg-13 minimax",
+    ("atan", "float32"): "t in {x, (x-1)/(x+1), -1/x}, |t|<=tan(pi/8); t-t^3 Q(t^2)",
+    ("atan", "float64"): "same, Q: deg-11 minimax",
+    ("atan2", "float32"): "atan of {a/b, (a-b)/(a+b), -b/a}, quadrant offsets, numpy's table",
+    ("atan2", "float64"): "same, Q: deg-11 minimax",
 }
 
 # Measured max error in ULP (see module docstring for the procedure).
@@ -196,6 +216,21 @@ VMATH_MAX_ULP = {
     ("sigmoid", "float64"): 2.0,
     ("erf", "float32"): 1.0,       # exhaustive
     ("erf", "float64"): 1.0,       # libm (glibc), vs mpmath
+    # trig.py
+    ("sin", "float32"): 1.0,       # exhaustive
+    ("sin", "float64"): 1.0,       # libm (glibc)
+    ("cos", "float32"): 1.0,       # exhaustive
+    ("cos", "float64"): 1.0,       # libm (glibc)
+    ("tan", "float32"): 2.0,       # exhaustive
+    ("tan", "float64"): 1.0,       # libm (glibc)
+    ("asin", "float32"): 1.0,      # exhaustive
+    ("asin", "float64"): 1.0,
+    ("acos", "float32"): 1.0,      # exhaustive
+    ("acos", "float64"): 1.0,
+    ("atan", "float32"): 2.0,      # exhaustive
+    ("atan", "float64"): 2.0,
+    ("atan2", "float32"): 2.0,     # 2^32 pairs
+    ("atan2", "float64"): 2.0,
 }
 
 
@@ -210,9 +245,9 @@ if _numba_config.DISABLE_JIT:  # pragma: no cover - exercised by a subprocess te
     import math as _math
 
     def _py(fn, dtype):
-        def scalar(x):
+        def scalar(*x):
             with np.errstate(all="ignore"):
-                return dtype(fn(float(x)))
+                return dtype(fn(*map(float, x)))
         return scalar
 
     def _py_exp(v):
@@ -243,7 +278,10 @@ if _numba_config.DISABLE_JIT:  # pragma: no cover - exercised by a subprocess te
         return 1.0 / (1.0 + _py_exp(-v))
 
     _PY = {"exp": _py_exp, "expm1": _py_expm1, "log": _py_log, "log1p": _py_log1p,
-           "tanh": _math.tanh, "sigmoid": _py_sigmoid, "erf": _math.erf}
+           "tanh": _math.tanh, "sigmoid": _py_sigmoid, "erf": _math.erf,
+           # numpy's functions: math.sin(inf) raises, math.atan2 follows C's table
+           "sin": np.sin, "cos": np.cos, "tan": np.tan, "asin": np.arcsin, "acos": np.arccos,
+           "atan": np.arctan, "atan2": np.arctan2}
     for (_op, _dt), _name in VMATH_NAMES.items():
         globals()[_name] = _py(_PY[_op], np.float32 if _dt == "float32" else np.float64)
     VMATH = {key: globals()[name] for key, name in VMATH_NAMES.items()}

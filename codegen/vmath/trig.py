@@ -1,0 +1,580 @@
+"""sin, cos, tan, asin, acos, atan and atan2 (float32 and float64).
+
+sin/cos/tan reduce x to r = x - q*pi/2, |r| <= pi/4, by a Payne-Hanek reduction written in
+integer arithmetic (`_rem_pio2_f32`, `_rem_pio2_f64`): branch-free, exact to far more bits
+than the result needs for every finite x (no Cody-Waite range limit), and vectorizable
+(64-bit integer multiplies, variable shifts, selects; no table lookups). |x| <= pi/4 skips it
+(q = 0, r = x). The reduced argument is a pair r + rl; the kernels are minimax polynomials
+in r^2. asin/acos use the classic sqrt((1-|x|)/2) split for |x| > 1/2; atan and atan2 reduce
+|y/x| to [0, tan(pi/8)] (the ratio itself, (a-b)/(a+b) plus pi/4, or -b/a plus pi/2) and
+fix the quadrant from the signs, with the special-value table of numpy's arctan2.
+"""
+import math
+
+import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.extending import intrinsic
+
+from .intrinsics import _always_inline, _vjit
+
+__all__ = ["acos_f32", "acos_f64", "asin_f32", "asin_f64", "atan2_f32", "atan2_f64",
+           "atan_f32", "atan_f64", "cos_f32", "cos_f64", "sin_f32", "sin_f64", "tan_f32",
+           "tan_f64"]
+
+_F = np.float32
+_D = np.float64
+
+
+# ---------------------------------------------------------------------------
+# argument reduction: x mod pi/2 in integer arithmetic (Payne-Hanek)
+# ---------------------------------------------------------------------------
+
+# The bits of 2/pi after 32 leading zero bits (so that a window may start before the
+# binary point): word 0 is 0x00000000a2f9836e, 2/pi = 0.a2f9836e4e441529...
+_TWO_OVER_PI_WORDS = (0x00000000A2F9836E, 0x4E441529FC2757D1, 0xF534DDC0DB629599,
+                      0x3C439041FE5163AB, 0xDEBBC561B7246E3A)
+# pi/2 * 2**62, rounded
+_PIO2_FIXED = 0x6487ED5110B4611A
+
+
+def _const(ty, v):
+    return ir.Constant(ty, v)
+
+
+def _window32(builder, words, p):
+    """Bits p .. p+31 (most significant first) of the concatenated words, as an i64 < 2**32;
+    p an i64 in [0, 64 * (len(words) - 1) - 32]. Selects, not a table load."""
+    i64 = ir.IntType(64)
+    k = builder.lshr(p, _const(i64, 6))
+    sh = builder.and_(p, _const(i64, 63))
+    w0, w1 = _const(i64, words[0]), _const(i64, words[1])
+    for j in range(1, len(words) - 1):
+        at = builder.icmp_unsigned("==", k, _const(i64, j))
+        w0 = builder.select(at, _const(i64, words[j]), w0)
+        w1 = builder.select(at, _const(i64, words[j + 1]), w1)
+    # (w0 << sh) | (w1 >> (64 - sh)), without a shift by 64 (undefined in LLVM)
+    hi = builder.shl(w0, sh)
+    lo = builder.lshr(builder.lshr(w1, _const(i64, 1)), builder.sub(_const(i64, 63), sh))
+    return builder.lshr(builder.or_(hi, lo), _const(i64, 32))
+
+
+def _fixed_times_pio2(builder, s):
+    """(s * pi/2 * 2**62) >> 62 for 0 <= s <= 2**61: the reduced argument in units of 2**-62
+    (32x32-bit partial products; truncation error < 3 units)."""
+    i64 = ir.IntType(64)
+    m32 = _const(i64, 0xFFFFFFFF)
+    s1, s0 = builder.lshr(s, _const(i64, 32)), builder.and_(s, m32)
+    p1, p0 = _const(i64, _PIO2_FIXED >> 32), _const(i64, _PIO2_FIXED & 0xFFFFFFFF)
+    mid = builder.add(builder.mul(s1, p0), builder.mul(s0, p1))          # < 2**64
+    r = builder.shl(builder.mul(s1, p1), _const(i64, 2))
+    r = builder.add(r, builder.lshr(mid, _const(i64, 30)))
+    return builder.add(r, builder.lshr(builder.mul(s0, p0), _const(i64, 62)))
+
+
+def _quadrant_and_fraction(builder, acc):
+    """From y = x*2/pi mod 4 in fixed point (2 integer bits, 62 fraction bits, i64): the
+    nearest integer q mod 4 and r = (y - q)*pi/2 in units of 2**-62 (signed i64)."""
+    i64 = ir.IntType(64)
+    u = builder.add(acc, _const(i64, 1 << 61))
+    q = builder.lshr(u, _const(i64, 62))
+    f = builder.sub(builder.and_(u, _const(i64, (1 << 62) - 1)), _const(i64, 1 << 61))
+    neg = builder.icmp_signed("<", f, _const(i64, 0))
+    s = builder.select(neg, builder.neg(f), f)
+    r = _fixed_times_pio2(builder, s)
+    return q, builder.select(neg, builder.neg(r), r)
+
+
+def _fixed_to_pair(builder, r, fty, scale):
+    """A signed i64 r (|r| < 2**62) times `scale` as a float pair hi + lo (hi = r rounded;
+    lo = the rest, exact before its own rounding)."""
+    i64 = ir.IntType(64)
+    hi = builder.sitofp(r, fty)
+    lo = builder.sitofp(builder.sub(r, builder.fptosi(hi, i64)), fty)
+    c = ir.Constant(fty, scale)
+    return builder.fmul(hi, c), builder.fmul(lo, c)
+
+
+@intrinsic
+def _rem_pio2_f32(typingctx, ax):
+    """(q, r, rl) with ax = (q + 4k)*pi/2 + r + rl, q in {0, 1, 2, 3} (as a float), |r| <=
+    pi/4 (plus rounding), for a float32 ax >= 2**-7 that is finite (other inputs give
+    some value; no undefined behaviour).
+
+    ax = M * 2**e with M < 2**24. Only the bits of 2/pi from 2**(1-e) down matter for
+    ax*2/pi mod 4 (the others add multiples of 4); three 32-bit windows of them times M
+    give y = ax*2/pi mod 4 to 2**-62 (2 integer bits, 62 fraction bits), far below the
+    2**-31 that the float32 closest to a multiple of pi/2 needs."""
+    if ax != types.float32:
+        return None
+    sig = types.UniTuple(types.float32, 3)(ax)
+
+    def codegen(context, builder, signature, args):
+        i32, i64 = ir.IntType(32), ir.IntType(64)
+        bits = builder.bitcast(args[0], i32)
+        expo = builder.and_(builder.lshr(bits, _const(i32, 23)), _const(i32, 0xFF))
+        lo_e, hi_e = _const(i32, 120), _const(i32, 254)
+        expo = builder.select(builder.icmp_signed("<", expo, lo_e), lo_e, expo)
+        expo = builder.select(builder.icmp_signed(">", expo, hi_e), hi_e, expo)
+        mant = builder.or_(builder.and_(bits, _const(i32, 0x7FFFFF)), _const(i32, 0x800000))
+        mant = builder.zext(mant, i64)
+        # ax = mant * 2**e, e = expo - 150; the window starts at the bit of weight
+        # 2**(1-e) of 2/pi, bit e + 30 of the words (32 leading zeros)
+        p0 = builder.zext(builder.sub(expo, _const(i32, 120)), i64)
+        c = [_window32(builder, _TWO_OVER_PI_WORDS, builder.add(p0, _const(i64, 32 * i)))
+             for i in range(3)]
+        acc = builder.shl(builder.mul(mant, c[0]), _const(i64, 32))
+        acc = builder.add(acc, builder.mul(mant, c[1]))
+        acc = builder.add(acc, builder.lshr(builder.mul(mant, c[2]), _const(i64, 32)))
+        q, r = _quadrant_and_fraction(builder, acc)
+        fty = ir.FloatType()
+        hi, lo = _fixed_to_pair(builder, r, fty, 2.0 ** -62)
+        qf = builder.uitofp(q, fty)
+        return context.make_tuple(builder, signature.return_type, [qf, hi, lo])
+
+    return sig, codegen
+
+
+# ---------------------------------------------------------------------------
+# constants (minimax coefficients: a Remez exchange in 60-digit mpmath, weighted for the
+# relative error of the result, each float32 coefficient rounded in turn and the rest refit)
+# ---------------------------------------------------------------------------
+
+_ZERO_F32, _HALF_F32, _ONE_F32, _TWO_F32 = _F(0.0), _F(0.5), _F(1.0), _F(2.0)
+_ZERO_F64, _HALF_F64, _ONE_F64, _TWO_F64 = _D(0.0), _D(0.5), _D(1.0), _D(2.0)
+_THREE_F32, _THREE_F64 = _F(3.0), _D(3.0)
+_NAN_F32, _NAN_F64 = _F(np.nan), _D(np.nan)
+_INF_F32, _INF_F64 = _F(np.inf), _D(np.inf)
+# multiples of pi as HI + LO (LO: the rest, rounded)
+_PIO2_HI_F32, _PIO2_LO_F32 = _F(1.5707963705062866), _F(-4.371138828673793e-08)
+_PIO4_HI_F32, _PIO4_LO_F32 = _F(0.7853981852531433), _F(-2.1855694143368964e-08)
+_3PIO4_HI_F32, _3PIO4_LO_F32 = _F(2.356194496154785), _F(-5.962440319251527e-09)
+_PI_HI_F32, _PI_LO_F32 = _F(3.1415927410125732), _F(-8.742277657347586e-08)
+_PIO2_HI_F64, _PIO2_LO_F64 = _D(1.5707963267948966), _D(6.123233995736766e-17)
+_PIO4_HI_F64, _PIO4_LO_F64 = _D(0.7853981633974483), _D(3.061616997868383e-17)
+_3PIO4_HI_F64, _3PIO4_LO_F64 = _D(2.356194490192345), _D(9.184850993605148e-17)
+_PI_HI_F64, _PI_LO_F64 = _D(3.141592653589793), _D(1.2246467991473532e-16)
+_TAN_PIO8_F32, _TAN_3PIO8_F32 = _F(0.41421356237309503), _F(2.414213562373095)
+_TAN_PIO8_F64, _TAN_3PIO8_F64 = _D(0.41421356237309503), _D(2.414213562373095)
+# atan2 scales both operands down by 1/4 above this (so a + b cannot overflow)
+_BIG_F32, _QUARTER_F32 = _F(2.0 ** 125), _F(0.25)
+_BIG_F64, _QUARTER_F64 = _D(2.0 ** 1021), _D(0.25)
+
+# sin(r) = r + r^3 S(r^2), |r| <= pi/4
+(_S1_F32, _S2_F32, _S3_F32, _S4_F32) = (
+    _F(-0.1666666716337204), _F(0.00833338312804699), _F(-0.00019854669517371804),
+    _F(2.8491022021626122e-06))
+# cos(r) = 1 - r^2/2 + r^4 C(r^2)
+(_C1_F32, _C2_F32, _C3_F32) = (
+    _F(0.041666653007268906), _F(-0.0013887612149119377), _F(2.4462202418362722e-05))
+# tan(r) = r + r^3 T(r^2)
+(_T1_F32, _T2_F32, _T3_F32, _T4_F32, _T5_F32, _T6_F32, _T7_F32) = (
+    _F(0.33333343267440796), _F(0.13332822918891907), _F(0.05404571071267128),
+    _F(0.021343039348721504), _F(0.010700283572077751), _F(0.0002408027503406629),
+    _F(0.004309399053454399))
+# asin(x) = x + x^3 A(x^2), |x| <= 1/2
+(_A1_F32, _A2_F32, _A3_F32, _A4_F32, _A5_F32, _A6_F32) = (
+    _F(0.16666662693023682), _F(0.07500383257865906), _F(0.04453601688146591),
+    _F(0.03167064115405083), _F(0.014898442663252354), _F(0.03693213313817978))
+# atan(t) = t - t^3 Q(t^2), |t| <= tan(pi/8)
+(_Q1_F32, _Q2_F32, _Q3_F32, _Q4_F32, _Q5_F32) = (
+    _F(0.33333319425582886), _F(-0.19998663663864136), _F(0.14246460795402527),
+    _F(-0.10612136870622635), _F(0.061187583953142166))
+
+# float64: asin (deg-13 in x^2) and atan (deg-11), rounded once
+(_A1_F64, _A2_F64, _A3_F64, _A4_F64, _A5_F64, _A6_F64, _A7_F64, _A8_F64, _A9_F64, _A10_F64,
+ _A11_F64, _A12_F64, _A13_F64, _A14_F64) = (
+    _D(0.16666666666666663), _D(0.07500000000001256), _D(0.04464285714090104),
+    _D(0.03038194458691631), _D(0.02237215321209247), _D(0.01735291674728808),
+    _D(0.01396221077404332), _D(0.011583266324165089), _D(0.009496814686172628),
+    _D(0.009965153367542025), _D(0.0007752339167400609), _D(0.02473646449459102),
+    _D(-0.026169066311345805), _D(0.033727100881608366))
+(_Q1_F64, _Q2_F64, _Q3_F64, _Q4_F64, _Q5_F64, _Q6_F64, _Q7_F64, _Q8_F64, _Q9_F64, _Q10_F64,
+ _Q11_F64, _Q12_F64) = (
+    _D(0.3333333333333333), _D(-0.19999999999998536), _D(0.14285714285468357),
+    _D(-0.11111111091819133), _D(0.09090908237149493), _D(-0.07692284156156892),
+    _D(0.06666239134854751), _D(-0.05877077540226663), _D(0.05218419666533578),
+    _D(-0.04502465506350053), _D(0.03342721408961288), _D(-0.015128650700040486))
+
+
+# ---------------------------------------------------------------------------
+# float32
+# ---------------------------------------------------------------------------
+
+@intrinsic
+def _clear_low_bits(typingctx, x, n):
+    """x with the low n bits of its significand cleared (n an integer literal)."""
+    if not isinstance(x, types.Float) or not isinstance(n, types.IntegerLiteral):
+        return None
+    sig = x(x, n)
+
+    def codegen(context, builder, signature, args):
+        fty = args[0].type
+        ity = ir.IntType(32 if isinstance(fty, ir.FloatType) else 64)
+        mask = ir.Constant(ity, ((1 << ity.width) - 1) ^ ((1 << signature.args[1].literal_value) - 1))
+        return builder.bitcast(builder.and_(builder.bitcast(args[0], ity), mask), fty)
+
+    return sig, codegen
+
+
+@_vjit
+def _reduce_f32(x):
+    """(q, r, rl, a) for x: |x| = (q + 4k)*pi/2 + r + rl, a = |x|."""
+    _always_inline()
+    a = abs(x)
+    qb, rb, lb = _rem_pio2_f32(a)
+    small = a <= _PIO4_HI_F32
+    q = _ZERO_F32 if small else qb
+    r = a if small else rb
+    rl = _ZERO_F32 if small else lb
+    return q, r, rl, a
+
+
+@_vjit
+def _sin_kernel_f32(r, rl, z):
+    """sin(r + rl), z = r*r."""
+    _always_inline()
+    p = _S4_F32
+    p = p * z + _S3_F32
+    p = p * z + _S2_F32
+    p = p * z + _S1_F32
+    return r + ((r * z) * p + (rl - (_HALF_F32 * z) * rl))
+
+
+@_vjit
+def _cos_kernel_f32(r, rl, z):
+    """cos(r + rl), z = r*r."""
+    _always_inline()
+    p = _C3_F32
+    p = p * z + _C2_F32
+    p = p * z + _C1_F32
+    hz = _HALF_F32 * z
+    w = _ONE_F32 - hz
+    return w + (((_ONE_F32 - w) - hz) + ((z * z) * p - r * rl))
+
+
+@_vjit
+def sin_f32(x):
+    """sin for float32 (vectorizable)."""
+    _always_inline()
+    q, r, rl, a = _reduce_f32(x)
+    z = r * r
+    s = _sin_kernel_f32(r, rl, z)
+    c = _cos_kernel_f32(r, rl, z)
+    odd = (q == _ONE_F32) | (q == _THREE_F32)
+    y = c if odd else s
+    flip = (q >= _TWO_F32) != (x < _ZERO_F32)
+    y = -y if flip else y
+    y = x if a == _ZERO_F32 else y                  # keeps -0.0
+    y = _NAN_F32 if a == _INF_F32 else y
+    return y if x == x else x
+
+
+@_vjit
+def cos_f32(x):
+    """cos for float32 (vectorizable)."""
+    _always_inline()
+    q, r, rl, a = _reduce_f32(x)
+    z = r * r
+    s = _sin_kernel_f32(r, rl, z)
+    c = _cos_kernel_f32(r, rl, z)
+    odd = (q == _ONE_F32) | (q == _THREE_F32)
+    y = s if odd else c
+    flip = (q == _ONE_F32) | (q == _TWO_F32)
+    y = -y if flip else y
+    y = _NAN_F32 if a == _INF_F32 else y
+    return y if x == x else x
+
+
+@_vjit
+def tan_f32(x):
+    """tan for float32 (vectorizable)."""
+    _always_inline()
+    q, r, rl, a = _reduce_f32(x)
+    z = r * r
+    p = _T7_F32
+    p = p * z + _T6_F32
+    p = p * z + _T5_F32
+    p = p * z + _T4_F32
+    p = p * z + _T3_F32
+    p = p * z + _T2_F32
+    p = p * z + _T1_F32
+    t = r + ((r * z) * p + rl * (_ONE_F32 + z))
+    odd = (q == _ONE_F32) | (q == _THREE_F32)
+    y = -_ONE_F32 / t if odd else t
+    y = -y if x < _ZERO_F32 else y
+    y = x if a == _ZERO_F32 else y
+    y = _NAN_F32 if a == _INF_F32 else y
+    return y if x == x else x
+
+
+@_vjit
+def _asin_poly_f32(z):
+    """(asin(t) - t) / t^3 for z = t^2 <= 1/4."""
+    _always_inline()
+    p = _A6_F32
+    p = p * z + _A5_F32
+    p = p * z + _A4_F32
+    p = p * z + _A3_F32
+    p = p * z + _A2_F32
+    return p * z + _A1_F32
+
+
+@_vjit
+def _asin_big_f32(a):
+    """(s, hi, c, w) for 1/2 < a <= 1: s = sqrt(z), z = (1 - a)/2 (exact), hi = s with its
+    low bits cleared, c = sqrt(z) - hi to about twice s's precision, w = s*z*A(z), so that
+    asin(sqrt(z)) = hi + (c + w)."""
+    _always_inline()
+    z = (_ONE_F32 - a) * _HALF_F32
+    s = np.sqrt(z)
+    hi = _clear_low_bits(s, 12)
+    c = (z - hi * hi) / (s + hi)
+    c = _ZERO_F32 if z == _ZERO_F32 else c
+    w = s * (z * _asin_poly_f32(z))
+    return s, hi, c, w
+
+
+@_vjit
+def asin_f32(x):
+    """asin for float32 (vectorizable)."""
+    _always_inline()
+    a = abs(x)
+    z = x * x
+    y_small = x + x * (z * _asin_poly_f32(z))
+    s, hi, c, w = _asin_big_f32(a)
+    # pi/2 - 2*asin(s) = pi/4 - ((2*s*A' - (pio2_lo - 2c)) - (pi/4 - 2*hi))
+    y = _PIO4_HI_F32 - ((_TWO_F32 * w - (_PIO2_LO_F32 - _TWO_F32 * c))
+                        - (_PIO4_HI_F32 - _TWO_F32 * hi))
+    y = _PIO2_HI_F32 if a == _ONE_F32 else y   # (pi/2's LO is most of an ULP of pi/4)
+    y = -y if x < _ZERO_F32 else y
+    y = y_small if a <= _HALF_F32 else y
+    y = _NAN_F32 if a > _ONE_F32 else y
+    return y if x == x else x
+
+
+@_vjit
+def acos_f32(x):
+    """acos for float32 (vectorizable)."""
+    _always_inline()
+    a = abs(x)
+    z = x * x
+    y_small = _PIO2_HI_F32 - (x - (_PIO2_LO_F32 - x * (z * _asin_poly_f32(z))))
+    s, hi, c, w = _asin_big_f32(a)
+    y_pos = _TWO_F32 * (hi + (c + w))                          # 2*asin(s)
+    y_neg = _PI_HI_F32 - _TWO_F32 * (s + (w - _PIO2_LO_F32))   # pi - 2*asin(s)
+    y = y_neg if x < _ZERO_F32 else y_pos
+    y = y_small if a <= _HALF_F32 else y
+    y = _NAN_F32 if a > _ONE_F32 else y
+    return y if x == x else x
+
+
+@_vjit
+def _atan_core_f32(a, b, flip):
+    """atan(a/b) for a, b >= 0 (not both 0 or both inf), in [0, pi/2]; pi minus it if flip.
+    a/b in [0, tan(pi/8)]: t = a/b; up to tan(3pi/8): pi/4 + atan((a-b)/(a+b)); above:
+    pi/2 + atan(-b/a). The offset's hi part is added last."""
+    _always_inline()
+    big = a > _TAN_3PIO8_F32 * b
+    mid = a > _TAN_PIO8_F32 * b
+    num = -b if big else (a - b if mid else a)
+    den = a if big else (a + b if mid else b)
+    t = num / den
+    t = -t if flip else t
+    hi = (_3PIO4_HI_F32 if flip else _PIO4_HI_F32) if mid else (
+        _PI_HI_F32 if flip else _ZERO_F32)
+    lo = (_3PIO4_LO_F32 if flip else _PIO4_LO_F32) if mid else (
+        _PI_LO_F32 if flip else _ZERO_F32)
+    hi = _PIO2_HI_F32 if big else hi
+    lo = _PIO2_LO_F32 if big else lo
+    z = t * t
+    p = _Q5_F32
+    p = p * z + _Q4_F32
+    p = p * z + _Q3_F32
+    p = p * z + _Q2_F32
+    p = p * z + _Q1_F32
+    return hi - (((t * z) * p - lo) - t)
+
+
+@_vjit
+def atan_f32(x):
+    """atan for float32 (vectorizable)."""
+    _always_inline()
+    a = abs(x)
+    y = _atan_core_f32(a, _ONE_F32, False)
+    y = -y if x < _ZERO_F32 else y
+    y = x if a == _ZERO_F32 else y
+    return y if x == x else x
+
+
+@_vjit
+def atan2_f32(y, x):
+    """numpy's arctan2 for float32 (vectorizable)."""
+    _always_inline()
+    a = abs(y)
+    b = abs(x)
+    scale = _QUARTER_F32 if (a > _BIG_F32) | (b > _BIG_F32) else _ONE_F32
+    neg_x = math.copysign(_ONE_F32, x) < _ZERO_F32    # x < 0, -0.0 and -inf included
+    th = _atan_core_f32(a * scale, b * scale, neg_x)
+    both_inf = (a == _INF_F32) & (b == _INF_F32)
+    th = (_3PIO4_HI_F32 if neg_x else _PIO4_HI_F32) if both_inf else th
+    th = (_PI_HI_F32 if neg_x else _ZERO_F32) if a == _ZERO_F32 else th
+    th = math.copysign(th, y)
+    th = th if x == x else x
+    return th if y == y else y
+
+
+# ---------------------------------------------------------------------------
+# float64
+# ---------------------------------------------------------------------------
+
+@_vjit
+def _asin_poly_f64(z):
+    """(asin(t) - t) / t^3 for z = t^2 <= 1/4."""
+    _always_inline()
+    p = _A14_F64
+    p = p * z + _A13_F64
+    p = p * z + _A12_F64
+    p = p * z + _A11_F64
+    p = p * z + _A10_F64
+    p = p * z + _A9_F64
+    p = p * z + _A8_F64
+    p = p * z + _A7_F64
+    p = p * z + _A6_F64
+    p = p * z + _A5_F64
+    p = p * z + _A4_F64
+    p = p * z + _A3_F64
+    p = p * z + _A2_F64
+    return p * z + _A1_F64
+
+
+@_vjit
+def _asin_big_f64(a):
+    """(s, hi, c, w) for 1/2 < a <= 1: s = sqrt(z), z = (1 - a)/2 (exact), hi = s with its
+    low bits cleared, c = sqrt(z) - hi to about twice s's precision, w = s*z*A(z), so that
+    asin(sqrt(z)) = hi + (c + w)."""
+    _always_inline()
+    z = (_ONE_F64 - a) * _HALF_F64
+    s = np.sqrt(z)
+    hi = _clear_low_bits(s, 32)
+    c = (z - hi * hi) / (s + hi)
+    c = _ZERO_F64 if z == _ZERO_F64 else c
+    w = s * (z * _asin_poly_f64(z))
+    return s, hi, c, w
+
+
+@_vjit
+def asin_f64(x):
+    """asin for float64 (vectorizable)."""
+    _always_inline()
+    a = abs(x)
+    z = x * x
+    y_small = x + x * (z * _asin_poly_f64(z))
+    s, hi, c, w = _asin_big_f64(a)
+    # pi/2 - 2*asin(s) = pi/4 - ((2*s*A' - (pio2_lo - 2c)) - (pi/4 - 2*hi))
+    y = _PIO4_HI_F64 - ((_TWO_F64 * w - (_PIO2_LO_F64 - _TWO_F64 * c))
+                        - (_PIO4_HI_F64 - _TWO_F64 * hi))
+    y = _PIO2_HI_F64 if a == _ONE_F64 else y   # (pi/2's LO is most of an ULP of pi/4)
+    y = -y if x < _ZERO_F64 else y
+    y = y_small if a <= _HALF_F64 else y
+    y = _NAN_F64 if a > _ONE_F64 else y
+    return y if x == x else x
+
+
+@_vjit
+def acos_f64(x):
+    """acos for float64 (vectorizable)."""
+    _always_inline()
+    a = abs(x)
+    z = x * x
+    y_small = _PIO2_HI_F64 - (x - (_PIO2_LO_F64 - x * (z * _asin_poly_f64(z))))
+    s, hi, c, w = _asin_big_f64(a)
+    y_pos = _TWO_F64 * (hi + (c + w))                          # 2*asin(s)
+    y_neg = _PI_HI_F64 - _TWO_F64 * (s + (w - _PIO2_LO_F64))   # pi - 2*asin(s)
+    y = y_neg if x < _ZERO_F64 else y_pos
+    y = y_small if a <= _HALF_F64 else y
+    y = _NAN_F64 if a > _ONE_F64 else y
+    return y if x == x else x
+
+
+@_vjit
+def _atan_core_f64(a, b, flip):
+    """atan(a/b) for a, b >= 0 (not both 0 or both inf), in [0, pi/2]; pi minus it if flip.
+    a/b in [0, tan(pi/8)]: t = a/b; up to tan(3pi/8): pi/4 + atan((a-b)/(a+b)); above:
+    pi/2 + atan(-b/a). The offset's hi part is added last."""
+    _always_inline()
+    big = a > _TAN_3PIO8_F64 * b
+    mid = a > _TAN_PIO8_F64 * b
+    num = -b if big else (a - b if mid else a)
+    den = a if big else (a + b if mid else b)
+    t = num / den
+    t = -t if flip else t
+    hi = (_3PIO4_HI_F64 if flip else _PIO4_HI_F64) if mid else (
+        _PI_HI_F64 if flip else _ZERO_F64)
+    lo = (_3PIO4_LO_F64 if flip else _PIO4_LO_F64) if mid else (
+        _PI_LO_F64 if flip else _ZERO_F64)
+    hi = _PIO2_HI_F64 if big else hi
+    lo = _PIO2_LO_F64 if big else lo
+    z = t * t
+    p = _Q12_F64
+    p = p * z + _Q11_F64
+    p = p * z + _Q10_F64
+    p = p * z + _Q9_F64
+    p = p * z + _Q8_F64
+    p = p * z + _Q7_F64
+    p = p * z + _Q6_F64
+    p = p * z + _Q5_F64
+    p = p * z + _Q4_F64
+    p = p * z + _Q3_F64
+    p = p * z + _Q2_F64
+    p = p * z + _Q1_F64
+    return hi - (((t * z) * p - lo) - t)
+
+
+@_vjit
+def atan_f64(x):
+    """atan for float64 (vectorizable)."""
+    _always_inline()
+    a = abs(x)
+    y = _atan_core_f64(a, _ONE_F64, False)
+    y = -y if x < _ZERO_F64 else y
+    y = x if a == _ZERO_F64 else y
+    return y if x == x else x
+
+
+@_vjit
+def atan2_f64(y, x):
+    """numpy's arctan2 for float64 (vectorizable)."""
+    _always_inline()
+    a = abs(y)
+    b = abs(x)
+    scale = _QUARTER_F64 if (a > _BIG_F64) | (b > _BIG_F64) else _ONE_F64
+    neg_x = math.copysign(_ONE_F64, x) < _ZERO_F64    # x < 0, -0.0 and -inf included
+    th = _atan_core_f64(a * scale, b * scale, neg_x)
+    both_inf = (a == _INF_F64) & (b == _INF_F64)
+    th = (_3PIO4_HI_F64 if neg_x else _PIO4_HI_F64) if both_inf else th
+    th = (_PI_HI_F64 if neg_x else _ZERO_F64) if a == _ZERO_F64 else th
+    th = math.copysign(th, y)
+    th = th if x == x else x
+    return th if y == y else y
+
+
+@_vjit
+def sin_f64(x):
+    """sin for float64: libm (scalar call, does not vectorize)."""
+    _always_inline()
+    return math.sin(x)
+
+
+@_vjit
+def cos_f64(x):
+    """cos for float64: libm (scalar call, does not vectorize)."""
+    _always_inline()
+    return math.cos(x)
+
+
+@_vjit
+def tan_f64(x):
+    """tan for float64: libm (scalar call, does not vectorize)."""
+    _always_inline()
+    return math.tan(x)
