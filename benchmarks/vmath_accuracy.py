@@ -19,7 +19,13 @@ from numba import njit
 from codegen import vmath as V
 
 REFERENCE = {"exp": np.exp, "expm1": np.expm1, "log": np.log, "log1p": np.log1p,
-             "tanh": np.tanh, "sigmoid": sp.expit, "erf": sp.erf}
+             "tanh": np.tanh, "sigmoid": sp.expit, "erf": sp.erf,
+             # trig.py; atan2 pairs each float32 y with one x (an odd multiple of y's bits
+             # mod 2**32, a permutation): all 2**32 y values, each against some x
+             "sin": np.sin, "cos": np.cos, "tan": np.tan, "asin": np.arcsin,
+             "acos": np.arccos, "atan": np.arctan, "atan2": np.arctan2}
+BINARY = {"atan2"}
+_PAIR = np.uint32(0x9E3779B1)  # odd: y -> y * _PAIR mod 2**32 is a permutation
 CHUNK = 1 << 24
 
 
@@ -31,17 +37,28 @@ def _kernel(fn):
     return k
 
 
+def _kernel2(fn):
+    @njit(fastmath=V.FASTMATH_FLAGS)
+    def k(y, x, out):
+        for i in range(x.shape[0]):
+            out[i] = fn(y[i], x[i])
+    return k
+
+
 def _ordered(bits: np.ndarray) -> np.ndarray:
     i = bits.astype(np.int64)
     return np.where(i < 0, -(i & 0x7FFFFFFF), i)
 
 
 def check(op: str) -> dict:
-    k = _kernel(V.VMATH[(op, "float32")])
+    binary = op in BINARY
+    k = (_kernel2 if binary else _kernel)(V.VMATH[(op, "float32")])
     ref_fn = REFERENCE[op]
     base = np.arange(CHUNK, dtype=np.uint32)
     bits = np.empty(CHUNK, np.uint32)
     x = bits.view(np.float32)
+    other_bits = np.empty(CHUNK, np.uint32)
+    other = other_bits.view(np.float32)
     out, ref = np.empty(CHUNK, np.float32), np.empty(CHUNK, np.float32)
     wide = np.empty(CHUNK, np.float64)
     d = np.empty(CHUNK, np.int64)
@@ -49,9 +66,14 @@ def check(op: str) -> dict:
     bound = V.VMATH_MAX_ULP[(op, "float32")]
     for start in range(0, 1 << 32, CHUNK):
         np.add(base, np.uint32(start), out=bits)
-        k(x, out)
         with np.errstate(all="ignore"):
-            ref_fn(x.astype(np.float64), out=wide)
+            if binary:
+                np.multiply(bits, _PAIR, out=other_bits)
+                k(x, other, out)
+                ref_fn(x.astype(np.float64), other.astype(np.float64), out=wide)
+            else:
+                k(x, out)
+                ref_fn(x.astype(np.float64), out=wide)
             ref[...] = wide
         got_nan, ref_nan = np.isnan(out), np.isnan(ref)
         nan_mismatch += int(np.count_nonzero(got_nan != ref_nan))
@@ -60,7 +82,7 @@ def check(op: str) -> dict:
         d[got_nan | ref_nan] = 0
         i = int(np.argmax(d))
         if d[i] > worst:
-            worst, worst_x = int(d[i]), float(x[i])
+            worst, worst_x = int(d[i]), (float(x[i]), float(other[i])) if binary else float(x[i])
         over += int(np.count_nonzero(d > bound))
     return {"op": op, "max_ulp": worst, "at": worst_x, "bound": bound, "over_bound": over,
             "nan_mismatch": nan_mismatch}

@@ -165,7 +165,7 @@ from ..lower import VMATH_NAMES  # noqa: E402 - the table kernels' sources are w
 VMATH = {key: globals()[name] for key, name in VMATH_NAMES.items()}
 
 # True when the function vectorizes inside a numba loop (False: libm call).
-_LIBM = {("erf", "float64"), ("sin", "float64"), ("cos", "float64"), ("tan", "float64")}
+_LIBM = {("erf", "float64")}
 VMATH_VECTORIZES = {key: key not in _LIBM for key in VMATH_NAMES}
 
 VMATH_METHOD = {
@@ -184,12 +184,12 @@ VMATH_METHOD = {
     ("erf", "float32"): "|x|<=1: x+x P(x^2); else 1-exp(Q(|x|-1))",
     ("erf", "float64"): "libm math.erf (scalar, not vectorized)",
     # trig.py
-    ("sin", "float32"): "Payne-Hanek in integers to r + rl, |r| <= pi/4; deg-9/8 minimax",
-    ("sin", "float64"): "libm math.sin (scalar, not vectorized)",
-    ("cos", "float32"): "Payne-Hanek in integers to r + rl, |r| <= pi/4; deg-9/8 minimax",
-    ("cos", "float64"): "libm math.cos (scalar, not vectorized)",
-    ("tan", "float32"): "Payne-Hanek to r + rl; r + r^3 T(r^2) deg-7, -1/tan odd q",
-    ("tan", "float64"): "libm math.tan (scalar, not vectorized)",
+    ("sin", "float32"): "Payne-Hanek in integers to r + rl, |r|<=pi/4; deg-9/10 minimax",
+    ("sin", "float64"): "same, 192 bits of 2/pi, r*pi/2 by FMA; deg-15/16 minimax",
+    ("cos", "float32"): "Payne-Hanek in integers to r + rl, |r|<=pi/4; deg-9/10 minimax",
+    ("cos", "float64"): "same, 192 bits of 2/pi, r*pi/2 by FMA; deg-15/16 minimax",
+    ("tan", "float32"): "same reduction; r + r^3 T(r^2) deg-15, -1/tan for odd q",
+    ("tan", "float64"): "same reduction; sin(r)/cos(r) or -cos(r)/sin(r)",
     ("asin", "float32"): "|x|<=.5: x+x^3 A(x^2); else pi/2-2asin(sqrt((1-|x|)/2))",
     ("asin", "float64"): "same, A: deg-13 minimax",
     ("acos", "float32"): "pi/2-asin(x); |x|>.5: 2asin(s) or pi-2asin(s), s=sqrt((1-|x|)/2)",
@@ -218,11 +218,11 @@ VMATH_MAX_ULP = {
     ("erf", "float64"): 1.0,       # libm (glibc), vs mpmath
     # trig.py
     ("sin", "float32"): 1.0,       # exhaustive
-    ("sin", "float64"): 1.0,       # libm (glibc)
+    ("sin", "float64"): 1.0,
     ("cos", "float32"): 1.0,       # exhaustive
-    ("cos", "float64"): 1.0,       # libm (glibc)
+    ("cos", "float64"): 1.0,
     ("tan", "float32"): 2.0,       # exhaustive
-    ("tan", "float64"): 1.0,       # libm (glibc)
+    ("tan", "float64"): 2.0,
     ("asin", "float32"): 1.0,      # exhaustive
     ("asin", "float64"): 1.0,
     ("acos", "float32"): 1.0,      # exhaustive

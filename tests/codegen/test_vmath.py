@@ -12,9 +12,9 @@ from codegen import vmath as V
 
 FLOAT32_OPS = ["exp", "expm1", "log", "log1p", "tanh", "sigmoid", "erf"]
 FLOAT64_OPS = ["exp", "expm1", "log", "log1p", "tanh", "sigmoid"]  # erf_f64 = libm
-# codegen/vmath/trig.py (atan2, binary, has tests of its own below; sin/cos/tan_f64 = libm)
+# codegen/vmath/trig.py (atan2, binary, has tests of its own below)
 TRIG32_OPS = ["sin", "cos", "tan", "asin", "acos", "atan"]
-TRIG64_OPS = ["asin", "acos", "atan"]
+TRIG64_OPS = TRIG32_OPS
 
 
 # ---------------------------------------------------------------------------
@@ -77,8 +77,8 @@ REF = {  # reference evaluated in a wider type, then rounded to the dtype
     "atan": np.arctan,
 }
 REF_LD = {"exp": np.exp, "expm1": np.expm1, "log": np.log, "log1p": np.log1p,
-          "tanh": np.tanh, "sigmoid": _sigmoid_ld, "asin": np.arcsin, "acos": np.arccos,
-          "atan": np.arctan}
+          "tanh": np.tanh, "sigmoid": _sigmoid_ld, "sin": np.sin, "cos": np.cos, "tan": np.tan,
+          "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan}
 
 
 def reference(op, x):
@@ -109,7 +109,8 @@ DOMAIN = {"exp": (-110, 100), "expm1": (-20, 90), "log": (0, 10),
           "asin": (-1, 1), "acos": (-1, 1), "atan": (-10, 10)}
 DOMAIN64 = {"exp": (-750, 715), "expm1": (-45, 715), "log": (0, 10),
             "log1p": (-1, 10), "tanh": (-25, 25), "sigmoid": (-750, 750),
-            "asin": (-1, 1), "acos": (-1, 1), "atan": (-10, 10)}
+            "sin": (-10, 10), "cos": (-10, 10), "tan": (-10, 10), "asin": (-1, 1),
+            "acos": (-1, 1), "atan": (-10, 10)}
 # the trigonometric functions' checks use fewer inputs (the suite's time budget)
 _SHARE = {op: 3 for op in TRIG32_OPS}
 
@@ -366,15 +367,28 @@ def test_atan2_vectorizes(dtype):
         assert "double" not in ir_text
 
 
-def test_float64_sin_cos_tan_are_libm():
-    """sin/cos/tan_f64 call libm (a vectorized float64 reduction is not written yet): numpy's
-    results exactly, where the float32 functions are within their bound."""
-    x = inputs64("asin")[::10]
-    for op in ("sin", "cos", "tan"):
-        with np.errstate(all="ignore"):
-            want = REF[op](x)
-        got = run(op, x)
-        assert np.max(ulp_dist(got, want)) <= 1, op
+# the floats closest to a multiple of pi/2 (the hardest cases of the reduction)
+HARD_REDUCTIONS = {
+    "float32": [16367173 * 2.0 ** 72, 13176795 * 2.0 ** -22 * 4, 1.5707963705062866,
+                3.1415927410125732, 1e30, 3.4028234663852886e38, 7.0, 22.0, 355.0],
+    "float64": [6381956970095103 * 2.0 ** 797, 5.319372648326541e+255, 1.5707963267948966,
+                3.141592653589793, 1e22, 1.7976931348623157e308, 710.0, 103993.0],
+}
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_sin_cos_tan_of_the_hardest_reductions(dtype):
+    """Against 200-digit mpmath: the result of an x a hair from a multiple of pi/2 depends
+    on bits of pi far below x's precision (Cody-Waite with a few parts of pi/2 fails here)."""
+    mp = pytest.importorskip("mpmath")
+    x = np.array(HARD_REDUCTIONS[dtype], dtype)
+    x = np.concatenate([x, -x, np.nextafter(x, 0)])
+    with mp.workdps(200):
+        for op in ("sin", "cos", "tan"):
+            f = getattr(mp, op)
+            want = np.array([float(f(mp.mpf(float(v)))) for v in x]).astype(dtype)
+            d = ulp_dist(run(op, x), want)
+            assert d.max() <= V.VMATH_MAX_ULP[(op, dtype)], (op, x[int(np.argmax(d))])
 
 
 def test_exp_denormal_results():
