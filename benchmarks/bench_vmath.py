@@ -18,6 +18,7 @@ in the prange (2-thread) numbers.
 """
 
 import argparse
+import functools
 import math
 import os
 import sys
@@ -153,9 +154,10 @@ def trig_table(n, repeat):
             out = np.empty_like(x)
             binary = op == "atan2"
             vm, lm = _loop(V.VMATH[(op, np.dtype(dt).name)], binary), _loop(libm, binary)
-            cases = {"numpy": (lambda: np_fn(x, y, out=out)) if binary
-                     else (lambda: np_fn(x, out=out)),
-                     "libm": lambda: lm(x, y, out), "vmath": lambda: vm(x, y, out)}
+            args = (x, y) if binary else (x,)
+            cases = {"numpy": functools.partial(np_fn, *args, out=out),
+                     "libm": functools.partial(lm, x, y, out),
+                     "vmath": functools.partial(vm, x, y, out)}
             for fn in cases.values():
                 fn()
             ts = {k: [] for k in cases}

@@ -255,8 +255,8 @@ def test_special_values(op, dtype):
     cases = SPECIAL_CASES[op]
     x = np.array([c[0] for c in cases], dtype)
     with np.errstate(all="ignore"):
-        want = np.array([REF[op](np.float64(v)) if w is None else w for v, w in zip(x, [c[1] for c in cases])],
-                        dtype)
+        want = np.array([REF[op](np.float64(v)) if w is None else w
+                         for v, (_, w) in zip(x, cases)], dtype)
     got = run(op, x)
     for xi, g, w in zip(x, got, want):
         if np.isnan(w):
