@@ -142,7 +142,7 @@ def trig_table(n, repeat):
     from codegen import vmath as V
 
     rng = np.random.default_rng(0)
-    print("ns per element, n = 2**%d, median of %d; x uniform in [-1, 1] (asin, acos) or "
+    print("ns per element, n = 2**%d, best of %d; x uniform in [-1, 1] (asin, acos) or "
           "[-10, 10], atan2's y likewise\n" % (n.bit_length() - 1, repeat))
     print("%-6s %-8s %8s %11s %8s %9s" % ("op", "dtype", "numpy", "numba libm", "vmath",
                                          "numpy/vm"))
@@ -166,7 +166,7 @@ def trig_table(n, repeat):
                     t0 = time.perf_counter()
                     fn()
                     ts[k].append((time.perf_counter() - t0) / n * 1e9)
-            med = {k: float(np.median(v)) for k, v in ts.items()}
+            med = {k: float(np.min(v)) for k, v in ts.items()}  # the least disturbed run
             note = "" if V.VMATH_VECTORIZES[(op, np.dtype(dt).name)] else "  (vmath = libm)"
             print("%-6s %-8s %8.2f %11.2f %8.2f %8.2fx%s" % (
                 op, np.dtype(dt).name, med["numpy"], med["libm"], med["vmath"],
