@@ -1,6 +1,7 @@
 """Benchmark codegen.vmath against numpy, libm-in-numba and a memory copy.
 
     python benchmarks/bench_vmath.py [--n LOG2N] [--repeat R] [--threads T]
+    python benchmarks/bench_vmath.py --trig [--n LOG2N] [--repeat R]
 
 Times, on 2**24 float32 values (64 MiB in, 64 MiB out):
   * x.copy() and np.copyto(out, x)   (memory-bandwidth yardsticks)
@@ -10,11 +11,14 @@ Times, on 2**24 float32 values (64 MiB in, 64 MiB out):
   * fused GELU (tanh approximation) loop with tanh_f32 vs numpy expression
   * the vmath loops with prange on T threads (default 2)
 Cases are run round-robin R times (default 7); prints median and min per case
-and ratios.  On a shared machine, load from other processes shows up mostly
+and ratios.  --trig instead prints ns per element of sin, cos, tan, asin, acos, atan and
+atan2 in float32 and float64: numpy's ufunc, a numba loop calling libm (what kernels did
+before codegen/vmath/trig.py) and a numba loop calling the vmath function (what kernels do).  On a shared machine, load from other processes shows up mostly
 in the prange (2-thread) numbers.
 """
 
 import argparse
+import functools
 import math
 import os
 import sys
@@ -112,6 +116,63 @@ def gelu_numpy(x, out):
     np.multiply(t, HALF, out=out)
 
 
+# --- trigonometric functions (--trig) ---------------------------------------
+
+TRIG = {"sin": (np.sin, math.sin), "cos": (np.cos, math.cos), "tan": (np.tan, math.tan),
+        "asin": (np.arcsin, math.asin), "acos": (np.arccos, math.acos),
+        "atan": (np.arctan, math.atan), "atan2": (np.arctan2, math.atan2)}
+
+
+def _loop(fn, binary):
+    if binary:
+        @njit(fastmath=set(), error_model="numpy")  # the generated kernels' flags
+        def k2(x, y, out):
+            for i in range(x.shape[0]):
+                out[i] = fn(x[i], y[i])
+        return k2
+
+    @njit(fastmath=set(), error_model="numpy")
+    def k1(x, y, out):
+        for i in range(x.shape[0]):
+            out[i] = fn(x[i])
+    return k1
+
+
+def trig_table(n, repeat):
+    from codegen import vmath as V
+
+    rng = np.random.default_rng(0)
+    print("ns per element, n = 2**%d, best of %d; x uniform in [-1, 1] (asin, acos) or "
+          "[-10, 10], atan2's y likewise\n" % (n.bit_length() - 1, repeat))
+    print("%-6s %-8s %8s %11s %8s %9s" % ("op", "dtype", "numpy", "numba libm", "vmath",
+                                         "numpy/vm"))
+    for op, (np_fn, libm) in TRIG.items():
+        for dt in (np.float32, np.float64):
+            lim = 1.0 if op in ("asin", "acos") else 10.0
+            x = rng.uniform(-lim, lim, n).astype(dt)
+            y = rng.uniform(-lim, lim, n).astype(dt)
+            out = np.empty_like(x)
+            binary = op == "atan2"
+            vm, lm = _loop(V.VMATH[(op, np.dtype(dt).name)], binary), _loop(libm, binary)
+            args = (x, y) if binary else (x,)
+            cases = {"numpy": functools.partial(np_fn, *args, out=out),
+                     "libm": functools.partial(lm, x, y, out),
+                     "vmath": functools.partial(vm, x, y, out)}
+            for fn in cases.values():
+                fn()
+            ts = {k: [] for k in cases}
+            for _ in range(repeat):
+                for k, fn in cases.items():
+                    t0 = time.perf_counter()
+                    fn()
+                    ts[k].append((time.perf_counter() - t0) / n * 1e9)
+            med = {k: float(np.min(v)) for k, v in ts.items()}  # the least disturbed run
+            note = "" if V.VMATH_VECTORIZES[(op, np.dtype(dt).name)] else "  (vmath = libm)"
+            print("%-6s %-8s %8.2f %11.2f %8.2f %8.2fx%s" % (
+                op, np.dtype(dt).name, med["numpy"], med["libm"], med["vmath"],
+                med["numpy"] / med["vmath"], note))
+
+
 # --- timing ----------------------------------------------------------------
 
 def main():
@@ -119,7 +180,12 @@ def main():
     ap.add_argument("--n", type=int, default=24, help="log2 of element count")
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--trig", action="store_true", help="the trigonometric functions' table")
     args = ap.parse_args()
+    if args.trig:
+        with np.errstate(all="ignore"):
+            trig_table(1 << args.n, args.repeat)
+        return
 
     n = 1 << args.n
     rng = np.random.default_rng(0)

@@ -186,13 +186,14 @@ LOWERING: dict[str, Lowering] = {
     "erf": _kernel(vmath=True, expensive=True),
     "log1p": _kernel(vmath=True, expensive=True),
     "expm1": _kernel(vmath=True, expensive=True),
-    # eager/ops_math.py: scalar numpy ufuncs (Numba calls libm; no vmath approximation yet)
-    "sin": _kernel("np.sin({0})", expensive=True),
-    "cos": _kernel("np.cos({0})", expensive=True),
-    "tan": _kernel("np.tan({0})", expensive=True),
-    "asin": _kernel("np.arcsin({0})", expensive=True),
-    "acos": _kernel("np.arccos({0})", expensive=True),
-    "atan": _kernel("np.arctan({0})", expensive=True),
+    # eager/ops_math.py; the trigonometric ones call codegen/vmath/trig.py
+    "sin": _kernel(vmath=True, expensive=True),
+    "cos": _kernel(vmath=True, expensive=True),
+    "tan": _kernel(vmath=True, expensive=True),
+    "asin": _kernel(vmath=True, expensive=True),
+    "acos": _kernel(vmath=True, expensive=True),
+    "atan": _kernel(vmath=True, expensive=True),
+    # scalar numpy ufuncs (Numba calls libm; no vmath approximation yet)
     "sinh": _kernel("np.sinh({0})", expensive=True),
     "cosh": _kernel("np.cosh({0})", expensive=True),
     "asinh": _kernel("np.arcsinh({0})", expensive=True),
@@ -206,7 +207,7 @@ LOWERING: dict[str, Lowering] = {
     "ceil": _kernel("np.ceil({0})"),
     "trunc": _kernel("np.trunc({0})"),
     "round": _kernel(_round),
-    "atan2": _kernel("np.arctan2({0}, {1})", expensive=True),
+    "atan2": _kernel(vmath=True, expensive=True),
     "copysign": _kernel("np.copysign({0}, {1})"),
     "hypot": _kernel("np.hypot({0}, {1})", expensive=True),
     "logaddexp": _kernel("np.logaddexp({0}, {1})", expensive=True),
@@ -331,9 +332,9 @@ def _expression(e, args: list, imports: set, const, positions) -> str:
         name = _vmath_name(op, out_type.dtype)
         if name is None:
             imports.add(("math", None))
-            return f"math.{op}({args[0]})"
+            return f"math.{op}({', '.join(args)})"
         imports.add(("codegen.vmath", name))
-        return f"{name}({args[0]})"
+        return f"{name}({', '.join(args)})"
     if row.positions:
         return row.expr(e, args, imports, const, *positions)
     if callable(row.expr):
@@ -352,6 +353,12 @@ VMATH_NAMES = {
     for op in ("exp", "expm1", "log", "log1p", "tanh", "sigmoid", "erf")
     for dt in ("float32", "float64")
 }
+# codegen/vmath/trig.py (atan2 takes two operands, y and x)
+VMATH_NAMES.update({
+    (op, dt): "%s_%s" % (op, "f32" if dt == "float32" else "f64")
+    for op in ("sin", "cos", "tan", "asin", "acos", "atan", "atan2")
+    for dt in ("float32", "float64")
+})
 
 
 def _vmath_name(op, dtype):

@@ -102,10 +102,38 @@ erf      float32  |x|<=1: x+x*P(x^2) (deg-6 minimax);         1     yes
                   of log(erfc); |x|>=4: ±1
 erf      float64  libm ``math.erf`` fallback (a deg ~20       1     NO (scalar
                   polynomial would be needed; not worth it)         libm call)
+sin,     float32  q, r+rl = |x| mod pi/2 by Payne-Hanek in      1     yes
+cos               64-bit integers (3 x 32 bits of 2/pi times
+                  the 24-bit significand, exact for all x);
+                  sin/cos kernels deg-9/deg-10 minimax in r^2
+sin,     float64  same, 6 x 32 bits of 2/pi, 126 fraction       1     yes
+cos               bits, r*pi/2 as a double-double (one FMA);
+                  deg-15/deg-16 minimax
+tan      float32  same reduction; r+r^3 T(r^2), T deg-6;       2     yes
+                  -1/tan(r) for odd q
+tan      float64  same reduction; sin(r)/cos(r) of the kernels  2     yes
+asin     float32  |x|<=1/2: x+x^3 A(x^2), A deg-5; else         1     yes
+                  pi/2-2asin(s), s=sqrt((1-|x|)/2) as hi+corr
+asin     float64  same, A deg-13                              1     yes
+acos     float32  pi/2-asin(x); |x|>1/2: 2asin(s) or            1     yes
+                  pi-2asin(s) (same A)
+acos     float64  same, A deg-13                              1     yes
+atan     float32  t = x, (x-1)/(x+1) or -1/x (|t|<=tan(pi/8))   2     yes
+                  plus 0, pi/4 or pi/2; t-t^3 Q(t^2), Q deg-4
+atan     float64  same, Q deg-11                              2     yes
+atan2    float32  atan's reduction on |y|, |x| (one rounding);  2     yes
+                  offsets pi-{...} for x<0; numpy's table
+atan2    float64  same, Q deg-11                              2     yes
 =======  =======  ==========================================  ====  ==========
 
 ``VMATH_MAX_ULP`` holds these numbers; ``tests/codegen/test_vmath.py``
-re-checks them on a subsample (~1.5M inputs per function).
+re-checks them on a subsample (~1.5M inputs per function; the trigonometric ones ~0.5M,
+and the floats closest to multiples of pi/2 against mpmath). The trigonometric rows were
+measured on a shared, overloaded machine: float32 on 1/32 of all inputs (134M: from each
+binade of each sign a block of 2**18 consecutive inputs, ``python -m
+benchmarks.vmath_accuracy --every=32 sin ...``; the full 2**32 run is the same command
+without ``--every``, not yet run for them), atan2 pairing each y with one x; float64 on
+9M inputs per function (as above, without the 60M's denormal sweep).
 
 Domain / special values (all handled branch-free with selects):
 exp(-inf)=0, exp(+inf)=inf, exp(nan)=nan, overflow -> inf, underflow ->
@@ -113,7 +141,10 @@ correctly scaled denormals then 0 (like numpy); expm1(-inf)=-1, expm1(±0)=±0;
 log(0)=-inf, log(<0)=nan, log(inf)=inf, denormal inputs exact-scaled;
 log1p(-1)=-inf, log1p(<-1)=nan, log1p(±0)=±0; tanh(±inf)=±1, tanh(±0)=±0;
 sigmoid(-inf)=0, sigmoid(inf)=1 (denormal results for very negative x);
-erf(±inf)=±1, erf(±0)=±0; nan -> nan everywhere.
+erf(±inf)=±1, erf(±0)=±0; sin/cos/tan(±inf)=nan, sin/tan(±0)=±0;
+asin/acos(|x|>1)=nan, asin(±1)=±pi/2, acos(1)=0, acos(-1)=pi; atan(±inf)=±pi/2;
+atan2: numpy's table (atan2(±0, +0)=±0, atan2(±0, -0)=±pi, atan2(±inf, ±inf)=±pi/4
+or ±3pi/4, ...); nan -> nan everywhere.
 
 Polynomial coefficients were produced with a Remez exchange in 40-digit
 mpmath (weighted for the final relative error; for the float32 sets the
@@ -126,6 +157,8 @@ Layout (``codegen.vmath`` re-exports every name in ``__all__``; kernels import f
 * ``constants.py``: typed constants and polynomial coefficients;
 * ``explog.py``: exp, expm1, log, log1p;
 * ``tanh_erf.py``: tanh, sigmoid, erf;
+* ``trig.py``: sin, cos, tan (and the Payne-Hanek reduction); ``inverse_trig.py``: asin,
+  acos, atan, atan2;
 * ``arith.py``: ``div_exact``, ``div_invariant_*``, ``add_reassoc``;
 * ``divmod.py``: numpy's float floor division and remainder (``floor_divide_float``,
   ``remainder_float``);
@@ -139,8 +172,11 @@ from .arith import add_reassoc, div_exact, div_invariant_f32, div_invariant_f64
 from .divmod import floor_divide_float, remainder_float
 from .explog import exp_f32, exp_f64, expm1_f32, expm1_f64, log1p_f32, log1p_f64, log_f32, log_f64
 from .intpow import pow_uint64
+from .inverse_trig import (acos_f32, acos_f64, asin_f32, asin_f64, atan2_f32, atan2_f64,
+                           atan_f32, atan_f64)
 from .intrinsics import FASTMATH_FLAGS, maximum, store_fence, stream_copy, trip_count
 from .tanh_erf import erf_f32, erf_f64, sigmoid_f32, sigmoid_f64, tanh_f32, tanh_f64
+from .trig import cos_f32, cos_f64, sin_f32, sin_f64, tan_f32, tan_f64
 
 __all__ = [
     "exp_f32", "exp_f64", "expm1_f32", "expm1_f64",
@@ -149,6 +185,8 @@ __all__ = [
     "erf_f32", "erf_f64", "maximum", "trip_count", "stream_copy", "store_fence", "div_exact",
     "div_invariant_f32", "div_invariant_f64", "add_reassoc", "floor_divide_float",
     "remainder_float", "pow_uint64",
+    "sin_f32", "sin_f64", "cos_f32", "cos_f64", "tan_f32", "tan_f64", "asin_f32", "asin_f64",
+    "acos_f32", "acos_f64", "atan_f32", "atan_f64", "atan2_f32", "atan2_f64",
     "VMATH", "VMATH_NAMES", "VMATH_MAX_ULP", "VMATH_METHOD", "vmath_name",
     "FASTMATH_FLAGS",
 ]
@@ -163,7 +201,8 @@ from ..lower import VMATH_NAMES  # noqa: E402 - the table kernels' sources are w
 VMATH = {key: globals()[name] for key, name in VMATH_NAMES.items()}
 
 # True when the function vectorizes inside a numba loop (False: libm call).
-VMATH_VECTORIZES = {key: key != ("erf", "float64") for key in VMATH_NAMES}
+_LIBM = {("erf", "float64")}
+VMATH_VECTORIZES = {key: key not in _LIBM for key in VMATH_NAMES}
 
 VMATH_METHOD = {
     ("exp", "float32"): "Cody-Waite n*ln2, deg-7 minimax, 2^n scale (split, or vscalef)",
@@ -180,6 +219,21 @@ VMATH_METHOD = {
     ("sigmoid", "float64"): "{1, e^-|x|} / (1 + e^-|x|)",
     ("erf", "float32"): "|x|<=1: x+x P(x^2); else 1-exp(Q(|x|-1))",
     ("erf", "float64"): "libm math.erf (scalar, not vectorized)",
+    # trig.py, inverse_trig.py
+    ("sin", "float32"): "Payne-Hanek in integers to r + rl, |r|<=pi/4; deg-9/10 minimax",
+    ("sin", "float64"): "same, 192 bits of 2/pi, r*pi/2 by FMA; deg-15/16 minimax",
+    ("cos", "float32"): "Payne-Hanek in integers to r + rl, |r|<=pi/4; deg-9/10 minimax",
+    ("cos", "float64"): "same, 192 bits of 2/pi, r*pi/2 by FMA; deg-15/16 minimax",
+    ("tan", "float32"): "same reduction; r + r^3 T(r^2) deg-15, -1/tan for odd q",
+    ("tan", "float64"): "same reduction; sin(r)/cos(r) or -cos(r)/sin(r)",
+    ("asin", "float32"): "|x|<=.5: x+x^3 A(x^2); else pi/2-2asin(sqrt((1-|x|)/2))",
+    ("asin", "float64"): "same, A: deg-13 minimax",
+    ("acos", "float32"): "pi/2-asin(x); |x|>.5: 2asin(s) or pi-2asin(s), s=sqrt((1-|x|)/2)",
+    ("acos", "float64"): "same, A: deg-13 minimax",
+    ("atan", "float32"): "t in {x, (x-1)/(x+1), -1/x}, |t|<=tan(pi/8); t-t^3 Q(t^2)",
+    ("atan", "float64"): "same, Q: deg-11 minimax",
+    ("atan2", "float32"): "atan of {a/b, (a-b)/(a+b), -b/a}, quadrant offsets, numpy's table",
+    ("atan2", "float64"): "same, Q: deg-11 minimax",
 }
 
 # Measured max error in ULP (see module docstring for the procedure).
@@ -198,6 +252,21 @@ VMATH_MAX_ULP = {
     ("sigmoid", "float64"): 2.0,
     ("erf", "float32"): 1.0,       # exhaustive
     ("erf", "float64"): 1.0,       # libm (glibc), vs mpmath
+    # trig.py, inverse_trig.py
+    ("sin", "float32"): 1.0,       # 1/32 of all inputs, every binade
+    ("sin", "float64"): 1.0,
+    ("cos", "float32"): 1.0,       # 1/32 of all inputs, every binade
+    ("cos", "float64"): 1.0,
+    ("tan", "float32"): 2.0,       # 1/32 of all inputs, every binade
+    ("tan", "float64"): 2.0,
+    ("asin", "float32"): 1.0,      # 1/32 of all inputs, every binade
+    ("asin", "float64"): 1.0,
+    ("acos", "float32"): 1.0,      # 1/32 of all inputs, every binade
+    ("acos", "float64"): 1.0,
+    ("atan", "float32"): 2.0,      # 1/32 of all inputs, every binade
+    ("atan", "float64"): 2.0,
+    ("atan2", "float32"): 2.0,     # 1/32 of the y values, each with one x
+    ("atan2", "float64"): 2.0,
 }
 
 
@@ -212,9 +281,9 @@ if _numba_config.DISABLE_JIT:  # pragma: no cover - exercised by a subprocess te
     import math as _math
 
     def _py(fn, dtype):
-        def scalar(x):
+        def scalar(*x):
             with np.errstate(all="ignore"):
-                return dtype(fn(float(x)))
+                return dtype(fn(*map(float, x)))
         return scalar
 
     def _py_exp(v):
@@ -245,7 +314,10 @@ if _numba_config.DISABLE_JIT:  # pragma: no cover - exercised by a subprocess te
         return 1.0 / (1.0 + _py_exp(-v))
 
     _PY = {"exp": _py_exp, "expm1": _py_expm1, "log": _py_log, "log1p": _py_log1p,
-           "tanh": _math.tanh, "sigmoid": _py_sigmoid, "erf": _math.erf}
+           "tanh": _math.tanh, "sigmoid": _py_sigmoid, "erf": _math.erf,
+           # numpy's functions: math.sin(inf) raises, math.atan2 follows C's table
+           "sin": np.sin, "cos": np.cos, "tan": np.tan, "asin": np.arcsin, "acos": np.arccos,
+           "atan": np.arctan, "atan2": np.arctan2}
     for (_op, _dt), _name in VMATH_NAMES.items():
         globals()[_name] = _py(_PY[_op], np.float32 if _dt == "float32" else np.float64)
     VMATH = {key: globals()[name] for key, name in VMATH_NAMES.items()}

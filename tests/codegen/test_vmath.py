@@ -12,6 +12,9 @@ from codegen import vmath as V
 
 FLOAT32_OPS = ["exp", "expm1", "log", "log1p", "tanh", "sigmoid", "erf"]
 FLOAT64_OPS = ["exp", "expm1", "log", "log1p", "tanh", "sigmoid"]  # erf_f64 = libm
+# codegen/vmath/trig.py (atan2, binary, has tests of its own below)
+TRIG32_OPS = ["sin", "cos", "tan", "asin", "acos", "atan"]
+TRIG64_OPS = TRIG32_OPS
 
 
 # ---------------------------------------------------------------------------
@@ -70,9 +73,12 @@ def _sigmoid_ld(x):
 REF = {  # reference evaluated in a wider type, then rounded to the dtype
     "exp": np.exp, "expm1": np.expm1, "log": np.log, "log1p": np.log1p,
     "tanh": np.tanh, "sigmoid": sp.expit, "erf": sp.erf,
+    "sin": np.sin, "cos": np.cos, "tan": np.tan, "asin": np.arcsin, "acos": np.arccos,
+    "atan": np.arctan,
 }
 REF_LD = {"exp": np.exp, "expm1": np.expm1, "log": np.log, "log1p": np.log1p,
-          "tanh": np.tanh, "sigmoid": _sigmoid_ld}
+          "tanh": np.tanh, "sigmoid": _sigmoid_ld, "sin": np.sin, "cos": np.cos, "tan": np.tan,
+          "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan}
 
 
 def reference(op, x):
@@ -99,9 +105,14 @@ SPECIAL64 = np.concatenate([SPECIAL32.astype(np.float64), np.array(
 
 DOMAIN = {"exp": (-110, 100), "expm1": (-20, 90), "log": (0, 10),
           "log1p": (-1, 10), "tanh": (-10, 10), "sigmoid": (-110, 110),
-          "erf": (-5, 5)}
+          "erf": (-5, 5), "sin": (-10, 10), "cos": (-10, 10), "tan": (-10, 10),
+          "asin": (-1, 1), "acos": (-1, 1), "atan": (-10, 10)}
 DOMAIN64 = {"exp": (-750, 715), "expm1": (-45, 715), "log": (0, 10),
-            "log1p": (-1, 10), "tanh": (-25, 25), "sigmoid": (-750, 750)}
+            "log1p": (-1, 10), "tanh": (-25, 25), "sigmoid": (-750, 750),
+            "sin": (-10, 10), "cos": (-10, 10), "tan": (-10, 10), "asin": (-1, 1),
+            "acos": (-1, 1), "atan": (-10, 10)}
+# the trigonometric functions' checks use fewer inputs (the suite's time budget)
+_SHARE = {op: 3 for op in TRIG32_OPS}
 
 
 @functools.lru_cache(maxsize=None)
@@ -111,7 +122,8 @@ def inputs32(op):
     dom = rng.uniform(*DOMAIN[op], 300_000).astype(np.float32)
     small = (rng.uniform(-1, 1, 100_000)
              * 10.0 ** rng.uniform(-12, 0, 100_000)).astype(np.float32)
-    return np.concatenate([sweep.view(np.float32), dom, small, SPECIAL32])
+    x = np.concatenate([sweep.view(np.float32), dom, small])
+    return np.concatenate([x[::_SHARE.get(op, 1)], SPECIAL32])
 
 
 @functools.lru_cache(maxsize=None)
@@ -120,7 +132,8 @@ def inputs64(op):
     bits = rng.integers(0, 2 ** 64, 300_000, dtype=np.uint64).view(np.float64)
     dom = rng.uniform(*DOMAIN64[op], 300_000)
     small = rng.uniform(-1, 1, 100_000) * 10.0 ** rng.uniform(-20, 0, 100_000)
-    return np.concatenate([bits, dom, small, SPECIAL64])
+    x = np.concatenate([bits, dom, small])
+    return np.concatenate([x[::_SHARE.get(op, 1)], SPECIAL64])
 
 
 # ---------------------------------------------------------------------------
@@ -128,7 +141,8 @@ def inputs64(op):
 # ---------------------------------------------------------------------------
 
 def test_tables_consistent():
-    ops = {"exp", "expm1", "log", "log1p", "tanh", "sigmoid", "erf"}
+    ops = {"exp", "expm1", "log", "log1p", "tanh", "sigmoid", "erf", "sin", "cos", "tan", "asin",
+           "acos", "atan", "atan2"}
     keys = {(op, dt) for op in ops for dt in ("float32", "float64")}
     assert set(V.VMATH) == keys
     assert set(V.VMATH_NAMES) == keys
@@ -152,7 +166,7 @@ def test_scalar_call_from_python():
 # accuracy
 # ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize("op", FLOAT32_OPS)
+@pytest.mark.parametrize("op", FLOAT32_OPS + TRIG32_OPS)
 def test_accuracy_float32(op):
     x = inputs32(op)
     got = run(op, x)
@@ -162,7 +176,7 @@ def test_accuracy_float32(op):
         op, x[worst], got[worst], d[worst])
 
 
-@pytest.mark.parametrize("op", FLOAT64_OPS)
+@pytest.mark.parametrize("op", FLOAT64_OPS + TRIG64_OPS)
 def test_accuracy_float64(op):
     x = inputs64(op)
     got = run(op, x)
@@ -184,11 +198,13 @@ def test_erf_float64_libm():
     assert np.max(ulp_dist(got, ref)) <= V.VMATH_MAX_ULP[("erf", "float64")]
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("op", FLOAT32_OPS)
+@pytest.mark.parametrize("op, dtype", [(op, dt) for dt in ("float32", "float64")
+                                       for op in FLOAT32_OPS]
+                         + [(op, "float32") for op in TRIG32_OPS]
+                         + [(op, "float64") for op in TRIG64_OPS])
 def test_caller_fastmath_does_not_change_results(op, dtype):
     """A caller compiled with reassoc/arcp/... gets bit-identical results."""
-    if op == "erf" and dtype == "float64":
+    if not V.VMATH_VECTORIZES[(op, dtype)]:
         pytest.skip("libm")
     if dtype == "float32":
         x = np.concatenate([inputs32(op)[::7], SPECIAL32])
@@ -219,6 +235,17 @@ SPECIAL_CASES = {
                 (1000.0, 1.0), (-1000.0, 0.0)],
     "erf": [(INF, 1.0), (-INF, -1.0), (0.0, 0.0), (-0.0, -0.0), (NAN, NAN),
             (10.0, 1.0), (-10.0, -1.0)],
+    # None: numpy's value in float64 rounded to the dtype (pi/2, pi/4, pi, a denormal x)
+    "sin": [(INF, NAN), (-INF, NAN), (0.0, 0.0), (-0.0, -0.0), (NAN, NAN), (1e-45, None),
+            (-1e-45, None)],
+    "cos": [(INF, NAN), (-INF, NAN), (0.0, 1.0), (-0.0, 1.0), (NAN, NAN), (1e-45, 1.0)],
+    "tan": [(INF, NAN), (-INF, NAN), (0.0, 0.0), (-0.0, -0.0), (NAN, NAN), (-1e-45, None)],
+    "asin": [(1.0, None), (-1.0, None), (0.0, 0.0), (-0.0, -0.0), (NAN, NAN), (1.0000001, NAN),
+             (-2.0, NAN), (INF, NAN), (-INF, NAN), (-1e-45, None)],
+    "acos": [(1.0, 0.0), (-1.0, None), (0.0, None), (-0.0, None), (NAN, NAN), (1.0000001, NAN),
+             (-2.0, NAN), (INF, NAN), (-INF, NAN)],
+    "atan": [(INF, None), (-INF, None), (0.0, 0.0), (-0.0, -0.0), (NAN, NAN), (-1e-45, None),
+             (3.4e38, None), (1.0, None), (-1.0, None)],
 }
 
 
@@ -227,7 +254,9 @@ SPECIAL_CASES = {
 def test_special_values(op, dtype):
     cases = SPECIAL_CASES[op]
     x = np.array([c[0] for c in cases], dtype)
-    want = np.array([c[1] for c in cases], dtype)
+    with np.errstate(all="ignore"):
+        want = np.array([REF[op](np.float64(v)) if w is None else w
+                         for v, (_, w) in zip(x, cases)], dtype)
     got = run(op, x)
     for xi, g, w in zip(x, got, want):
         if np.isnan(w):
@@ -237,12 +266,13 @@ def test_special_values(op, dtype):
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("op", ["exp", "expm1", "log", "log1p", "tanh", "erf"])
+@pytest.mark.parametrize("op", ["exp", "expm1", "log", "log1p", "tanh", "erf", "sin", "asin",
+                                "atan"])
 def test_a_nan_comes_back_bit_for_bit(op, dtype):
     """A NaN argument is returned itself, sign and payload included, as numpy's functions
     return it: the NaN also runs through the integer exponent arithmetic on its way (a
     bit pattern, not a float-to-int conversion, which LLVM would leave undefined)."""
-    if op == "erf" and dtype == "float64":
+    if not V.VMATH_VECTORIZES[(op, dtype)]:
         pytest.skip("libm")
     if dtype == "float32":
         bits = np.array([0x7FC00000, 0xFFC00000, 0x7FC00001, 0xFFC12345, 0x7FFFFFFF],
@@ -252,6 +282,113 @@ def test_a_nan_comes_back_bit_for_bit(op, dtype):
                          0xFFF8123456789ABC, 0x7FFFFFFFFFFFFFFF], np.uint64)
     x = bits.view(dtype)
     assert np.array_equal(run(op, x).view(bits.dtype), bits)
+
+
+# ---------------------------------------------------------------------------
+# atan2 (two operands)
+# ---------------------------------------------------------------------------
+
+@functools.lru_cache(maxsize=None)
+def kernel2(op, dtype, fast=True):
+    fn = V.VMATH[(op, dtype)]
+
+    @njit(fastmath=V.FASTMATH_FLAGS if fast else False)
+    def k(y, x, out):
+        for i in range(x.shape[0]):
+            out[i] = fn(y[i], x[i])
+
+    return k
+
+
+def run2(op, y, x, fast=True):
+    out = np.empty_like(x)
+    kernel2(op, x.dtype.name, fast)(y, x, out)
+    return out
+
+
+def _atan2_reference(y, x):
+    wide = np.float64 if x.dtype == np.float32 else np.longdouble
+    with np.errstate(all="ignore"):
+        return np.arctan2(y.astype(wide), x.astype(wide)).astype(x.dtype)
+
+
+@functools.lru_cache(maxsize=None)
+def _atan2_inputs(dtype):
+    rng = np.random.default_rng(4)
+    n = 150_000
+    if dtype == "float32":
+        bits = rng.integers(0, 2 ** 32, (2, n), dtype=np.uint64).astype(np.uint32)
+    else:
+        bits = rng.integers(0, 2 ** 64, (2, n), dtype=np.uint64)
+    y, x = bits.view(dtype)
+    y = np.concatenate([y, rng.uniform(-10, 10, n).astype(dtype)])
+    x = np.concatenate([x, rng.uniform(-10, 10, n).astype(dtype)])
+    # each of the three reductions (|y/x| near tan(pi/8) and tan(3pi/8)) on both sides
+    r = rng.choice([-1, 1], n) * np.tan(np.pi / 8 * rng.uniform(0, 4, n))
+    return np.concatenate([y, (x[n:] * r).astype(dtype)]), np.concatenate([x, x[n:]])
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_atan2_accuracy(dtype):
+    y, x = _atan2_inputs(dtype)
+    got = run2("atan2", y, x)
+    d = ulp_dist(got, _atan2_reference(y, x))
+    worst = int(np.argmax(d))
+    assert d[worst] <= V.VMATH_MAX_ULP[("atan2", dtype)], (y[worst], x[worst], got[worst])
+    # and bit-identical under the caller's fast-math flags
+    assert np.array_equal(run2("atan2", y, x, fast=False).view(np.uint8), got.view(np.uint8))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_atan2_special_value_table(dtype):
+    """numpy's whole table: signed zeros, infinities, NaN, denormals and huge operands, on
+    both sides of every axis, exactly (sign of zero included)."""
+    fi = np.finfo(dtype)
+    v = np.array([0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, np.nan, fi.smallest_subnormal,
+                  -fi.smallest_subnormal, fi.max, -fi.max, fi.tiny], dtype)
+    y, x = (a.ravel() for a in np.meshgrid(v, v))
+    got = run2("atan2", y, x)
+    want = _atan2_reference(y, x)
+    for yi, xi, g, w in zip(y, x, got, want):
+        if np.isnan(w):
+            assert np.isnan(g), (yi, xi, g)
+        else:
+            assert g == w and np.signbit(g) == np.signbit(w), (yi, xi, g, w)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_atan2_vectorizes(dtype):
+    k = kernel2("atan2", dtype, True)
+    run2("atan2", np.ones(4, dtype), np.ones(4, dtype))
+    ir_text = k.inspect_llvm(k.signatures[0])
+    assert (_VEC_F32 if dtype == "float32" else _VEC_F64).search(ir_text), "not vectorized"
+    assert not _VMATH_CALL.search(ir_text)
+    if dtype == "float32":
+        assert "double" not in ir_text
+
+
+# the floats closest to a multiple of pi/2 (the hardest cases of the reduction)
+HARD_REDUCTIONS = {
+    "float32": [16367173 * 2.0 ** 72, 13176795 * 2.0 ** -22 * 4, 1.5707963705062866,
+                3.1415927410125732, 1e30, 3.4028234663852886e38, 7.0, 22.0, 355.0],
+    "float64": [6381956970095103 * 2.0 ** 797, 5.319372648326541e+255, 1.5707963267948966,
+                3.141592653589793, 1e22, 1.7976931348623157e308, 710.0, 103993.0],
+}
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_sin_cos_tan_of_the_hardest_reductions(dtype):
+    """Against 200-digit mpmath: the result of an x a hair from a multiple of pi/2 depends
+    on bits of pi far below x's precision (Cody-Waite with a few parts of pi/2 fails here)."""
+    mp = pytest.importorskip("mpmath")
+    x = np.array(HARD_REDUCTIONS[dtype], dtype)
+    x = np.concatenate([x, -x, np.nextafter(x, 0)])
+    with mp.workdps(200):
+        for op in ("sin", "cos", "tan"):
+            f = getattr(mp, op)
+            want = np.array([float(f(mp.mpf(float(v)))) for v in x]).astype(dtype)
+            d = ulp_dist(run(op, x), want)
+            assert d.max() <= V.VMATH_MAX_ULP[(op, dtype)], (op, x[int(np.argmax(d))])
 
 
 def test_exp_denormal_results():
@@ -300,7 +437,7 @@ _VEC_F64 = re.compile(r"\bf(?:add|mul|sub|div)\b[^\n]*<\d+ x double>")
 _VMATH_CALL = re.compile(r"call [^\n]*@_ZN7codegen5vmath")
 
 
-@pytest.mark.parametrize("op", FLOAT32_OPS)
+@pytest.mark.parametrize("op", FLOAT32_OPS + TRIG32_OPS)
 def test_float32_kernels_vectorize_without_double(op):
     ir_text = llvm_ir(op, "float32")
     assert _VEC_F32.search(ir_text), "loop not vectorized"
@@ -309,7 +446,7 @@ def test_float32_kernels_vectorize_without_double(op):
     assert not _VMATH_CALL.search(ir_text)
 
 
-@pytest.mark.parametrize("op", FLOAT64_OPS)
+@pytest.mark.parametrize("op", FLOAT64_OPS + TRIG64_OPS)
 def test_float64_kernels_vectorize(op):
     ir_text = llvm_ir(op, "float64")
     assert _VEC_F64.search(ir_text), "loop not vectorized"
@@ -438,3 +575,31 @@ def test_div_invariant_is_division_up_to_rounding_at_every_special_divisor(dtype
     ir_text = divide.inspect_llvm(divide.signatures[0])
     assert not re.search(r"fdiv[^\n]*<\d+ x (float|double)>", ir_text)
     assert re.search(r"fmul[^\n]*<\d+ x (float|double)>", ir_text), "loop not vectorized"
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_compiled_trig_calls_vmath_and_matches_eager(dtype):
+    """A traced function of the seven ops: its kernel calls the vmath functions (no libm
+    ufunc left in the source), and gives eager's values within the ops' bounds."""
+    import eager
+    import tracer
+
+    def f(x, y):
+        return (eager.sin(x) + eager.cos(y) * eager.tan(x),
+                eager.asin(x * 0.5) - eager.acos(y * 0.5), eager.atan(x) + eager.atan2(y, x))
+
+    rng = np.random.default_rng(5)
+    x, y = (eager.tensor(rng.uniform(-1.9, 1.9, (3, 5)).astype(dtype)) for _ in range(2))
+    compiled = tracer.function(f)
+    with eager.no_grad():
+        got = compiled(x, y)
+        concrete = compiled.get_concrete_function(x, y)
+    sources = "\n".join(k.source for k in concrete.kernels)
+    sfx = "f32" if dtype == "float32" else "f64"
+    for op in ("sin", "cos", "tan", "asin", "acos", "atan", "atan2"):
+        assert f"{op}_{sfx}(" in sources, op
+    assert not re.search(r"(?<![\w.])(?:np|math)\.(?:a?sin|a?cos|a?tan|arc\w+)\(", sources)
+    want = f(x, y)
+    eps = np.finfo(dtype).eps  # each term is within 2 ULP, and the terms are below 4
+    for g, w in zip(got, want):
+        assert np.allclose(g.numpy(), w.numpy(), rtol=4 * eps, atol=16 * eps), (g, w)
