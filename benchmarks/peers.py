@@ -273,12 +273,10 @@ def build_jax(w, inputs) -> Runner:
     import jax
     import jax.numpy as jnp
 
-    if w.key == "W8":
-        raise NotImplementedError("W8 (CNN) has no JAX version yet")
-    if w.key == "W10":
-        raise NotImplementedError("W10 (LSTM) has no JAX version yet")
-    if w.key == "W9":
-        raise NotImplementedError("W9 (GPT) has no JAX version yet")
+    if w.key in ("W8", "W9", "W10"):
+        from . import jax_peers
+
+        return jax_peers.RUNNERS[w.key](inputs)
     if w.kind == "train":
         return _jax_train_runner(inputs)
     if w.key == "W1":

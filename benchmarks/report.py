@@ -217,6 +217,15 @@ def _ratio(x: float | None) -> str:
     return "" if x is None else (f"{x:.2f}x" if x < 10 else f"{x:.1f}x")
 
 
+def _peer_ratio(w: dict, cell: dict | None) -> str:
+    """compiled / peer time ("0.50x": compiled takes half the peer's time), both verified."""
+    if not cell or cell.get("error") or not cell.get("verified") or not cell.get("ms"):
+        return ""
+    if not w.get("compiled_verified") or not w.get("compiled_ms"):
+        return ""
+    return _ratio(w["compiled_ms"] / cell["ms"])
+
+
 def table_rows(doc: dict) -> tuple:
     """(header, rows, footnotes): the table as lists of strings."""
     notes = list(doc.get("footnotes", []))
@@ -227,7 +236,7 @@ def table_rows(doc: dict) -> tuple:
         return f"[{notes.index(text) + 1}]"
 
     peers = [p for p in PEERS if p in doc.get("peers", {})]
-    header = ["workload", "shape", "eager", "compiled", "speedup", "first call (cold)",
+    header = ["workload", "shape", "eager", "compiled", "speedup", "kernels", "first call (cold)",
               "fresh process (warm cache)", "x.copy()", "compiled / copy"]
     for p in peers:
         status = doc["peers"][p]
@@ -248,6 +257,8 @@ def table_rows(doc: dict) -> tuple:
                 text += " " + mark(f"{w['key']} {which}: {cells[which]['error']}")
             row.append(text)
         row.append(_ratio(w.get("speedup")))
+        kernels = (w.get("compiled_info") or {}).get("kernels")
+        row.append("" if kernels is None else str(kernels))
         fresh = w.get("fresh") or {}
         cold, warm = fresh.get("cold") or {}, fresh.get("warm") or {}
         for part, key in ((cold, "first_call_cold_s"), (warm, "first_call_warm_s")):
@@ -262,6 +273,9 @@ def table_rows(doc: dict) -> tuple:
         for p in peers:
             cell = cells.get(p)
             text = _cell_text(cell)
+            ratio = _peer_ratio(w, cell)
+            if ratio:
+                text += f" ({ratio})"
             if cell and cell.get("error"):
                 text += " " + mark(f"{w['key']} {PEERS[p][0]}: {cell['error']}")
             if cell and cell.get("verified") is False and not cell.get("error"):
@@ -280,7 +294,7 @@ def text_table(doc: dict) -> str:
     # drop columns that are empty in every row (x.copy() outside W1-W3 runs, fresh columns
     # in a run that skipped them) to keep the terminal table narrow
     keep = [i for i in range(len(header))
-            if i < 5 or any(r[i] for r in rows) or i >= 9]
+            if i < 5 or any(r[i] for r in rows) or i >= 10]
     header = [header[i] for i in keep]
     rows = [[r[i] for i in keep] for r in rows]
     widths = [max([len(header[i])] + [len(r[i]) for r in rows]) for i in range(len(header))]
@@ -325,7 +339,9 @@ def method_text(doc: dict) -> str:
     return (f"Median of {m['repeat']} timed runs per cell (W7: {m['repeat_W7']}), each run "
             f"at least {m['min_run_s'] * 1e3:.0f} ms of back-to-back calls, after a warm-up; "
             f"the cells of a row are timed round-robin. Every cell is verified against a "
-            f"float64 numpy reference before it is timed. Speedup = eager / compiled. First "
+            f"float64 numpy reference before it is timed. Speedup = eager / compiled; kernels "
+            f"= the compiled step's kernel count; a peer's (N x) = compiled / that peer's "
+            f"time (below 1: compiled is faster), each peer timed in a process of its own. First "
             f"call (cold): trace + compile + run in a fresh process with an empty kernel cache "
             f"directory, after numpy and tracejit are imported (Numba is imported during the "
             f"call, to compile). Fresh process (warm cache): imports + first call in a new process "

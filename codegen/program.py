@@ -29,7 +29,7 @@ from .kernel_source import canonical
 from .lower import LOWERING
 from .parallel import _split_call
 from .steps import (subgraph_runner, FallbackStep, Kernel, KernelCall, KernelOut, NumpyStep,
-                    SubgraphStep, step_text)
+                    SubgraphStep, step_counts, step_text)
 
 
 class Program:
@@ -293,6 +293,17 @@ class Program:
             if k.entry is not None:
                 first.setdefault(k.module, k)
         return list(first.values())
+
+    def step_counts(self) -> dict:
+        """Steps per call by kind (steps.step_counts), and under "kernels" the compiled
+        kernels by kind ({"elementwise": 9, "row": 2, ...}; a multi kernel counts once)."""
+        counts = step_counts(self.steps)
+        kinds: dict = {}
+        for k in self.kernels:
+            if k.entry is not None:
+                kinds[k.kind] = kinds.get(k.kind, 0) + 1
+        counts["kernels"] = kinds
+        return counts
 
     def describe_steps(self) -> str:
         """The program's steps, one line each, as the generated runner runs them; a kernel

@@ -97,6 +97,22 @@ class SubgraphStep:
     outs: list
 
 
+def step_counts(steps) -> dict:
+    """How many steps of each kind run per call: "kernel" (compiled kernel calls), "blas",
+    "numpy", "view", "fallback" (a kernel run through numpy) and "subgraph"."""
+    counts = dict.fromkeys(("kernel", "blas", "numpy", "view", "fallback", "subgraph"), 0)
+    for step in steps:
+        if isinstance(step, KernelCall):
+            counts["kernel"] += 1
+        elif isinstance(step, FallbackStep):
+            counts["fallback"] += 1
+        elif isinstance(step, SubgraphStep):
+            counts["subgraph"] += 1
+        else:
+            counts[step.how] += 1
+    return counts
+
+
 def step_text(step, name) -> str:
     """One line of `Program.describe_steps`."""
     if isinstance(step, KernelCall):

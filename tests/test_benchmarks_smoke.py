@@ -100,3 +100,25 @@ def test_fresh_columns_are_medians_of_the_runs():
     add_fresh(row, {"runs": runs, **runs[1]})
     assert "first_call_cold_s" not in row and "first_call_warm_s" not in row
     assert row["fresh"]["cold"] == {"error": "x"}  # what the table shows
+
+
+def test_table_shows_kernel_counts_and_compiled_over_peer_ratios():
+    from benchmarks import report
+    from benchmarks.suite import summarize
+
+    def cell(ms, verified=True):
+        return {"ms": ms, "verified": verified}
+
+    row = {"key": "W8", "name": "LeNet", "shape": "64x1x28x28", "notes": [],
+           "cells": {"eager": cell(40.0), "compiled": cell(20.0), "torch": cell(10.0),
+                     "jax": cell(25.0, verified=False)},
+           "compiled_info": {"kernels": 16}}
+    summarize(row)
+    doc = {"workloads": [row], "peers": {"torch": {"available": True},
+                                         "jax": {"available": True}}}
+    header, (r,), _ = report.table_rows(doc)
+    assert r[header.index("kernels")] == "16"
+    assert r[header.index("speedup")] == "2.00x"
+    assert r[header.index("torch")] == "10 ms (2.00x)"          # compiled / torch
+    assert r[header.index("jax.jit")] == "FAILED verification (25 ms)"   # no ratio to it
+    assert "kernels" in report.text_table(doc).splitlines()[0]

@@ -82,6 +82,10 @@ def test_readme_python_blocks_run():
     assert "fused kernels:" in proc.stdout and "def kernel(" in proc.stdout
     assert "tracing again (trace #2): arg x: shape (1024,) -> (2048,)" in proc.stderr
     assert "Instead, use tracer.cond" in proc.stdout
+    # the CNN step's summary line, as the README shows it (update the README if it changed)
+    shown = [ln for ln in README.read_text().splitlines() if ln.startswith("cnn_step: ")]
+    printed = [ln for ln in proc.stdout.splitlines() if ln.startswith("cnn_step: ")]
+    assert len(shown) == 1 and printed == shown, (shown, printed)
 
 
 DISABLE_JIT_SCRIPT = r"""

@@ -31,6 +31,10 @@ from .trace import TracingError
 MISS = object()  # ConcreteFunction.call_fast: a guard failed, take the general path
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 class ConcreteFunction:
     """One traced, optimized and compiled specialization of a @function."""
 
@@ -142,6 +146,25 @@ class ConcreteFunction:
 
     def __repr__(self) -> str:
         return f"<ConcreteFunction {self.name} {self.signature}>"
+
+    def summary(self) -> str:
+        """One line: the IR's size and what the compiled program runs at each call.
+
+            >>> print(cnn_step.get_concrete_function(x, y).summary())
+            cnn_step: 81 IR equations -> 8 kernels (4 elementwise, 3 multi, 1 row), 5 BLAS ...
+        """
+        head = f"{self.name}: {len(self.graph.eqns)} IR equations"
+        counts = getattr(self.program, "step_counts", None)
+        if counts is None:   # the interpret backend: no kernels, op by op
+            return f"{head}, run op by op by the reference interpreter"
+        c = counts()
+        kinds = ", ".join(f"{k} {kind}" for kind, k in sorted(c["kernels"].items()))
+        parts = [_count(sum(c["kernels"].values()), "kernel") + (f" ({kinds})" if kinds else "")]
+        parts += [_count(c[key], what) for key, what in
+                  (("blas", "BLAS call"), ("numpy", "numpy step"), ("view", "view"),
+                   ("fallback", "numpy fallback"), ("subgraph", "sub-graph"))
+                  if c[key] or key in ("blas", "numpy", "fallback")]
+        return f"{head} -> " + ", ".join(parts)
 
     # -------------------------------------------------------------- guards
     def guard_failure(self):

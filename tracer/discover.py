@@ -19,6 +19,7 @@ rebinds (`self.total = self.total + x`, `state["m"] = ...`) is found, undone and
 from __future__ import annotations
 
 import gc
+import importlib.util
 import os
 import sys
 import sysconfig
@@ -42,6 +43,22 @@ _MODULE_CALL = Module.__call__.__code__
 _MODULE_SETATTR = Module.__setattr__.__code__
 _SKIP_PREFIXES = tuple({p for p in (sysconfig.get_paths().get(k) for k in (
     "stdlib", "platstdlib", "purelib", "platlib")) if p})
+
+
+def _dependency_dirs() -> tuple:
+    """The package directories of tracejit's dependencies, wherever they are installed: a
+    numpy found through PYTHONPATH (`pip install --target DIR`) is library code too, or its
+    helpers' attribute reads during a trace (as_strided's DummyArray.base) would be taken
+    for the user's."""
+    dirs = []
+    for name in ("numpy", "scipy", "numba", "llvmlite"):
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.submodule_search_locations:
+            dirs += [os.path.join(d, "") for d in spec.submodule_search_locations]
+    return tuple(dirs)
+
+
+_SKIP_PREFIXES += _dependency_dirs()
 _MODULE_STORES = ("_parameters", "_buffers", "_modules")
 
 
