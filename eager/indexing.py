@@ -295,9 +295,19 @@ def masked_select(x, mask):
 def nonzero(x, *, as_tuple=False):
     """Indices of the nonzero entries: an (n, ndim) int64 tensor (as_tuple: one 1-D tensor
     per dim). Eager only: n depends on the values."""
-    x = as_tensor(x, "nonzero")
-    _refuse_traced(x, "nonzero() (its output's size depends on the values; keep the shape "
-                      "with a mask: where(x != 0, ..., ...) or masked_fill)")
+    return _nonzero(x, as_tuple, "nonzero")
+
+
+def nonzero_tuple(x, op):
+    """`where(cond)` with one argument: nonzero(cond, as_tuple=True)."""
+    return _nonzero(x, True, op)
+
+
+def _nonzero(x, as_tuple, op):
+    x = as_tensor(x, op)
+    what = "where(cond) with one argument" if op == "where" else f"{op}()"
+    _refuse_traced(x, f"{what} (its output's size depends on the values; keep the shape "
+                      f"with a mask: where(x != 0, ..., ...) or masked_fill)")
     data = x.detach().numpy()
     if data.ndim == 0:  # PyTorch: (1, 0) or (0, 0)
         return _new(np.zeros((int(data != 0), 0), np.int64)) if not as_tuple else \

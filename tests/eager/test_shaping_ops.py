@@ -31,6 +31,19 @@ def test_nonzero_and_as_tuple():
     assert eager.nonzero(t(5.0)).shape == (1, 0)
 
 
+def test_where_with_one_argument_is_nonzero_as_tuple():
+    # torch.where(condition) is torch.nonzero(condition, as_tuple=True), any dtype
+    x = t([[0.0, 1.5, 0.0], [NAN, 0.0, -2.0]])
+    rows, cols = eager.where(x)
+    np.testing.assert_array_equal(rows.numpy(), [0, 1, 1])
+    np.testing.assert_array_equal(cols.numpy(), [1, 0, 2])
+    (only,) = eager.where(t([3, 0, 7]) > 2)
+    assert only.dtype == np.int64
+    np.testing.assert_array_equal(only.numpy(), [0, 2])
+    with pytest.raises(TypeError, match="where"):
+        eager.where(x > 0, x)
+
+
 def test_masked_select_broadcasts_and_differentiates():
     x = t([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]).requires_grad_()
     mask = t([True, False, True])

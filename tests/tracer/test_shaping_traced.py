@@ -38,6 +38,10 @@ def _nonzero_body(x):
     return eager.nonzero(x > 0)
 
 
+def _where_one_arg_body(x):
+    return eager.where(x > 0)
+
+
 def _masked_select_body(x):
     return x.masked_select(x > 0) * 2
 
@@ -48,6 +52,7 @@ def _repeat_interleave_body(x, r):
 
 @pytest.mark.parametrize("body,text,args,hint", [
     (_nonzero_body, "eager.nonzero", (eager.ones(3),), "where"),
+    (_where_one_arg_body, "eager.where", (eager.ones(3),), "where(x != 0, ..., ...)"),
     (_masked_select_body, "x.masked_select", (eager.ones(3),), "masked_fill"),
     (_repeat_interleave_body, "x.repeat_interleave", (eager.ones(3), eager.tensor([1, 2, 0])),
      "pass an int"),
