@@ -234,11 +234,9 @@ def scatter_reduce(x, dim, index, src, reduce, *, include_self=True):
         total = add(total, x)
         count = add(count, const(1, x.dtype))
     if reduce == "mean":
-        if x.dtype.kind != "f":
-            raise size_error("scatter_reduce", "reduce='mean' of an integer tensor (PyTorch "
-                           "floor-divides) is not supported", (x,),
-                           hint="cast to float first", exc=TypeError)
-        total = div(total, where(touched, count, const(1, x.dtype)))  # (no 0/0 anywhere)
+        count = where(touched, count, const(1, x.dtype))  # (no division by 0 anywhere)
+        # integers: the sum floor-divided by the count, as PyTorch's div_(count, "floor")
+        total = div(total, count, rounding_mode=None if x.dtype.kind == "f" else "floor")
     return where(touched, total, x)
 
 

@@ -261,8 +261,8 @@ def scatter_ref(x, dim, index, src, reduce=None, include_self=True):
             vals = [x[dst]] + vals
         if reduce == "sum":
             out[dst] = sum(vals)
-        elif reduce == "mean":
-            out[dst] = sum(vals) / len(vals)
+        elif reduce == "mean":  # integers: PyTorch floor-divides the sum by the count
+            out[dst] = sum(vals) / len(vals) if x.dtype.kind == "f" else sum(vals) // len(vals)
         elif reduce == "prod":
             out[dst] = math.prod(vals)
         elif reduce == "amax":
@@ -597,7 +597,8 @@ for _reduce in ("sum", "mean", "prod", "amax", "amin"):
     SHAPING_OPINFOS.append(_e(
         f"scatter_reduce_{_reduce}", "scatter_reduce" if _reduce in ("prod", "amax", "amin")
         else None, eager.scatter_reduce, scatter_ref, _scatter_reduce_samples(_reduce),
-        FLOATS, _grad_of(_scatter_reduce_samples(_reduce)), tol={F32: (1e-5, 1e-5)},
+        NUMERIC if _reduce == "mean" else FLOATS, _grad_of(_scatter_reduce_samples(_reduce)),
+        tol={F32: (1e-5, 1e-5)},
         compiled=[Case("scatter_reduce", _scatter_reduces, shapes(
             [(4, 3), (5, 3), (5, 3)], None, None, ints={1: (0, 4)}))] if _reduce == "amax"
         else None))

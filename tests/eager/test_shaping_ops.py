@@ -196,6 +196,19 @@ def test_scatter_reduce_include_self_false_and_mean():
         np.testing.assert_allclose(got.numpy(), want, rtol=1e-6, err_msg=f"{reduce} {include}")
 
 
+def test_scatter_reduce_mean_of_integers_floor_divides_as_pytorch():
+    # PyTorch: out.div_(count, rounding_mode="floor") for integral dtypes
+    x = t([10, 20, -10], dtype=eager.int64)
+    idx = t([0, 0, 2, 2])
+    src = t([1, 5, 2, 1], dtype=eager.int64)
+    got = x.scatter_reduce(0, idx, src, "mean")
+    assert got.dtype == np.int64
+    np.testing.assert_array_equal(got.numpy(), [5, 20, -3])  # 16 // 3, -7 // 3 (floor)
+    got = x.int().scatter_reduce(0, idx, src.int(), "mean", include_self=False)
+    assert got.dtype == np.int32
+    np.testing.assert_array_equal(got.numpy(), [3, 20, 1])
+
+
 def test_scatter_reduce_amax_gradient_is_shared_between_ties():
     x = t([1.0, 0.0], dtype=eager.float64).requires_grad_()
     src = t([1.0, 0.5, 1.0], dtype=eager.float64).requires_grad_()

@@ -93,6 +93,23 @@ def test_index_and_distribution_checks_run_when_the_compiled_program_runs(backen
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_integer_scatter_reduce_mean_floor_divides_compiled(backend):
+    def body(x, idx, src):
+        return (x.scatter_reduce(0, idx, src, "mean"),
+                x.scatter_reduce(0, idx, src, "mean", include_self=False))
+
+    f = tracer.function(body, backend=backend)
+    rng = np.random.default_rng(3)
+    for dtype in (np.int32, np.int64):
+        x = eager.from_numpy(rng.integers(-20, 20, (4, 3)).astype(dtype))
+        idx = eager.from_numpy(rng.integers(0, 4, (5, 3)))
+        src = eager.from_numpy(rng.integers(-20, 20, (5, 3)).astype(dtype))
+        for got, want in zip(f(x, idx, src), body(x, idx, src)):
+            assert got.dtype == want.dtype == dtype
+            np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_transposed_and_sliced_inputs(backend):
     """Non-contiguous views traced as inputs: the same as eager."""
     def body(x):
