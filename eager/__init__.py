@@ -74,14 +74,14 @@ from . import utils  # noqa: E402
 from .serialization import load, save  # noqa: E402
 
 # Indexing, shaping, scans and sampling (issue 16 item 4).
-from .indexing import (gather, index_select, masked_fill, masked_select, nonzero,  # noqa: E402
+from .indexing import (gather, index_select, masked_fill, masked_select, nonzero, where,  # noqa: E402
                        scatter, scatter_add, scatter_reduce, take_along_dim)
 from .shaping import (bmm, chunk, diag, diagonal, einsum, flip, mm, movedim,  # noqa: E402
                       mv, narrow, repeat_interleave, roll, split, tile, tril, triu, unbind,
                       unflatten)
 from .scan import (argsort, cummax, cummin, cumprod, cumsum, logcumsumexp, sort,  # noqa: E402
                    topk)
-from .sampling import multinomial  # noqa: E402
+from .sampling import bernoulli, multinomial  # noqa: E402
 from . import sampling as _sampling  # noqa: E402
 from . import tensor_methods as _tensor_methods  # noqa: E402
 

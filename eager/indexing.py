@@ -37,9 +37,9 @@ from .functions import (
     gt,
     permute,
     reshape,
-    where,
 )
 from .functions import scatter_add as _scatter_add_prim
+from .functions import where as _where
 from .ops import OPS
 from .scan_ops import SCATTER, SCATTER_REDUCE, size_error
 
@@ -234,10 +234,10 @@ def scatter_reduce(x, dim, index, src, reduce, *, include_self=True):
         total = add(total, x)
         count = add(count, const(1, x.dtype))
     if reduce == "mean":
-        count = where(touched, count, const(1, x.dtype))  # (no division by 0 anywhere)
+        count = _where(touched, count, const(1, x.dtype))  # (no division by 0 anywhere)
         # integers: the sum floor-divided by the count, as PyTorch's div_(count, "floor")
         total = div(total, count, rounding_mode=None if x.dtype.kind == "f" else "floor")
-    return where(touched, total, x)
+    return _where(touched, total, x)
 
 
 def masked_fill(x, mask, value):
@@ -296,9 +296,19 @@ def nonzero(x, *, as_tuple=False):
     return _nonzero(x, as_tuple, "nonzero")
 
 
-def nonzero_tuple(x, op):
-    """`where(cond)` with one argument: nonzero(cond, as_tuple=True)."""
-    return _nonzero(x, True, op)
+_ONE_ARG = object()
+
+
+def where(cond, a=_ONE_ARG, b=_ONE_ARG):
+    """eager.where: cond ? a : b with broadcasting (`a` and `b` may be numbers); `where(cond)`
+    alone is `nonzero(cond, as_tuple=True)` (eager only: its size depends on the values)."""
+    if a is _ONE_ARG and b is _ONE_ARG:
+        return _nonzero(cond, True, "where")
+    if a is _ONE_ARG or b is _ONE_ARG:
+        raise size_error("where", "takes a condition alone or a condition and two values",
+                         hint="where(cond, x, y), or where(cond) for the indices",
+                         exc=TypeError)
+    return _where(cond, a, b)
 
 
 def _nonzero(x, as_tuple, op):

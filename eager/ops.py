@@ -168,18 +168,20 @@ def _randomness():
     return random.generator()
 
 
-def _uniform_impl(shape, dtype):
-    return _randomness().random(shape, dtype=np.float64 if dtype == dtypes.float64 else
-                                np.float32)
+# (rng: an eager generator= of one's own, eager draws only; else the global generator)
 
-
-def _normal_impl(shape, dtype):
-    return _randomness().standard_normal(shape, dtype=np.float64 if dtype == dtypes.float64
+def _uniform_impl(shape, dtype, rng=None):
+    return (rng or _randomness()).random(shape, dtype=np.float64 if dtype == dtypes.float64
                                          else np.float32)
 
 
-def _randint_impl(shape, dtype, low, high):
-    return _randomness().integers(low, high, size=shape, dtype=dtype)
+def _normal_impl(shape, dtype, rng=None):
+    return (rng or _randomness()).standard_normal(shape, dtype=np.float64 if
+                                                  dtype == dtypes.float64 else np.float32)
+
+
+def _randint_impl(shape, dtype, low, high, rng=None):
+    return (rng or _randomness()).integers(low, high, size=shape, dtype=dtype)
 
 
 # --------------------------------------------------------------------------------------

@@ -314,20 +314,8 @@ def logical_not(x):
     return eq(cast(x, dtypes.bool_), False)
 
 
-_ONE_ARG = object()
-
-
-def where(cond, a=_ONE_ARG, b=_ONE_ARG):
-    """cond ? a : b with broadcasting; `a` and `b` may be numbers. `where(cond)` alone is
-    `nonzero(cond, as_tuple=True)` (eager only: its size depends on the values)."""
-    if a is _ONE_ARG and b is _ONE_ARG:
-        from ..indexing import nonzero_tuple
-
-        return nonzero_tuple(cond, "where")
-    if a is _ONE_ARG or b is _ONE_ARG:
-        raise op_error("where", "takes a condition alone or a condition and two values",
-                       hint="where(cond, x, y), or where(cond) for the indices",
-                       exc=TypeError)
+def where(cond, a, b):
+    """cond ? a : b with broadcasting; `a` and `b` may be numbers."""
     cond = as_tensor(cond, "where")
     if cond.dtype != dtypes.bool_:
         raise op_error("where", f"condition must be a bool tensor, got {cond.dtype}", (cond,),

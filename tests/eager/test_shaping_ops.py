@@ -305,6 +305,53 @@ def test_randint_high_size_and_randperm():
     np.testing.assert_array_equal(a, b)
 
 
+RANDOM_WITH_GENERATOR = {  # every random function PyTorch gives a generator= (dropout aside)
+    "rand": lambda g: eager.rand(2, 3, generator=g),
+    "randn": lambda g: eager.randn(4, generator=g, dtype=eager.float64),
+    "randint": lambda g: eager.randint(0, 10, (5,), generator=g),
+    "randint_high": lambda g: eager.randint(7, (3,), generator=g),
+    "randperm": lambda g: eager.randperm(6, generator=g),
+    "multinomial": lambda g: eager.multinomial(t([0.2, 0.3, 0.5]), 2, generator=g),
+    "multinomial_repl": lambda g: eager.multinomial(t([0.2, 0.8]), 4, True, generator=g),
+    "normal_": lambda g: eager.zeros(3).normal_(1.0, 2.0, generator=g),
+    "uniform_": lambda g: eager.zeros(3).uniform_(-1.0, 1.0, generator=g),
+    "bernoulli": lambda g: eager.bernoulli(t([0.1, 0.5, 0.9]), generator=g),
+    "bernoulli_method": lambda g: t([0.1, 0.5, 0.9]).bernoulli(generator=g),
+    "bernoulli_": lambda g: eager.zeros(4).bernoulli_(0.5, generator=g),
+    "init_uniform_": lambda g: eager.nn.init.uniform_(eager.zeros(3), generator=g),
+    "init_normal_": lambda g: eager.nn.init.normal_(eager.zeros(3), generator=g),
+}
+
+
+@pytest.mark.parametrize("name", list(RANDOM_WITH_GENERATOR))
+def test_random_functions_draw_from_their_generator_only(name):
+    draw = RANDOM_WITH_GENERATOR[name]
+    eager.manual_seed(7)
+    g = eager.Generator().manual_seed(11)
+    first, second = draw(g).numpy(), draw(g).numpy()
+    after_global = eager.rand(3).numpy()
+    # the same seed repeats both draws, in order; the global generator was not touched
+    h = eager.Generator().manual_seed(11)
+    np.testing.assert_array_equal(draw(h).numpy(), first)
+    np.testing.assert_array_equal(draw(h).numpy(), second)
+    eager.manual_seed(7)
+    np.testing.assert_array_equal(eager.rand(3).numpy(), after_global)
+    assert g.get_state() == h.get_state()
+
+
+def test_bernoulli_values_and_range_check():
+    eager.manual_seed(2)
+    p = t([0.0, 1.0, 0.25], dtype=eager.float64).expand(4000, 3)
+    out = eager.bernoulli(p)
+    assert out.dtype == np.float64
+    np.testing.assert_allclose(out.numpy().mean(0), [0.0, 1.0, 0.25], atol=0.03)
+    for bad in ([0.5, 1.5], [NAN, 0.5], [-0.1, 0.2]):
+        with pytest.raises(RuntimeError, match="p_in >= 0"):
+            eager.bernoulli(t(bad))
+    with pytest.raises(RuntimeError, match="p_in >= 0"):
+        eager.zeros(2).bernoulli_(2.0)
+
+
 def test_multinomial_frequencies_follow_the_probabilities():
     eager.manual_seed(1)
     p = t([0.1, 0.0, 0.6, 0.3], dtype=eager.float64)

@@ -92,6 +92,35 @@ def test_index_and_distribution_checks_run_when_the_compiled_program_runs(backen
     assert pick.trace_count == 1
 
 
+@pytest.mark.parametrize("make", [
+    lambda g: eager.rand(3, generator=g), lambda g: eager.randn(3, generator=g),
+    lambda g: eager.randint(0, 5, (3,), generator=g),
+    lambda g: eager.multinomial(eager.tensor([0.5, 0.5]), 3, True, generator=g).float(),
+    lambda g: eager.zeros(3).uniform_(generator=g),
+    lambda g: eager.bernoulli(eager.full((3,), 0.5), generator=g)])
+def test_a_generator_of_ones_own_is_refused_inside_a_trace(make):
+    # its draws would be frozen into the trace and its state would not advance per call
+    g = eager.Generator().manual_seed(0)
+    state = g.get_state()
+    f = tracer.function(lambda x: x + make(g), backend="interpret")
+    with pytest.raises(RuntimeError, match="generator= inside a @") as info:
+        f(eager.zeros(3))
+    assert "test_shaping_traced.py:" in str(info.value)
+    assert g.get_state() == state
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_bernoulli_checks_probabilities_when_the_compiled_program_runs(backend):
+    f = tracer.function(lambda p: eager.bernoulli(p) * 2, backend=backend)
+    eager.manual_seed(4)
+    want = (eager.bernoulli(eager.tensor([0.0, 1.0, 0.5])) * 2).numpy()
+    eager.manual_seed(4)
+    np.testing.assert_array_equal(f(eager.tensor([0.0, 1.0, 0.5])).numpy(), want)
+    with pytest.raises(RuntimeError, match="p_in >= 0"):
+        f(eager.tensor([0.0, 1.0, 1.5]))
+    assert f.trace_count == 1
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_integer_scatter_reduce_mean_floor_divides_compiled(backend):
     def body(x, idx, src):
