@@ -227,6 +227,7 @@ LOWERING: dict[str, Lowering] = {
     "argmax": Lowering("numpy", step_kernel=step_kernels.argmax),
     "check_class_index": Lowering("numpy", inline=runner_forms.check_class_index),
     "check_finite": _NUMPY,
+    "check_nonzero": _NUMPY,
     "gather": Lowering("numpy", inline=runner_forms.gather),
     "scatter_add": Lowering("numpy", inline=runner_forms.scatter_add,
                             unique_positions=True),

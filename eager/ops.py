@@ -129,6 +129,12 @@ def _check_class_index_impl(idx, size, what):
     return idx.view()
 
 
+def _check_nonzero_impl(x, what):
+    if x.size and not x.all():
+        raise RuntimeError(what)
+    return x.view()
+
+
 def _check_finite_impl(x, what):
     if not np.isfinite(x).all():
         raise RuntimeError(what)
@@ -413,6 +419,11 @@ register("check_finite", I, 1, _check_finite_impl, lambda x, what: x, params=("w
          doc="The tensor itself, after checking every value is finite: RuntimeError(what) "
              "otherwise (clip_grad_norm_(error_if_nonfinite=True) in a compiled step). Runs "
              "when the program runs, traced or not.")
+register("check_nonzero", I, 1, _check_nonzero_impl, lambda x, what: x, params=("what",),
+         view="whole",
+         doc="The integer divisor itself, after checking no value is 0: RuntimeError(what) "
+             "otherwise (PyTorch's ZeroDivisionError of integer //, %, fmod). Runs when the "
+             "program runs, traced or not: a pass over the divisor, before the fused kernel.")
 register("scatter_add", I, -1, _scatter_add_impl, _scatter_add_infer,
          vjp=lambda g, out, v, *idx, shape: (fn.gather(g, idx),) + (None,) * len(idx),
          saves=(1, 2, 3, 4, 5, 6, 7, 8), params=("shape",),
