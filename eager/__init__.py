@@ -19,6 +19,7 @@ from . import ops
 from . import scan_ops as _scan_ops  # noqa: F401  (registers cumsum, argsort, scatter, ...)
 from . import ops_math as _ops_math  # noqa: F401  (registers sin, atan2, bitwise ops, prod, ...)
 from . import dtype_ops as _dtype_ops  # noqa: F401  (registers view_dtype)
+from . import strided_ops as _strided_ops  # noqa: F401  (registers diagonal, unfold)
 from .dtype_ops import promote_types, result_type  # noqa: E402,F401
 from .dtypes import (bool_, double, float16, float32, float64, half, int8, int16, int32,  # noqa: F401
                      int64, long, short, uint8, uint16, uint32, uint64)

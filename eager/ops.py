@@ -58,7 +58,8 @@ class OpDef:
     doc: str = ""
     params: tuple = field(default=())  # names of the op's static parameters
     # Eager output may alias the first input (shares its version counter); "whole": the
-    # output is all of the input, in its layout (no element moves: a check, detach).
+    # output is all of the input, in its layout (no element moves: a check, detach);
+    # "strided": strides of its own (diagonal, unfold), a write through it is a scatter.
     view: bool | str = False
     # Autodiff may compute the output again in the backward pass instead of saving it (cheap
     # elementwise and view ops: recomputing costs less than keeping the array alive).
