@@ -39,8 +39,8 @@ def _check_float(x, op):
 def _shifted(x, dim):
     """x - max(x) along `dim` (the max a constant for autodiff); x itself when that dim is
     empty: there is no max, and the result is empty as in PyTorch."""
-    if x.ndim and x.shape[dim] == 0:
-        return x
+    if isinstance(dim, int) and -x.ndim <= dim < x.ndim and x.shape[dim] == 0:
+        return x  # (a bad dim is amax's error, naming it)
     return T.sub(x, T.amax(x, dim, keepdim=True).detach())
 
 
