@@ -123,7 +123,7 @@ class Partition:
 
 def partition(graph: Graph) -> Partition:
     p = Partition(graph)
-    for e in graph.eqns:
+    for e in _checks_of_inputs_first(p, graph.eqns):
         row = LOWERING.get(e.op)
         how = row.how if row is not None else None
         if how == "view":
@@ -142,6 +142,17 @@ def partition(graph: Graph) -> Partition:
             p.ensure_materialized(x)
     _name_groups(p)
     return p
+
+
+def _checks_of_inputs_first(p: Partition, eqns) -> list:
+    """The equations, those checking values the program is given (view="whole" ops run by
+    numpy: an integer divisor's zeros, class labels) moved to the front, in their order: a
+    check placed where it was traced would split the fused kernel around it."""
+    def early(e):
+        row = LOWERING.get(e.op)
+        return OPS[e.op].view == "whole" and row is not None and row.how == "numpy" and all(
+            not isinstance(x, Var) or id(x) in p.external for x in e.inputs)
+    return [e for e in eqns if early(e)] + [e for e in eqns if not early(e)]
 
 
 def _kernel_types_ok(e) -> bool:

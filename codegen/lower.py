@@ -236,6 +236,7 @@ LOWERING: dict[str, Lowering] = {
     "argmax": Lowering("numpy", step_kernel=step_kernels.argmax),
     "check_class_index": Lowering("numpy", inline=runner_forms.check_class_index),
     "check_finite": _NUMPY,
+    "check_nonzero": _NUMPY,
     "gather": Lowering("numpy", inline=runner_forms.gather),
     "scatter_add": Lowering("numpy", inline=runner_forms.scatter_add,
                             unique_positions=True),
@@ -257,8 +258,10 @@ LOWERING: dict[str, Lowering] = {
     # (im2col stays numpy: its slice copies beat a Numba loop, measured on W8's shapes)
     "im2col": _NUMPY,
     "col2im": Lowering("numpy", step_kernel=step_kernels.col2im),
-    # eager/dtype_ops.py (Tensor.view(dtype))
-    "view_dtype": _NUMPY,
+    # eager/dtype_ops.py (Tensor.view(dtype)), eager/strided_ops.py: strided views, copied
+    "view_dtype": Lowering("numpy", inline=runner_forms.copied_view),
+    "diagonal": Lowering("numpy", inline=runner_forms.copied_view),
+    "unfold": Lowering("numpy", inline=runner_forms.copied_view),
     "cond": _CONTROL,
     "while_loop": _CONTROL,
 }

@@ -84,3 +84,15 @@ def check_class_index(gen, k, step, a, direct, bound) -> bool:
                          f"op{k}({v}, **p{k})  # check_class_index raises")
     gen.lines.append(f"    v{step.out} = {v}.view()")
     return True
+
+
+def copied_view(gen, k, step, a, direct, bound) -> bool:
+    """A strided view op (diagonal, unfold, view(dtype)): its implementation's numpy view,
+    copied. Eagerly the view aliases its input; a program's value never aliases another's
+    memory (buffers are reused per call, outputs are fresh)."""
+    if bound:
+        return False
+    ops = a if direct else [gen.operand(x, f"l{k}_{j}") for j, x in enumerate(step.inputs)]
+    gen.lines.append(f"    v{step.out} = op{k}({', '.join(ops)}, **p{k}).copy()"
+                     f"  # {step.eqn.op} (a copy of the view)")
+    return True

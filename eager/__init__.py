@@ -19,6 +19,7 @@ from . import ops
 from . import scan_ops as _scan_ops  # noqa: F401  (registers cumsum, argsort, scatter, ...)
 from . import ops_math as _ops_math  # noqa: F401  (registers sin, atan2, bitwise ops, prod, ...)
 from . import dtype_ops as _dtype_ops  # noqa: F401  (registers view_dtype)
+from . import strided_ops as _strided_ops  # noqa: F401  (registers diagonal, unfold)
 from .dtype_ops import promote_types, result_type  # noqa: E402,F401
 from .dtypes import (bfloat16, bool_, double, float16, float32, float64, half, int8,  # noqa: F401
                      int16, int32, int64, long, short, uint8, uint16, uint32, uint64)
@@ -74,14 +75,14 @@ from . import utils  # noqa: E402
 from .serialization import load, save  # noqa: E402
 
 # Indexing, shaping, scans and sampling (issue 16 item 4).
-from .indexing import (gather, index_select, masked_fill, masked_select, nonzero,  # noqa: E402
+from .indexing import (gather, index_select, masked_fill, masked_select, nonzero, where,  # noqa: E402
                        scatter, scatter_add, scatter_reduce, take_along_dim)
 from .shaping import (bmm, chunk, diag, diagonal, einsum, flip, mm, movedim,  # noqa: E402
                       mv, narrow, repeat_interleave, roll, split, tile, tril, triu, unbind,
                       unflatten)
 from .scan import (argsort, cummax, cummin, cumprod, cumsum, logcumsumexp, sort,  # noqa: E402
                    topk)
-from .sampling import multinomial  # noqa: E402
+from .sampling import bernoulli, multinomial  # noqa: E402
 from . import sampling as _sampling  # noqa: E402
 from . import tensor_methods as _tensor_methods  # noqa: E402
 

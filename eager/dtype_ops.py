@@ -1,9 +1,11 @@
 """`Tensor.view(dtype)`: the same bytes read as another dtype (PyTorch's rules).
 
 Same itemsize: the shape is kept.  A different itemsize scales the last dimension by the
-ratio of the sizes; PyTorch then asks the last dimension to be contiguous and, going to a
-wider dtype, its size to be divisible by the ratio (we copy to contiguous first, values
-are the same).  Unlike PyTorch the result is a copy, not an alias of the source."""
+ratio of the sizes; PyTorch then asks the last dimension to be contiguous (stride 1) and,
+going to a wider dtype, its size and the other strides to be divisible by the ratio.  As in
+PyTorch the result is a view: it aliases the source (x.view(eager.int32)[0] = 0 writes x).
+Inside a trace a write through it is the inverse view of the written value (tracer/views.py);
+compiled programs copy it."""
 from __future__ import annotations
 
 import numpy as np
@@ -39,12 +41,48 @@ def _infer(a, dtype):
 
 
 def _impl(a, dtype):
-    # a copy: eager and compiled calls then agree (no aliasing of the source's memory)
-    return np.array(a, order="C").view(dtype)
+    dtype = dtypes.canonical(dtype)
+    if a.dtype.itemsize != dtype.itemsize and a.ndim and a.shape[-1] != 1 and \
+            a.strides[-1] != a.itemsize:
+        # (eager checked the layout first, view_dtype(); a compiled program's array may be
+        # laid out otherwise than eager's: its values are what count there)
+        a = np.ascontiguousarray(a)
+    return a.view(dtype)
 
 
-VIEW_DTYPE = register("view_dtype", S, 1, _impl, _infer, params=("dtype",),
-                      doc="The same bytes read as `dtype` (Tensor.view(dtype)); not "
+def check_view_strides(shape, strides, src, dst, operands=()):
+    """PyTorch's layout rules for viewing `src` elements (element `strides`) as a `dst` of
+    another itemsize: RuntimeError where PyTorch raises one (numpy would copy or refuse)."""
+    if len(shape) and shape[-1] != 1 and strides[-1] != 1:
+        raise op_error("view", f"self.stride(-1) must be 1 to view {src} as {dst} (different "
+                       f"element sizes), but got {strides[-1]}", operands,
+                       hint="call .contiguous() first", exc=RuntimeError)
+    if dst.itemsize > src.itemsize:
+        ratio = dst.itemsize // src.itemsize
+        for d, (size, stride) in enumerate(zip(shape[:-1], strides[:-1])):
+            if size != 1 and stride % ratio:
+                raise op_error("view", f"self.stride({d}) must be divisible by {ratio} to "
+                               f"view {src} as {dst} (different element sizes), but got "
+                               f"{stride}", operands, hint="call .contiguous() first",
+                               exc=RuntimeError)
+
+
+def view_dtype(x, dtype):
+    """`x.view(dtype)`: PyTorch's layout rules checked on x's memory (eagerly; a trace checks
+    its layout when it links the view, tracer/views.py), then the view."""
+    from .dispatch import apply
+
+    dtype = dtypes.canonical(dtype)
+    data = x._data
+    if data.__class__ is np.ndarray and data.dtype.itemsize != dtype.itemsize:
+        _view_shape(tuple(data.shape), data.dtype, dtype, (x,))
+        check_view_strides(tuple(data.shape), tuple(s // data.itemsize for s in data.strides),
+                           data.dtype, dtype, (x,))
+    return apply(VIEW_DTYPE, x, dtype=dtype)
+
+
+VIEW_DTYPE = register("view_dtype", S, 1, _impl, _infer, params=("dtype",), view=True,
+                      doc="The same bytes read as `dtype` (Tensor.view(dtype)): a view; not "
                           "differentiable.")
 
 

@@ -37,9 +37,9 @@ from .functions import (
     gt,
     permute,
     reshape,
-    where,
 )
 from .functions import scatter_add as _scatter_add_prim
+from .functions import where as _where
 from .ops import OPS
 from .scan_ops import SCATTER, SCATTER_REDUCE, size_error
 
@@ -234,12 +234,11 @@ def scatter_reduce(x, dim, index, src, reduce, *, include_self=True):
         total = add(total, x)
         count = add(count, const(1, x.dtype))
     if reduce == "mean":
-        if not dtypes.is_floating(x.dtype):
-            raise size_error("scatter_reduce", "reduce='mean' of an integer tensor (PyTorch "
-                           "floor-divides) is not supported", (x,),
-                           hint="cast to float first", exc=TypeError)
-        total = div(total, where(touched, count, const(1, x.dtype)))  # (no 0/0 anywhere)
-    return where(touched, total, x)
+        count = _where(touched, count, const(1, x.dtype))  # (no division by 0 anywhere)
+        # integers: the sum floor-divided by the count, as PyTorch's div_(count, "floor")
+        total = div(total, count,
+                    rounding_mode=None if dtypes.is_floating(x.dtype) else "floor")
+    return _where(touched, total, x)
 
 
 def masked_fill(x, mask, value):
@@ -295,9 +294,29 @@ def masked_select(x, mask):
 def nonzero(x, *, as_tuple=False):
     """Indices of the nonzero entries: an (n, ndim) int64 tensor (as_tuple: one 1-D tensor
     per dim). Eager only: n depends on the values."""
-    x = as_tensor(x, "nonzero")
-    _refuse_traced(x, "nonzero() (its output's size depends on the values; keep the shape "
-                      "with a mask: where(x != 0, ..., ...) or masked_fill)")
+    return _nonzero(x, as_tuple, "nonzero")
+
+
+_ONE_ARG = object()
+
+
+def where(cond, a=_ONE_ARG, b=_ONE_ARG):
+    """eager.where: cond ? a : b with broadcasting (`a` and `b` may be numbers); `where(cond)`
+    alone is `nonzero(cond, as_tuple=True)` (eager only: its size depends on the values)."""
+    if a is _ONE_ARG and b is _ONE_ARG:
+        return _nonzero(cond, True, "where")
+    if a is _ONE_ARG or b is _ONE_ARG:
+        raise size_error("where", "takes a condition alone or a condition and two values",
+                         hint="where(cond, x, y), or where(cond) for the indices",
+                         exc=TypeError)
+    return _where(cond, a, b)
+
+
+def _nonzero(x, as_tuple, op):
+    x = as_tensor(x, op)
+    what = "where(cond) with one argument" if op == "where" else f"{op}()"
+    _refuse_traced(x, f"{what} (its output's size depends on the values; keep the shape "
+                      f"with a mask: where(x != 0, ..., ...) or masked_fill)")
     data = x.detach().numpy()
     if data.ndim == 0:  # PyTorch: (1, 0) or (0, 0)
         return _new(np.zeros((int(data != 0), 0), np.int64)) if not as_tuple else \

@@ -58,7 +58,8 @@ class OpDef:
     doc: str = ""
     params: tuple = field(default=())  # names of the op's static parameters
     # Eager output may alias the first input (shares its version counter); "whole": the
-    # output is all of the input, in its layout (no element moves: a check, detach).
+    # output is all of the input, in its layout (no element moves: a check, detach);
+    # "strided": strides of its own (diagonal, unfold), a write through it is a scatter.
     view: bool | str = False
     # Autodiff may compute the output again in the backward pass instead of saving it (cheap
     # elementwise and view ops: recomputing costs less than keeping the array alive).
@@ -176,6 +177,12 @@ def _check_class_index_impl(idx, size, what):
     return idx.view()
 
 
+def _check_nonzero_impl(x, what):
+    if x.size and not x.all():
+        raise RuntimeError(what)
+    return x.view()
+
+
 def _check_finite_impl(x, what):
     if not np.isfinite(x).all():
         raise RuntimeError(what)
@@ -215,20 +222,22 @@ def _randomness():
     return random.generator()
 
 
-def _uniform_impl(shape, dtype):
-    out = _randomness().random(shape, dtype=np.float64 if dtype == dtypes.float64 else
-                               np.float32)
-    return out if out.dtype == dtype else out.astype(dtype)  # (half types: rounded)
-
-
-def _normal_impl(shape, dtype):
-    out = _randomness().standard_normal(shape, dtype=np.float64 if dtype == dtypes.float64
+# (rng: an eager generator= of one's own, eager draws only; else the global generator;
+# half types: drawn in float32, rounded)
+def _uniform_impl(shape, dtype, rng=None):
+    out = (rng or _randomness()).random(shape, dtype=np.float64 if dtype == dtypes.float64
                                         else np.float32)
     return out if out.dtype == dtype else out.astype(dtype)
 
 
-def _randint_impl(shape, dtype, low, high):
-    return _randomness().integers(low, high, size=shape, dtype=dtype)
+def _normal_impl(shape, dtype, rng=None):
+    out = (rng or _randomness()).standard_normal(shape, dtype=np.float64 if
+                                                 dtype == dtypes.float64 else np.float32)
+    return out if out.dtype == dtype else out.astype(dtype)
+
+
+def _randint_impl(shape, dtype, low, high, rng=None):
+    return (rng or _randomness()).integers(low, high, size=shape, dtype=dtype)
 
 
 # --------------------------------------------------------------------------------------
@@ -465,6 +474,11 @@ register("check_finite", I, 1, _check_finite_impl, lambda x, what: x, params=("w
          doc="The tensor itself, after checking every value is finite: RuntimeError(what) "
              "otherwise (clip_grad_norm_(error_if_nonfinite=True) in a compiled step). Runs "
              "when the program runs, traced or not.")
+register("check_nonzero", I, 1, _check_nonzero_impl, lambda x, what: x, params=("what",),
+         view="whole",
+         doc="The integer divisor itself, after checking no value is 0: RuntimeError(what) "
+             "otherwise (PyTorch's ZeroDivisionError of integer //, %, fmod). Runs when the "
+             "program runs, traced or not: a pass over the divisor, before the fused kernel.")
 register("scatter_add", I, -1, _scatter_add_impl, _scatter_add_infer, opmath=True,
          vjp=lambda g, out, v, *idx, shape: (fn.gather(g, idx),) + (None,) * len(idx),
          saves=(1, 2, 3, 4, 5, 6, 7, 8), params=("shape",),

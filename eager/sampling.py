@@ -22,10 +22,13 @@ from .errors import user_location
 from .functions import (
     add,
     as_tensor,
+    bitwise_and,
     cast,
     check_finite,
     const,
     div,
+    full,
+    ge,
     getitem_basic,
     gt,
     le,
@@ -33,6 +36,7 @@ from .functions import (
     lt,
     neg,
     rand,
+    randn,
     stop_gradient,
     sum,
     unsqueeze,
@@ -43,7 +47,7 @@ from .functions import randint as _randint
 from .scan import argsort, cumsum, topk
 from .scan_ops import size_error
 
-__all__ = ["empty", "empty_like", "multinomial", "randint", "randperm"]
+__all__ = ["bernoulli", "empty", "empty_like", "multinomial", "randint", "randperm"]
 
 
 def _uniform(shape, dtype, generator, op):
@@ -54,10 +58,7 @@ def _uniform(shape, dtype, generator, op):
                        "one's own are not traced (they would be frozen into the trace)",
                        hint="use the global generator (eager.manual_seed) in compiled code",
                        exc=RuntimeError)
-    from .functions import from_numpy
-    from .random import numpy_generator
-
-    return from_numpy(numpy_generator(generator).random(shape, dtype=np.dtype(dtype)))
+    return rand(*shape, dtype=dtype, generator=generator)
 
 
 def multinomial(probs, num_samples, replacement=False, *, generator=None):
@@ -127,14 +128,65 @@ def randperm(n, *, generator=None, dtype=None, requires_grad=False):
 
 def randint(*args, size=None, dtype=None, generator=None, **kwargs):
     """randint(high, size), randint(low, high, size): integers in [low, high)."""
-    if generator is not None:
-        raise size_error("randint", "generator= is not supported; use eager.manual_seed",
-                       exc=NotImplementedError)
     if len(args) == 2 and isinstance(args[1], (tuple, list)) and size is None:
         args, size = (0, args[0]), tuple(args[1])  # PyTorch's randint(high, size)
     if size is not None:
         kwargs["size"] = size
-    return _randint(*args, dtype=dtype, **kwargs)
+    return _randint(*args, dtype=dtype, generator=generator, **kwargs)
+
+
+# --------------------------------------------------------------------------------------
+# in-place fills and bernoulli (Tensor.uniform_, normal_, bernoulli_; eager.bernoulli)
+
+def uniform_(x, a=0.0, b=1.0, *, generator=None):
+    """x filled in place with uniform draws from [a, b) (Tensor.uniform_(from, to))."""
+    from .autograd import no_grad
+
+    with no_grad():
+        u = rand(*x.shape, dtype=x.dtype, generator=generator)
+        return x.copy_(u * (b - a) + a)
+
+
+def normal_(x, mean=0.0, std=1.0, *, generator=None):
+    """x filled in place with normal draws of `mean` and `std` (Tensor.normal_)."""
+    from .autograd import no_grad
+
+    with no_grad():
+        return x.copy_(randn(*x.shape, dtype=x.dtype, generator=generator) * std + mean)
+
+
+def bernoulli(x, p=None, *, generator=None):
+    """1 with probability x (or the number p) and 0 otherwise, in x's dtype: one uniform draw
+    per element, u < p. A probability outside [0, 1] (or NaN) raises as in PyTorch, compiled
+    too."""
+    x = as_tensor(x, "bernoulli")
+    message = "bernoulli: Expected p_in >= 0 && p_in <= 1 to be true"
+    if p is not None:
+        if not 0 <= p <= 1:
+            raise size_error("bernoulli", f"Expected p_in >= 0 && p_in <= 1 to be true, got "
+                           f"p={p}", (x,), exc=RuntimeError)
+        probs = full(tuple(x.shape), float(p), dtype=dtypes.float64)
+    else:
+        probs = stop_gradient(x)
+        inside = bitwise_and(ge(probs, const(0, probs.dtype)), le(probs, const(1, probs.dtype)))
+        if _dispatch.tracing():  # (checked when the program runs)
+            probs = check_finite(where(inside, probs, const(np.nan, probs.dtype)),
+                                 f"{message} (at {user_location()})")
+        elif not inside.numpy().all():
+            raise RuntimeError(f"{message} (at {user_location()})")
+    draw_dtype = dtypes.float64 if probs.dtype == dtypes.float64 else dtypes.float32
+    u = _uniform(tuple(x.shape), draw_dtype, generator, "bernoulli")
+    return cast(lt(u, cast(probs, draw_dtype)), x.dtype)
+
+
+def bernoulli_(x, p=0.5, *, generator=None):
+    """x filled in place with bernoulli(p) draws (p a number or a tensor of x's shape)."""
+    from .autograd import no_grad
+
+    with no_grad():
+        if hasattr(p, "_data"):
+            return x.copy_(cast(bernoulli(p, generator=generator), x.dtype))
+        return x.copy_(bernoulli(x, p, generator=generator))
 
 
 def empty(*size, dtype=None, requires_grad=False, memory_format=None):

@@ -2,10 +2,10 @@
 split, chunk, unbind, narrow, unflatten, unfold, repeat, tile, repeat_interleave, flip,
 roll, diag, diagonal, einsum, mm, bmm, mv.
 
-Slices are `getitem` views, masks of a shape (tril) are constants of that shape, picked
-elements (diagonal, unfold) are the registry's integer-array `gather`, and einsum is one
+Slices are `getitem` views, diagonal and unfold are strided views (eager/strided_ops.py),
+masks of a shape (tril) are constants of that shape, and einsum is one
 permute/reshape/batched matmul per pair of operands: they all trace, differentiate and
-compile with no op of their own.
+compile (the others with no op of their own).
 
 >>> import eager
 >>> eager.tril(eager.ones(2, 2))
@@ -58,7 +58,6 @@ __all__ = [
     "unfold",
 ]
 
-_GATHER = OPS["gather"]
 _WHERE = OPS["where"]
 
 
@@ -203,9 +202,8 @@ def unflatten(x, dim, sizes):
 
 def unfold(x, dimension, size, step):
     """Sliding windows of `size` with stride `step` along `dimension`: that dim becomes the
-    window count and a new last dim of `size` holds each window (Tensor.unfold; here a
-    gathered copy, not a view as in PyTorch: gradients flow back, in-place writes to the
-    windows do not reach x)."""
+    window count and a new last dim of `size` holds each window (Tensor.unfold; a view, as
+    in PyTorch: writing to a window writes to x)."""
     x = as_tensor(x, "unfold")
     if x.ndim == 0:
         x = reshape(x, (1,))
@@ -216,12 +214,7 @@ def unfold(x, dimension, size, step):
                        f"size is {size}", (x,), exc=RuntimeError)
     if step <= 0:
         raise size_error("unfold", f"step is {step} but must be > 0", (x,), exc=RuntimeError)
-    count = (n - size) // step + 1
-    windows = (np.arange(count)[:, None] * step + np.arange(size)[None, :]).astype(np.int64)
-    moved = movedim(x, axis, 0)
-    out = apply(_GATHER, moved, const(windows, np.int64))  # [count, size, rest...]
-    out = movedim(out, 1, -1)  # [count, rest..., size]
-    return movedim(out, 0, axis)
+    return apply(OPS["unfold"], x, dim=axis, size=int(size), step=int(step))
 
 
 # --------------------------------------------------------------------------------------
@@ -359,8 +352,8 @@ def _diag_index(n, m, offset):
 
 
 def diagonal(x, offset=0, dim1=0, dim2=1):
-    """The `offset` diagonal of the dims (dim1, dim2), as a last dim (PyTorch's layout).
-    A gathered copy, not a view as in PyTorch: write to x through an index instead."""
+    """The `offset` diagonal of the dims (dim1, dim2), as a last dim (PyTorch's layout); a
+    view, as in PyTorch: x.diagonal().fill_(0) writes to x."""
     x = as_tensor(x, "diagonal")
     if x.ndim < 2:
         raise size_error("diagonal", f"needs at least 2 dims, got {x.ndim}", (x,),
@@ -370,18 +363,14 @@ def diagonal(x, offset=0, dim1=0, dim2=1):
     if d1 == d2:
         raise size_error("diagonal", f"diagonal dimensions cannot be identical {dim1}, {dim2}",
                        (x,), exc=RuntimeError)
-    rest = [d for d in range(x.ndim) if d not in (d1, d2)]
-    moved = permute(x, [d1, d2] + rest)
-    rows, cols = _diag_index(x.shape[d1], x.shape[d2], int(offset))
-    out = apply(_GATHER, moved, const(rows, np.int64), const(cols, np.int64))  # [L, rest..]
-    return movedim(out, 0, -1)
+    return apply(OPS["diagonal"], x, offset=int(offset), dim1=d1, dim2=d2)
 
 
 def diag(x, diagonal=0):
     """1-D x: the square matrix with x on the `diagonal`; 2-D x: that diagonal."""
     x = as_tensor(x, "diag")
-    if x.ndim == 2:
-        return globals()["diagonal"](x, diagonal, 0, 1)
+    if x.ndim == 2:  # (a new tensor, as torch.diag's: not a view)
+        return x.diagonal(diagonal, 0, 1).clone()
     if x.ndim != 1:
         raise size_error("diag", f"expected a 1-D or 2-D tensor, got {x.ndim}-D", (x,),
                        exc=RuntimeError)

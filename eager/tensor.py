@@ -602,7 +602,7 @@ class Tensor:
     def view(self, *shape):
         if len(shape) == 1 and not isinstance(shape[0], (int, tuple, list)) and (
                 isinstance(shape[0], (np.dtype, type, str))):
-            return _apply(_OPS["view_dtype"], self, dtype=dtypes.canonical(shape[0]))
+            return _dtype_ops.view_dtype(self, shape[0])
         return F.view(self, *shape)
 
     def view_as(self, other):

@@ -71,3 +71,6 @@ def attach() -> None:
     Tensor.new_full = _new_full
     Tensor.new_tensor = _new_tensor
     Tensor.moveaxis = Tensor.movedim
+    Tensor.bernoulli = _method(sampling.bernoulli)
+    for name in ("uniform_", "normal_", "bernoulli_"):  # (they write in place themselves)
+        setattr(Tensor, name, _method(getattr(sampling, name)))

@@ -32,9 +32,11 @@ ALLOWED = {
        for op in ("eq", "ne", "gt", "ge", "lt", "le")},
     **{("tracer/layout.py", op): "the witness of each view op (TODO: a view function on the "
                                  "OpDef row)"
-       for op in ("permute", "getitem", "broadcast_to", "reshape", "stop_gradient", "cast")},
+       for op in ("permute", "getitem", "broadcast_to", "reshape", "stop_gradient", "cast",
+                  "view_dtype")},
     **{("tracer/views.py", op): "eager view links per view op (TODO: as layout.py)"
-       for op in ("reshape", "broadcast_to", "stop_gradient", "getitem", "permute")},
+       for op in ("reshape", "broadcast_to", "stop_gradient", "getitem", "permute",
+                  "view_dtype")},
     **{("tracer/passes.py", op): "algebraic simplifications (inverse pairs, permute "
                                  "into matmul): rules between two ops"
        for op in ("stop_gradient", "neg", "cast", "reshape", "permute", "broadcast_to",

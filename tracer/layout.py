@@ -33,7 +33,7 @@ def _c_witness(shape) -> np.ndarray:
                       writeable=False)
 
 
-def _view_witness(op: str, w: np.ndarray, params: dict):
+def _view_witness(op: str, w: np.ndarray, params: dict, src=None):
     """The witness of a view op's result, or None where eager's result is a fresh array."""
     if op == "permute":
         return np.transpose(w, params["perm"])
@@ -48,7 +48,31 @@ def _view_witness(op: str, w: np.ndarray, params: dict):
             return None
     if op == "stop_gradient":
         return w
+    if OPS[op].view == "strided":  # (diagonal, unfold: numpy's own strided view of w)
+        return np.asarray(OPS[op].impl(w, **params))
+    if op == "view_dtype" and src is not None:
+        return _dtype_witness(w, np.dtype(src), np.dtype(params["dtype"]))
     return None
+
+
+def _dtype_witness(w, src, dst):
+    """x.view(dtype)'s witness: x's strides, the others in the new itemsize's units (eager
+    checked the last dim is contiguous)."""
+    if src.itemsize == dst.itemsize:
+        return w
+    if w.ndim == 0 or (w.shape[-1] != 1 and w.strides[-1] != 1):
+        return None
+    if dst.itemsize > src.itemsize:
+        ratio = dst.itemsize // src.itemsize
+        if any(s % ratio for s in w.strides[:-1]):
+            return None
+        shape = w.shape[:-1] + (w.shape[-1] // ratio,)
+        strides = tuple(s // ratio for s in w.strides[:-1]) + (1,)
+    else:
+        ratio = src.itemsize // dst.itemsize
+        shape = w.shape[:-1] + (w.shape[-1] * ratio,)
+        strides = tuple(s * ratio for s in w.strides[:-1]) + (1,)
+    return as_strided(_BUFFER, shape, strides)
 
 
 def _dense(shape, fastest_first) -> np.ndarray:
@@ -149,7 +173,7 @@ def _make(e, var, got):
             w = _reduction_witness(got[0], var.type.shape, tuple(e.params["axes"]),
                                    e.params["keepdim"])
         else:
-            w = _view_witness(e.op, got[0], e.params)
+            w = _view_witness(e.op, got[0], e.params, e.inputs[0].type.dtype)
     return _c_witness(tuple(var.type.shape)) if w is None else w
 
 

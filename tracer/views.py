@@ -101,6 +101,8 @@ def link_view(op, base, params, out):
         try:
             if op.view == "whole":
                 pass  # (its impl may look at the values, which a layout stand-in lacks)
+            elif op.name == "view_dtype":
+                layout = _dtype_layout(base, layout, params["dtype"])
             elif op.name == "reshape":
                 _note_layout_read(base)
                 layout = np.reshape(layout, params["shape"], copy=False)
@@ -118,6 +120,40 @@ def link_view(op, base, params, out):
     if op.name != "stop_gradient":  # (eager's detach() is not marked either)
         out._is_view = True
         base._has_views = True
+
+
+def _dtype_layout(base, layout, dtype):
+    """The layout proxy of base.view(dtype) (element strides in the new dtype's units), after
+    PyTorch's layout checks on base's layout (eager's check, on the proxy)."""
+    from eager.dtype_ops import check_view_strides
+
+    src = base.dtype
+    if src.itemsize == dtype.itemsize:
+        return layout
+    value = base._data
+    witness = None
+    if value.__class__ is not np.ndarray and hasattr(value, "var"):
+        from .layout import witness as layout_witness
+
+        # (the trace then holds only for the arguments' layouts it read, as eager's check)
+        witness = layout_witness(value.trace, value.var)
+    strides = (witness if witness is not None else layout).strides  # (int8: element strides)
+    check_view_strides(tuple(layout.shape), strides, src, dtype, (base,))
+    strides = layout.strides
+    shape = tuple(_dtype_shape(layout.shape, src, dtype))
+    if dtype.itemsize > src.itemsize:
+        ratio = dtype.itemsize // src.itemsize
+        new = tuple(s // ratio for s in strides[:-1]) + (1,)
+    else:
+        ratio = src.itemsize // dtype.itemsize
+        new = tuple(s * ratio for s in strides[:-1]) + (1,)
+    return _proxy(shape, new, layout.flags.writeable)
+
+
+def _dtype_shape(shape, src, dst):
+    from eager.dtype_ops import _view_shape
+
+    return _view_shape(tuple(shape), src, dst)
 
 
 def refresh(trace, t):
@@ -149,6 +185,8 @@ def write(trace, t, value):
     t._data = value
     if link is None:
         return
+    if _write_strided(trace, t, value):
+        return
     base = link.base
     op = link.op
     if op.name == "getitem":
@@ -161,6 +199,8 @@ def write(trace, t, value):
         for i, p in enumerate(perm):
             inverse[p] = i
         new = trace.compute(op, (t,), {"perm": tuple(inverse)})
+    elif op.name == "view_dtype":  # (the same bytes read back as the base's dtype)
+        new = trace.compute(op, (t,), {"dtype": base.dtype})
     else:  # stop_gradient (detach): the same values
         new = value
     if base._data.__class__ is np.ndarray:
@@ -169,6 +209,46 @@ def write(trace, t, value):
         dispatch.note_mutated(base)  # a capture (or created state) of the trace now
     write(trace, base, new)
     link.base_value = base._data
+
+
+def _write_strided(trace, t, value) -> bool:
+    """A write to `t` whose chain of views passes through a diagonal or unfold (eager/
+    strided_ops.py): `scatter` `value` into that view's base at the element positions `t`
+    covers, composed along the chain. (Unfold's windows overlap: writing a window back
+    whole would also write the stale copies of its elements in the other windows.) The
+    views in between are derived again from the new base when next read."""
+    chain, u = [], t
+    while u._view_of is not None:
+        chain.append(u._view_of)
+        if u._view_of.op.view == "strided":  # (its write-back: a scatter at its positions)
+            break
+        u = u._view_of.base
+    else:
+        return False
+    root = chain[-1].base
+    if any(link.op.name == "view_dtype" for link in chain) or has_dims(tuple(root.shape)):
+        raise TracingError(
+            f"{user_location()}: an in-place write through a view of a diagonal/unfold view "
+            f"that also changes the dtype, or of a tensor with a symbolic size, is not "
+            f"supported; write to a clone() or to the original tensor instead")
+    from eager import functions as fn
+
+    shape = tuple(root.shape)
+    pos = np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape)  # element numbers
+    for link in reversed(chain):
+        pos = np.asarray(link.op.impl(pos, **link.params))
+    index = np.unravel_index(np.ascontiguousarray(pos), shape)
+    consts = tuple(fn.const(np.ascontiguousarray(i), np.int64) for i in index)
+    new = trace.compute(OPS["scatter"], (root, t) + consts, {})
+    if root._data.__class__ is np.ndarray:
+        from eager import dispatch
+
+        dispatch.note_mutated(root)  # a capture (or created state) of the trace now
+    write(trace, root, new)
+    # `t` too is derived again when read: where windows overlap, `value` may disagree with
+    # what the base now holds (the last write of an element wins, as eagerly)
+    t._view_of.base_value = None
+    return True
 
 
 def _check_known(link, what):

@@ -154,26 +154,49 @@ def eye(n, m=None, dtype=None, requires_grad=False):
     return _make(np.eye(n, m, dtype=_creation_dtype(dtype)), requires_grad)
 
 
-def rand(*shape, dtype=None, requires_grad=False):
+def rand(*shape, dtype=None, requires_grad=False, generator=None):
     dtype = _creation_dtype(dtype)
+    if generator is not None:
+        return _own_draw(generator, "rand", OPS["uniform"], requires_grad,
+                         shape=_shape_arg(shape), dtype=dtype)
     t = apply(OPS["uniform"], shape=_shape_arg(shape), dtype=dtype)
     return t.requires_grad_(True) if requires_grad else t
 
 
-def randn(*shape, dtype=None, requires_grad=False):
+def randn(*shape, dtype=None, requires_grad=False, generator=None):
     dtype = _creation_dtype(dtype)
+    if generator is not None:
+        return _own_draw(generator, "randn", OPS["normal"], requires_grad,
+                         shape=_shape_arg(shape), dtype=dtype)
     t = apply(OPS["normal"], shape=_shape_arg(shape), dtype=dtype)
     return t.requires_grad_(True) if requires_grad else t
 
 
-def randint(low, high=None, size=None, dtype=None):
+def randint(low, high=None, size=None, dtype=None, generator=None):
     if high is None:
         low, high = 0, low
     if size is None:
         raise op_error("randint", "size is required, e.g. randint(0, 10, (3,))", exc=TypeError)
     dtype = _creation_dtype(dtype, dtypes.DEFAULT_INT)
-    return apply(OPS["randint"], shape=_shape_arg((size,)), dtype=dtype, low=int(low),
-                 high=int(high))
+    params = dict(shape=_shape_arg((size,)), dtype=dtype, low=int(low), high=int(high))
+    if generator is not None:
+        return _own_draw(generator, "randint", OPS["randint"], False, **params)
+    return apply(OPS["randint"], **params)
+
+
+def _own_draw(generator, op, random_op, requires_grad, **params):
+    """`random_op`'s draw from `generator` (an eager.Generator) instead of the global one,
+    advancing its state as the global draw would. Eager only: inside a trace the draw would
+    be frozen into it (and the generator's state would not advance at each call)."""
+    from .. import random
+
+    if _dispatch.tracing():
+        raise op_error(op, "generator= inside a @tracer.function is not supported: the draws "
+                       "of a generator of one's own are not traced", hint="use the global "
+                       "generator (eager.manual_seed) in compiled code, or draw outside the "
+                       "function and pass the tensor in", exc=RuntimeError)
+    drawn = random_op.impl(**params, rng=random.numpy_generator(generator))
+    return _make(np.asarray(drawn).astype(params["dtype"], copy=False), requires_grad)
 
 
 def rand_like(x):

@@ -7,9 +7,12 @@ from __future__ import annotations
 import builtins
 import math
 
+import numpy as np
+
+from .. import dispatch as _dispatch
 from .. import dtypes
 from ..dispatch import apply
-from ..errors import op_error
+from ..errors import op_error, user_location
 from ..ops import OPS
 from .elementwise import (_float_operands, _floating, _operands, abs, add, as_tensor, cast,
                           const, div, eq, lt, mul, ne, sqrt, sub, where)
@@ -55,14 +58,34 @@ def _float_binary(name):
 
 def _binary(name, allowed="bif"):
     def binary(a, b):
+        number = b if isinstance(b, (int, np.integer)) else None  # (bool is an int)
         a, b = _operands(a, b, name)
         if a.dtype.kind not in allowed:
             raise op_error(name, f"is not defined on {a.dtype} tensors", (a, b),
                            hint="cast to an integer or floating dtype first", exc=TypeError)
+        if b.dtype.kind in "iu":
+            b = _nonzero_divisor(b, number, name)
         return apply(OPS[name], a, b)
     binary.__name__ = name
     binary.__doc__ = f"{name} elementwise, broadcasting, PyTorch type promotion."
     return binary
+
+
+def _nonzero_divisor(b, number, op):
+    """Integer divisor `b` of fmod, remainder or floor_divide, checked for zeros as PyTorch
+    does (RuntimeError: ZeroDivisionError): a Python number now, a tensor now when eager and
+    when the program runs when traced (numpy's integer division would give 0 silently)."""
+    message = "ZeroDivisionError: integer division or remainder by zero"
+    if number is not None:
+        if number == 0:
+            raise RuntimeError(f"{message} (at {user_location()})")
+        return b
+    if not _dispatch.tracing():
+        try:
+            return apply(OPS["check_nonzero"], b, what=message)
+        except ValueError:  # dispatch's OpError for the zero (the line looked up only now)
+            raise RuntimeError(f"{message} (at {user_location()})") from None
+    return apply(OPS["check_nonzero"], b, what=f"{message} (at {user_location()})")
 
 
 for _n in _FLOAT_UNARY:

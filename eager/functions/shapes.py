@@ -150,6 +150,14 @@ def contiguous(x):
         return x
     # reshape to 1-d copies in C order (numpy cannot view it), and back is a view of that
     flat = apply(OPS["reshape"], x, shape=(math.prod(x.shape),))
+    data = flat._data
+    if not (data.flags.c_contiguous if type(data) is np.ndarray else
+            getattr(data, "c_contiguous", True)):
+        # evenly strided memory (x[:, ::2] of a (3, 8)): numpy views even the 1-d reshape;
+        # a product with one is the copy then (1-d: C-ordered), -0.0 and NaN kept
+        from .elementwise import const
+
+        flat = apply(OPS["mul"], flat, const(1, x.dtype))
     return apply(OPS["reshape"], flat, shape=tuple(x.shape))
 
 

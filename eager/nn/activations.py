@@ -40,6 +40,14 @@ def _check_float(x, op):
                        hint="cast with .float() first", exc=TypeError)
 
 
+def _shifted(x, dim):
+    """x - max(x) along `dim` (the max a constant for autodiff); x itself when that dim is
+    empty: there is no max, and the result is empty as in PyTorch."""
+    if isinstance(dim, int) and -x.ndim <= dim < x.ndim and x.shape[dim] == 0:
+        return x  # (a bad dim is amax's error, naming it)
+    return T.sub(x, T.amax(x, dim, keepdim=True).detach())
+
+
 @_dim_aliases  # (torch.softmax and Tensor.softmax take axis= too)
 @_half_in_float32
 def softmax(x, dim: int = -1, dtype=None):
@@ -47,8 +55,7 @@ def softmax(x, dim: int = -1, dtype=None):
     if dtype is not None:
         x = T.cast(x, dtype)
     _check_float(x, "softmax")
-    shifted = T.sub(x, T.amax(x, dim, keepdim=True).detach())
-    e = T.exp(shifted)
+    e = T.exp(_shifted(x, dim))
     return T.div(e, T.sum(e, dim, keepdim=True))
 
 
@@ -59,7 +66,7 @@ def log_softmax(x, dim: int = -1, dtype=None):
     if dtype is not None:
         x = T.cast(x, dtype)
     _check_float(x, "log_softmax")
-    shifted = T.sub(x, T.amax(x, dim, keepdim=True).detach())
+    shifted = _shifted(x, dim)
     return T.sub(shifted, T.log(T.sum(T.exp(shifted), dim, keepdim=True)))
 
 

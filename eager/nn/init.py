@@ -14,14 +14,14 @@ def _fans(t):
     return t.shape[1] * receptive, t.shape[0] * receptive
 
 
-def uniform_(t, a=0.0, b=1.0):
+def uniform_(t, a=0.0, b=1.0, generator=None):
     with no_grad():
-        return t.copy_(rand(t.shape, dtype=t.dtype) * (b - a) + a)
+        return t.copy_(rand(t.shape, dtype=t.dtype, generator=generator) * (b - a) + a)
 
 
-def normal_(t, mean=0.0, std=1.0):
+def normal_(t, mean=0.0, std=1.0, generator=None):
     with no_grad():
-        return t.copy_(randn(t.shape, dtype=t.dtype) * std + mean)
+        return t.copy_(randn(t.shape, dtype=t.dtype, generator=generator) * std + mean)
 
 
 def zeros_(t):

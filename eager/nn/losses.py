@@ -2,8 +2,9 @@
 so they trace, differentiate and fuse."""
 from __future__ import annotations
 
+from .. import dispatch
 from .. import functions as T
-from ..errors import op_error
+from ..errors import op_error, user_location
 from ..ops import Dim
 from .activations import _check_float, _softplus, log_softmax
 from ..dtypes import is_floating
@@ -255,16 +256,34 @@ def kl_div(input, target, size_average=None, reduce=None, reduction: str = "mean
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None,
                          reduction: str = "mean"):
     """-weight (target log(input) + (1 - target) log(1 - input)) for probabilities `input`,
-    each log clamped at -100 as PyTorch does (so 0 and 1 give finite losses). Inputs outside
-    [0, 1] give NaN here (PyTorch raises; a value check would cost a pass in every step)."""
+    each log clamped at -100 as PyTorch does (so 0 and 1 give finite losses). An input or
+    target outside [0, 1] (or NaN) raises PyTorch's RuntimeError, compiled too: the check
+    is a sum fused into the loss's kernel and a test of that one number."""
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _pointwise_operands(input, target, "binary_cross_entropy")
+    flags = T.add(_out_of_unit_range(input, "input"), _out_of_unit_range(target, "target"))
     log_p = T.clamp(T.log(input), min=-100.0)
     log_q = T.clamp(T.log1p(T.neg(input)), min=-100.0)
     loss = T.sub(T.mul(T.sub(target, 1.0), log_q), T.mul(target, log_p))
     if weight is not None:
         loss = T.mul(loss, weight)
-    return _reduce(loss, reduction, "binary_cross_entropy")
+    # (+ 0: the checks stay in the data flow of a compiled program, costing no rounding)
+    return T.add(_reduce(loss, reduction, "binary_cross_entropy"), flags)
+
+
+def _out_of_unit_range(x, name):
+    """A 0-d zero of x's dtype, after checking (now when eager, when the program runs when
+    traced) that every element of x is in [0, 1]: PyTorch's RuntimeError otherwise."""
+    message = f"binary_cross_entropy: all elements of {name} should be between 0 and 1"
+    x = T.stop_gradient(x)
+    inside = T.bitwise_and(T.ge(x, 0.0), T.le(x, 1.0))  # (False for NaN)
+    if not dispatch.tracing():
+        if not inside.numpy().all():
+            raise RuntimeError(f"{message} (at {user_location()})")
+        return T.const(0, x.dtype)
+    # the sum is NaN exactly when some element is outside: check_finite raises then
+    return T.check_finite(T.sum(T.where(inside, 0.0, float("nan"))),
+                          f"{message} (at {user_location()})")
 
 
 def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None,

@@ -29,7 +29,8 @@ from .optimizer import (
 
 
 class Adam(Optimizer):
-    """Adam with bias correction; `weight_decay` adds wd * p to the gradient (L2)."""
+    """Adam with bias correction; `weight_decay` adds wd * p to the gradient (L2); amsgrad
+    divides by the running max of the second moments (state `max_exp_avg_sq`)."""
 
     _decoupled = False
 
@@ -37,10 +38,9 @@ class Adam(Optimizer):
                  amsgrad=False, maximize=False):
         if lr < 0 or eps < 0 or not (0 <= betas[0] < 1 and 0 <= betas[1] < 1):
             raise ValueError(f"Invalid Adam hyper-parameters lr={lr} betas={betas} eps={eps}")
-        if amsgrad:
-            raise NotImplementedError("amsgrad is not supported")
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
-                                      weight_decay=weight_decay, maximize=maximize))
+                                      weight_decay=weight_decay, amsgrad=bool(amsgrad),
+                                      maximize=maximize))
 
     @no_grad()
     def step(self, closure=None):
@@ -50,6 +50,7 @@ class Adam(Optimizer):
             lr = _number(group, "lr")
             b1, b2 = _number(group, "betas")
             maximize = _switch(group, "maximize")
+            amsgrad = _switch(group, "amsgrad")  # (a trace holds for its value)
             for p in _params(group, "params"):
                 g = p.grad
                 if g is None:
@@ -64,6 +65,9 @@ class Adam(Optimizer):
                         state["step"] = _step_tensor()
                         state["exp_avg"] = T.zeros_like(p)
                         state["exp_avg_sq"] = T.zeros_like(p)
+                if amsgrad and "max_exp_avg_sq" not in state:
+                    with state_init():  # (also when amsgrad is switched on later)
+                        state["max_exp_avg_sq"] = T.zeros_like(p)
                 step = state["step"]
                 step.add_(1)
                 if wd is not None:
@@ -89,6 +93,10 @@ class Adam(Optimizer):
                     bc2 = 1 - T.pow(_f64(b2), step64)
                     step_size = T.cast(lr / bc1, p.dtype)
                     bc2_sqrt = T.cast(T.sqrt(bc2), p.dtype)
+                if amsgrad:  # the running max of the second moments (PyTorch's rule)
+                    vmax = state["max_exp_avg_sq"]
+                    vmax.copy_(T.maximum(vmax, v))
+                    v = vmax
                 denom = T.sqrt(v) / bc2_sqrt + eps
                 # p -= step_size * m / denom, in the order of PyTorch's addcdiv_
                 p.sub_(m * step_size / denom)

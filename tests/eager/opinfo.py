@@ -504,13 +504,13 @@ def scatter_add_ref(g, *idx, shape):
 
 def softmax_ref(x, dim):
     x = x.astype(F64)
-    e = np.exp(x - x.max(axis=dim, keepdims=True))
+    e = np.exp(x - x.max(axis=dim, keepdims=True, initial=-INF))  # (initial: an empty dim)
     return e / e.sum(axis=dim, keepdims=True)
 
 
 def log_softmax_ref(x, dim):
     x64 = x.astype(F64)
-    m = x64.max(axis=dim, keepdims=True)
+    m = x64.max(axis=dim, keepdims=True, initial=-INF)
     return x64 - m - np.log(np.exp(x64 - m).sum(axis=dim, keepdims=True))
 
 
@@ -880,7 +880,8 @@ def randint_samples(rng, dtype):
 
 def _softmax_samples(rng, dtype):
     out = [Sample((values(rng, s, dtype), d)) for s, d in
-           [((5,), 0), ((3, 4), -1), ((3, 4), 0), ((2, 3, 4), 1), ((0, 3), 1), ((2, 0), 0)]]
+           [((5,), 0), ((3, 4), -1), ((3, 4), 0), ((2, 3, 4), 1), ((0, 3), 1), ((2, 0), 0),
+            ((2, 0), 1)]]  # (the last: softmax over an empty dim is empty, as in PyTorch)
     out.append(Sample((values(rng, (2, 3), dtype) * 40 + 500, -1), desc="large logits"))
     if dtype.kind == "f":
         masked = np.array([[0.0, -INF, 1.0], [2.0, 3.0, -INF]], dtype)

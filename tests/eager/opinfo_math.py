@@ -292,6 +292,12 @@ BINARY_MATH = [
                       shapes([(3, 4), (4,)], [(), ()], [(0, 4), (4,)], lo=0.5, hi=2.0))]),
     _e("div_floor", None, lambda a, b: eager.div(a, b, rounding_mode="floor"),
        pointwise(_floor_divide), _nonzero_pairs, NUMERIC),
+    # an integer divisor's zeros raise (PyTorch's ZeroDivisionError): test_math_ops.py
+    _e("check_nonzero", "check_nonzero", lambda a, b: a // b, pointwise(_floor_divide),
+       _nonzero_pairs, (I32, I64),
+       compiled=[Case("check_nonzero", lambda a, b: (
+           (a * 40).long() // ((b * 40).long().abs() + 1), (a * 40).long() % (b > 9).long().neg(
+           ).add(3)), BINARY)]),
     _e("lerp", None, eager.lerp,
        lambda a, b, w: pointwise(lambda x, y, t: x + t * (y - x) if abs(t) < 0.5
                                  else y - (y - x) * (1 - t))(a, b, w),

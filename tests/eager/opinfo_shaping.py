@@ -261,8 +261,8 @@ def scatter_ref(x, dim, index, src, reduce=None, include_self=True):
             vals = [x[dst]] + vals
         if reduce == "sum":
             out[dst] = sum(vals)
-        elif reduce == "mean":
-            out[dst] = sum(vals) / len(vals)
+        elif reduce == "mean":  # integers: PyTorch floor-divides the sum by the count
+            out[dst] = sum(vals) / len(vals) if x.dtype.kind == "f" else sum(vals) // len(vals)
         elif reduce == "prod":
             out[dst] = math.prod(vals)
         elif reduce == "amax":
@@ -597,7 +597,8 @@ for _reduce in ("sum", "mean", "prod", "amax", "amin"):
     SHAPING_OPINFOS.append(_e(
         f"scatter_reduce_{_reduce}", "scatter_reduce" if _reduce in ("prod", "amax", "amin")
         else None, eager.scatter_reduce, scatter_ref, _scatter_reduce_samples(_reduce),
-        FLOATS, _grad_of(_scatter_reduce_samples(_reduce)), tol={F32: (1e-5, 1e-5)},
+        NUMERIC if _reduce == "mean" else FLOATS, _grad_of(_scatter_reduce_samples(_reduce)),
+        tol={F32: (1e-5, 1e-5)},
         compiled=[Case("scatter_reduce", _scatter_reduces, shapes(
             [(4, 3), (5, 3), (5, 3)], None, None, ints={1: (0, 4)}))] if _reduce == "amax"
         else None))
@@ -625,9 +626,11 @@ SHAPING_OPINFOS += [
                                                     for v in s) + x.shape[d + 1:]),
        _samples([((6, 4), 0, (2, 3)), ((3, 4), 1, (2, -1))]), ALL,
        _grad_of(_samples([((6, 4), 0, (2, 3))]))),
-    _e("unfold", None, lambda x, d, s, t: x.unfold(d, s, t), unfold_ref,
+    _e("unfold", "unfold", lambda x, d, s, t: x.unfold(d, s, t), unfold_ref,
        _samples([((10,), 0, 3, 2), ((3, 7), 1, 2, 1), ((5, 2), 0, 5, 3), ((4, 3), 0, 2, 2)]),
-       ALL, _grad_of(_samples([((10,), 0, 3, 2), ((3, 7), 1, 2, 1)]))),
+       ALL, _grad_of(_samples([((10,), 0, 3, 2), ((3, 7), 1, 2, 1)])),
+       compiled=[Case("unfold", lambda x: (x.unfold(1, 2, 1) * 2, x.unfold(0, 2, 1).sum(-1),
+                                           x.unfold(1, 2, 3) + 1), shapes([(3, 5)]))]),
     _e("repeat", None, lambda x, *s: x.repeat(*s), repeat_ref,
        _samples([((2, 3), 2, 1), ((3,), 2, 2), ((2, 3), 1, 2, 2), ((), 3), ((2,), 0)]), ALL,
        _grad_of(_samples([((2, 3), 2, 1), ((3,), 2, 2)]))),
@@ -642,10 +645,13 @@ SHAPING_OPINFOS += [
     _e("roll", None, lambda x, s, d=None: x.roll(s, d), roll_ref,
        _samples([((3, 4), (1,), (0,)), ((3, 4), (-1, 5), (1, 0)), ((3, 4), 5), ((0,), 2)]),
        ALL, _grad_of(_samples([((3, 4), (-1, 5), (1, 0)), ((3, 4), 5)]))),
-    _e("diagonal", None, lambda x, o=0, a=0, b=1: x.diagonal(o, a, b), diagonal_ref,
+    _e("diagonal", "diagonal", lambda x, o=0, a=0, b=1: x.diagonal(o, a, b), diagonal_ref,
        _samples([((3, 4),), ((3, 4), 1), ((3, 4), -2), ((2, 3, 4), 0, 1, 2), ((3, 4), 5),
                  ((2, 3, 3), -1, -1, 0)]), ALL,
-       _grad_of(_samples([((3, 4), 1), ((2, 3, 4), 0, 1, 2)]))),
+       _grad_of(_samples([((3, 4), 1), ((2, 3, 4), 0, 1, 2)])),
+       compiled=[Case("diagonal", lambda x: (x.diagonal() + 1, x.diagonal(2) * 2,
+                                             x.diagonal(-1).exp()),
+                      shapes([(3, 5)], None, [(0, 3)]))]),
     _e("diag", None, eager.diag, diag_ref,
        _samples([((3,),), ((3,), 1), ((2,), -2), ((3, 4),), ((3, 4), 1)]), ALL,
        _grad_of(_samples([((3,), 1), ((3, 4),)]))),

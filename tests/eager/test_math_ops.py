@@ -58,14 +58,53 @@ def test_integer_ops_compiled_match_eager(backend):
         np.testing.assert_array_equal(got.numpy(), want.numpy())
 
 
-@pytest.mark.parametrize("backend", ["numba", "interpret"])
-def test_integer_division_by_zero_compiled_matches_eager(backend):
-    def f(a, b):
-        return a // b, a % b, eager.fmod(a, b), eager.div(a, b, rounding_mode="trunc")
-    a, b = eager.tensor([7, -7, 0, 5]), eager.tensor([0, 0, 0, 2])
+INT_DIVISIONS = {
+    "//": lambda a, b: a // b, "%": lambda a, b: a % b, "floor_divide": eager.floor_divide,
+    "remainder": eager.remainder, "fmod": eager.fmod,
+    "div_floor": lambda a, b: eager.div(a, b, rounding_mode="floor"),
+    "div_trunc": lambda a, b: eager.div(a, b, rounding_mode="trunc"),
+    "reflected": lambda a, b: 7 // b, "method": lambda a, b: a.fmod(b),
+}
+
+
+@pytest.mark.parametrize("name", list(INT_DIVISIONS))
+def test_integer_division_by_zero_raises_as_pytorch(name):
+    # PyTorch: RuntimeError: ZeroDivisionError (numpy would give 0 silently)
+    fn = INT_DIVISIONS[name]
+    a = eager.tensor([7, -7, 0, 5])
+    for b in (eager.tensor([1, 2, 0, 2]), eager.tensor([0, 0, 0, 0], dtype=eager.int32),
+              eager.tensor(0)):
+        with pytest.raises(RuntimeError, match="ZeroDivisionError") as info:
+            fn(a, b)
+        assert "test_math_ops.py:" in str(info.value)
+    if name != "reflected":
+        with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+            fn(a, 0)
+    # floats keep inf and NaN
     with np.errstate(all="ignore"):
-        for got, want in zip(tracer.function(f, backend=backend)(a, b), f(a, b)):
-            np.testing.assert_array_equal(got.numpy(), want.numpy())
+        out = fn(a.double(), eager.tensor([0.0, 0.0, 0.0, 2.0]))
+    assert not np.isfinite(out.numpy()[:3]).all()
+    fn(a, eager.tensor([3, -3, 1, 2]))  # (no zero: no error)
+
+
+@pytest.mark.parametrize("backend", ["numba", "interpret"])
+def test_integer_division_by_zero_raises_when_the_compiled_program_runs(backend):
+    def f(a, b):
+        return (a * 3 + 1) // b + a % b, eager.fmod(a, b), eager.div(a, b, rounding_mode="trunc")
+    f_compiled = tracer.function(f, backend=backend)
+    a = eager.tensor([7, -7, 0, 5])
+    good = eager.tensor([3, -2, 1, 2])
+    for got, want in zip(f_compiled(a, good), f(a, good)):
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+    for bad in ([0, 1, 1, 1], [1, 1, 1, 0]):
+        with pytest.raises(RuntimeError, match="ZeroDivisionError") as info:
+            f_compiled(a, eager.tensor(bad))
+        assert f"test_math_ops.py:{f.__code__.co_firstlineno + 1}" in str(info.value)
+    assert f_compiled.trace_count == 1
+    if backend == "numba":
+        # the divisor's check runs before the kernel: // and % still fuse into one kernel
+        names = [k.name for k in f_compiled.get_concrete_function(a, good).kernels]
+        assert any("floor_divide" in n and "remainder" in n for n in names), names
 
 
 def test_allclose_is_a_bool_and_refused_in_a_trace():

@@ -44,7 +44,10 @@ def ref_adam(th, g, st, hp, t, decoupled=False):
         g = g + wd * th
     st["m"] = b1 * st.get("m", 0) + (1 - b1) * g
     st["v"] = b2 * st.get("v", 0) + (1 - b2) * g * g
-    mhat, vhat = st["m"] / (1 - b1 ** t), st["v"] / (1 - b2 ** t)
+    v = st["v"]
+    if hp.get("amsgrad"):  # the running max of v (PyTorch's v_max; bias-corrected after)
+        st["vmax"] = v = np.maximum(st.get("vmax", 0), v)
+    mhat, vhat = st["m"] / (1 - b1 ** t), v / (1 - b2 ** t)
     return th - lr * mhat / (np.sqrt(vhat) + eps)
 
 
@@ -140,6 +143,9 @@ CASES = [
     (optim.Adam, ref_adam, dict(lr=0.01), dict(lr=0.03, betas=(0.8, 0.99), weight_decay=0.1,
                                                maximize=True)),
     (optim.AdamW, ref_adamw, dict(lr=0.01), dict(lr=0.03, weight_decay=0.3)),
+    (optim.Adam, ref_adam, dict(lr=0.01, amsgrad=True), dict(lr=0.03, betas=(0.8, 0.99))),
+    (optim.AdamW, ref_adamw, dict(lr=0.01), dict(lr=0.03, weight_decay=0.3, amsgrad=True,
+                                                 maximize=True)),
     (optim.Adamax, ref_adamax, dict(lr=0.02), dict(lr=0.01, betas=(0.7, 0.9), weight_decay=0.1)),
     (optim.NAdam, ref_nadam, dict(lr=0.02), dict(lr=0.01, momentum_decay=0.01, weight_decay=0.1)),
     (optim.NAdam, ref_nadam, dict(lr=0.02, weight_decay=0.2, decoupled_weight_decay=True),
@@ -271,3 +277,19 @@ def test_load_state_dict_checks_the_groups():
 def test_invalid_hyperparameters_raise_value_error(make):
     with pytest.raises(ValueError, match="Invalid"):
         make([eager.zeros(2, requires_grad=True)])
+
+
+def test_amsgrad_state_is_pytorchs():
+    p = eager.tensor([1.0, -2.0], requires_grad=True)
+    opt = optim.Adam([p], lr=0.1, amsgrad=True)
+    p.grad = eager.tensor([3.0, 1.0])
+    opt.step()
+    sd = opt.state_dict()
+    assert list(sd["state"][0]) == ["step", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"]
+    assert sd["param_groups"][0]["amsgrad"] is True
+    p.grad = eager.tensor([0.0, 0.0])  # v shrinks; its max stays
+    opt.step()
+    st = opt.state[p]
+    np.testing.assert_allclose(st["max_exp_avg_sq"].numpy(), 0.001 * np.array([9.0, 1.0]),
+                               rtol=1e-6)
+    assert (st["exp_avg_sq"].numpy() < st["max_exp_avg_sq"].numpy()).all()

@@ -31,6 +31,19 @@ def test_nonzero_and_as_tuple():
     assert eager.nonzero(t(5.0)).shape == (1, 0)
 
 
+def test_where_with_one_argument_is_nonzero_as_tuple():
+    # torch.where(condition) is torch.nonzero(condition, as_tuple=True), any dtype
+    x = t([[0.0, 1.5, 0.0], [NAN, 0.0, -2.0]])
+    rows, cols = eager.where(x)
+    np.testing.assert_array_equal(rows.numpy(), [0, 1, 1])
+    np.testing.assert_array_equal(cols.numpy(), [1, 0, 2])
+    (only,) = eager.where(t([3, 0, 7]) > 2)
+    assert only.dtype == np.int64
+    np.testing.assert_array_equal(only.numpy(), [0, 2])
+    with pytest.raises(TypeError, match="where"):
+        eager.where(x > 0, x)
+
+
 def test_masked_select_broadcasts_and_differentiates():
     x = t([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]).requires_grad_()
     mask = t([True, False, True])
@@ -183,6 +196,19 @@ def test_scatter_reduce_include_self_false_and_mean():
         np.testing.assert_allclose(got.numpy(), want, rtol=1e-6, err_msg=f"{reduce} {include}")
 
 
+def test_scatter_reduce_mean_of_integers_floor_divides_as_pytorch():
+    # PyTorch: out.div_(count, rounding_mode="floor") for integral dtypes
+    x = t([10, 20, -10], dtype=eager.int64)
+    idx = t([0, 0, 2, 2])
+    src = t([1, 5, 2, 1], dtype=eager.int64)
+    got = x.scatter_reduce(0, idx, src, "mean")
+    assert got.dtype == np.int64
+    np.testing.assert_array_equal(got.numpy(), [5, 20, -3])  # 16 // 3, -7 // 3 (floor)
+    got = x.int().scatter_reduce(0, idx, src.int(), "mean", include_self=False)
+    assert got.dtype == np.int32
+    np.testing.assert_array_equal(got.numpy(), [3, 20, 1])
+
+
 def test_scatter_reduce_amax_gradient_is_shared_between_ties():
     x = t([1.0, 0.0], dtype=eager.float64).requires_grad_()
     src = t([1.0, 0.5, 1.0], dtype=eager.float64).requires_grad_()
@@ -277,6 +303,53 @@ def test_randint_high_size_and_randperm():
     a = eager.randperm(10, generator=g).numpy()
     b = eager.randperm(10, generator=eager.Generator().manual_seed(3)).numpy()
     np.testing.assert_array_equal(a, b)
+
+
+RANDOM_WITH_GENERATOR = {  # every random function PyTorch gives a generator= (dropout aside)
+    "rand": lambda g: eager.rand(2, 3, generator=g),
+    "randn": lambda g: eager.randn(4, generator=g, dtype=eager.float64),
+    "randint": lambda g: eager.randint(0, 10, (5,), generator=g),
+    "randint_high": lambda g: eager.randint(7, (3,), generator=g),
+    "randperm": lambda g: eager.randperm(6, generator=g),
+    "multinomial": lambda g: eager.multinomial(t([0.2, 0.3, 0.5]), 2, generator=g),
+    "multinomial_repl": lambda g: eager.multinomial(t([0.2, 0.8]), 4, True, generator=g),
+    "normal_": lambda g: eager.zeros(3).normal_(1.0, 2.0, generator=g),
+    "uniform_": lambda g: eager.zeros(3).uniform_(-1.0, 1.0, generator=g),
+    "bernoulli": lambda g: eager.bernoulli(t([0.1, 0.5, 0.9]), generator=g),
+    "bernoulli_method": lambda g: t([0.1, 0.5, 0.9]).bernoulli(generator=g),
+    "bernoulli_": lambda g: eager.zeros(4).bernoulli_(0.5, generator=g),
+    "init_uniform_": lambda g: eager.nn.init.uniform_(eager.zeros(3), generator=g),
+    "init_normal_": lambda g: eager.nn.init.normal_(eager.zeros(3), generator=g),
+}
+
+
+@pytest.mark.parametrize("name", list(RANDOM_WITH_GENERATOR))
+def test_random_functions_draw_from_their_generator_only(name):
+    draw = RANDOM_WITH_GENERATOR[name]
+    eager.manual_seed(7)
+    g = eager.Generator().manual_seed(11)
+    first, second = draw(g).numpy(), draw(g).numpy()
+    after_global = eager.rand(3).numpy()
+    # the same seed repeats both draws, in order; the global generator was not touched
+    h = eager.Generator().manual_seed(11)
+    np.testing.assert_array_equal(draw(h).numpy(), first)
+    np.testing.assert_array_equal(draw(h).numpy(), second)
+    eager.manual_seed(7)
+    np.testing.assert_array_equal(eager.rand(3).numpy(), after_global)
+    assert g.get_state() == h.get_state()
+
+
+def test_bernoulli_values_and_range_check():
+    eager.manual_seed(2)
+    p = t([0.0, 1.0, 0.25], dtype=eager.float64).expand(4000, 3)
+    out = eager.bernoulli(p)
+    assert out.dtype == np.float64
+    np.testing.assert_allclose(out.numpy().mean(0), [0.0, 1.0, 0.25], atol=0.03)
+    for bad in ([0.5, 1.5], [NAN, 0.5], [-0.1, 0.2]):
+        with pytest.raises(RuntimeError, match="p_in >= 0"):
+            eager.bernoulli(t(bad))
+    with pytest.raises(RuntimeError, match="p_in >= 0"):
+        eager.zeros(2).bernoulli_(2.0)
 
 
 def test_multinomial_frequencies_follow_the_probabilities():

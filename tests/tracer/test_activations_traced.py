@@ -151,6 +151,30 @@ def test_compiled_class_losses_raise_index_error_for_labels_out_of_range(backend
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_binary_cross_entropy_outside_0_1_raises_eager_and_compiled(backend):
+    # PyTorch: RuntimeError "all elements of input should be between 0 and 1" (NaN too),
+    # and the same for the target; never a NaN or garbage loss
+    def loss(p, y):
+        return F.binary_cross_entropy(p, y), F.binary_cross_entropy(p, y, reduction="none")
+
+    f = tracer.function(loss, backend=backend)
+    p, y = eager.tensor([0.0, 0.3, 1.0]), eager.tensor([0.0, 1.0, 0.5])
+    for g, e in zip(f(p, y), loss(p, y)):
+        np.testing.assert_allclose(g.numpy(), e.numpy(), rtol=1e-6)
+    line = f"test_activations_traced.py:{loss.__code__.co_firstlineno + 1}"
+    for bad_p, bad_y, name in (([0.0, 1.5, 1.0], y, "input"), ([0.0, -1e-7, 1.0], y, "input"),
+                               ([0.0, float("nan"), 1.0], y, "input"), (p, [0.0, 1.0, 1.1], "target"),
+                               (p, [0.0, float("nan"), 0.5], "target")):
+        bad_p, bad_y = eager.tensor(bad_p), eager.tensor(bad_y)
+        for call in (loss, f):
+            with pytest.raises(RuntimeError, match=f"all elements of {name} should be between "
+                                                   f"0 and 1") as info:
+                call(bad_p, bad_y)
+            assert line in str(info.value)
+    assert f.trace_count == 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_weighted_cross_entropy_over_a_symbolic_batch(backend):
     # the symbolic batch picks through a one-hot mask: weight, ignore_index and the
     # weighted mean go through it too

@@ -112,6 +112,8 @@ def test_sgd_numbers_are_read_at_every_call(backend, key, values):
 @pytest.mark.parametrize("make,key,values", [
     (lambda m: optim.Adam(m.parameters(), lr=0.05), "weight_decay", [0.0, 0.1, 0.0, 0.2]),
     (lambda m: optim.Adam(m.parameters(), lr=0.05), "maximize", [False, True]),
+    # (turned on after the first step: max_exp_avg_sq starts then, eager and compiled alike)
+    (lambda m: optim.AdamW(m.parameters(), lr=0.05), "amsgrad", [False, True, True, False]),
     (lambda m: optim.SGD(m.parameters(), lr=0.1, momentum=0.9), "nesterov", [False, True]),
     (lambda m: optim.SGD(m.parameters(), lr=0.1), "momentum", [0.0, 0.9, 0.0]),
     (lambda m: optim.SGD(m.parameters(), lr=0.1, momentum=0.9, dampening=0.5), "dampening",

@@ -38,6 +38,10 @@ def _nonzero_body(x):
     return eager.nonzero(x > 0)
 
 
+def _where_one_arg_body(x):
+    return eager.where(x > 0)
+
+
 def _masked_select_body(x):
     return x.masked_select(x > 0) * 2
 
@@ -48,6 +52,7 @@ def _repeat_interleave_body(x, r):
 
 @pytest.mark.parametrize("body,text,args,hint", [
     (_nonzero_body, "eager.nonzero", (eager.ones(3),), "where"),
+    (_where_one_arg_body, "eager.where", (eager.ones(3),), "where(x != 0, ..., ...)"),
     (_masked_select_body, "x.masked_select", (eager.ones(3),), "masked_fill"),
     (_repeat_interleave_body, "x.repeat_interleave", (eager.ones(3), eager.tensor([1, 2, 0])),
      "pass an int"),
@@ -85,6 +90,52 @@ def test_index_and_distribution_checks_run_when_the_compiled_program_runs(backen
     with pytest.raises(RuntimeError, match="sum of probabilities"):
         pick(x, good, eager.tensor([[0.0, 0.0], [1.0, 0.0]]))
     assert pick.trace_count == 1
+
+
+@pytest.mark.parametrize("make", [
+    lambda g: eager.rand(3, generator=g), lambda g: eager.randn(3, generator=g),
+    lambda g: eager.randint(0, 5, (3,), generator=g),
+    lambda g: eager.multinomial(eager.tensor([0.5, 0.5]), 3, True, generator=g).float(),
+    lambda g: eager.zeros(3).uniform_(generator=g),
+    lambda g: eager.bernoulli(eager.full((3,), 0.5), generator=g)])
+def test_a_generator_of_ones_own_is_refused_inside_a_trace(make):
+    # its draws would be frozen into the trace and its state would not advance per call
+    g = eager.Generator().manual_seed(0)
+    state = g.get_state()
+    f = tracer.function(lambda x: x + make(g), backend="interpret")
+    with pytest.raises(RuntimeError, match="generator= inside a @") as info:
+        f(eager.zeros(3))
+    assert "test_shaping_traced.py:" in str(info.value)
+    assert g.get_state() == state
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_bernoulli_checks_probabilities_when_the_compiled_program_runs(backend):
+    f = tracer.function(lambda p: eager.bernoulli(p) * 2, backend=backend)
+    eager.manual_seed(4)
+    want = (eager.bernoulli(eager.tensor([0.0, 1.0, 0.5])) * 2).numpy()
+    eager.manual_seed(4)
+    np.testing.assert_array_equal(f(eager.tensor([0.0, 1.0, 0.5])).numpy(), want)
+    with pytest.raises(RuntimeError, match="p_in >= 0"):
+        f(eager.tensor([0.0, 1.0, 1.5]))
+    assert f.trace_count == 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_integer_scatter_reduce_mean_floor_divides_compiled(backend):
+    def body(x, idx, src):
+        return (x.scatter_reduce(0, idx, src, "mean"),
+                x.scatter_reduce(0, idx, src, "mean", include_self=False))
+
+    f = tracer.function(body, backend=backend)
+    rng = np.random.default_rng(3)
+    for dtype in (np.int32, np.int64):
+        x = eager.from_numpy(rng.integers(-20, 20, (4, 3)).astype(dtype))
+        idx = eager.from_numpy(rng.integers(0, 4, (5, 3)))
+        src = eager.from_numpy(rng.integers(-20, 20, (5, 3)).astype(dtype))
+        for got, want in zip(f(x, idx, src), body(x, idx, src)):
+            assert got.dtype == want.dtype == dtype
+            np.testing.assert_array_equal(got.numpy(), want.numpy())
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -353,6 +353,12 @@ NEEDS_THE_SIZE |= {"conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_trans
 NEEDS_THE_SIZE |= {"addmm", "baddbmm", "outer"}
 
 
+# Softmax over a dim that is symbolic and 0 in a call: eager returns the empty result (as
+# PyTorch), the compiled call raises amax's clear error (the max shift has no identity and a
+# trace cannot branch on the size); a raise, never a different number.
+RAISES_WHEN_EMPTY = {"softmax", "softmax_method", "log_softmax"}
+
+
 @pytest.mark.one_backend  # (tests/codegen/test_symbolic_kernels.py does Numba's share)
 def test_every_opinfo_sample_with_a_symbolic_leading_dimension():
     """Each sample's tensors that share the first one's leading size get one named symbolic
@@ -387,7 +393,13 @@ def test_every_opinfo_sample_with_a_symbolic_leading_dimension():
                             except (ValueError, IndexError):
                                 continue  # eager refuses this size (e.g. max over 0 rows)
                             eager.manual_seed(7)
-                            got = f(*args)
+                            try:
+                                got = f(*args)
+                            except ValueError as exc:
+                                if k == 0 and info.name in RAISES_WHEN_EMPTY and \
+                                        "of size 0" in str(exc):
+                                    continue
+                                raise
                         _assert_same(got, want, f"{info.name} on {sample!r}, {k} rows")
                 except TracingError:
                     refused.add(info.name)
