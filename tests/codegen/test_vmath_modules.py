@@ -9,7 +9,8 @@ import pytest
 
 from codegen import vmath as V
 
-MODULES = (V.intrinsics, V.constants, V.explog, V.tanh_erf, V.arith, V.divmod)
+MODULES = (V.intrinsics, V.constants, V.explog, V.tanh_erf, V.arith, V.divmod,
+           V.hyperbolic)
 TABLES = {"VMATH", "VMATH_NAMES", "VMATH_MAX_ULP", "VMATH_METHOD", "vmath_name"}
 
 
