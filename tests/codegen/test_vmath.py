@@ -207,9 +207,9 @@ def test_erf_float64_libm():
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("op", FLOAT32_OPS[:7] + ["asinh", "acosh", "log10", "exp2"])
+@pytest.mark.parametrize("op", FLOAT32_OPS[:7] + ["acosh", "log10"])
 def test_caller_fastmath_does_not_change_results(op, dtype):
-    # (of the later ops, those whose error-free sums `reassoc` would fold away if it leaked)
+    # (of the later ops, two whose error-free sums `reassoc` would fold away if it leaked)
     """A caller compiled with reassoc/arcp/... gets bit-identical results."""
     if op == "erf" and dtype == "float64":
         pytest.skip("libm")
@@ -331,7 +331,7 @@ def run2(op, x, y):
     return out
 
 
-def _binary_inputs(dtype, n=100_000):
+def _binary_inputs(dtype, n=40_000):
     rng = np.random.default_rng(4)
     bits = np.uint32 if dtype == np.float32 else np.uint64
     rand = [rng.integers(0, np.iinfo(bits).max, n, dtype=bits, endpoint=True).view(dtype)
