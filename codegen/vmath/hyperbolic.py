@@ -19,8 +19,8 @@ from .constants import (_ASINH_HUGE_F32, _ASINH_HUGE_F64, _ASINH_SPLIT_F32, _ASI
                         _ONE_F32, _ONE_F64, _RND_F32, _RND_F64, _SINH_BIG_F32, _SINH_BIG_F64,
                         _SINH_CLAMP_F32, _SINH_CLAMP_F64, _SINH_TINY_F32, _SINH_TINY_F64,
                         _TWO_F32, _TWO_F64, _ZERO_F32, _ZERO_F64)
-from .explog import _em1_poly_f32, _em1_poly_f64, _log_kernel_f32, _log_kernel_f64, log1p_f32, \
-    log1p_f64
+from .explog import (_em1_poly_f32, _em1_poly_f64, _log_kernel_f32, _log_kernel_f64, log1p_f32,
+                     log1p_f64)
 from .intrinsics import _always_inline, _ldexp_rnd, _pow2_rnd, _split_sqrt2, _vjit
 
 __all__ = ["sinh_f32", "sinh_f64", "cosh_f32", "cosh_f64", "asinh_f32", "asinh_f64",
