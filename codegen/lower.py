@@ -37,7 +37,8 @@ class Lowering:
     # kernel: a scalar expression, a template of the operand names ({0}, {1}, ...) and typed
     # constants ({zero}, {one}, {minus_one}), or a function f(eqn, args, imports, const) -> str
     expr: str | Callable | None = None
-    # kernel: float operands call codegen.vmath's <op>_f32/_f64 (vectorizable), others math.<op>
+    # kernel: float operands call codegen.vmath's <op>_f32/_f64 (vectorizable) with one argument
+    # per operand, others math.<op>
     vmath: bool = False
     # kernel: recomputing it in a later pass of a row kernel costs more than a store and a
     # load of a row buffer (which stays in L1/L2)
@@ -193,15 +194,15 @@ LOWERING: dict[str, Lowering] = {
     "asin": _kernel(vmath=True, expensive=True),
     "acos": _kernel(vmath=True, expensive=True),
     "atan": _kernel(vmath=True, expensive=True),
-    # scalar numpy ufuncs (Numba calls libm; no vmath approximation yet)
-    "sinh": _kernel("np.sinh({0})", expensive=True),
-    "cosh": _kernel("np.cosh({0})", expensive=True),
-    "asinh": _kernel("np.arcsinh({0})", expensive=True),
-    "acosh": _kernel("np.arccosh({0})", expensive=True),
-    "atanh": _kernel("np.arctanh({0})", expensive=True),
-    "log2": _kernel("np.log2({0})", expensive=True),
-    "log10": _kernel("np.log10({0})", expensive=True),
-    "exp2": _kernel("np.exp2({0})", expensive=True),
+    # eager/ops_math.py: codegen.vmath's hyperbolic.py and explog.py
+    "sinh": _kernel(vmath=True, expensive=True),
+    "cosh": _kernel(vmath=True, expensive=True),
+    "asinh": _kernel(vmath=True, expensive=True),
+    "acosh": _kernel(vmath=True, expensive=True),
+    "atanh": _kernel(vmath=True, expensive=True),
+    "log2": _kernel(vmath=True, expensive=True),
+    "log10": _kernel(vmath=True, expensive=True),
+    "exp2": _kernel(vmath=True, expensive=True),
     "erfinv": _NUMPY,  # scipy.special.erfinv: no Numba implementation
     "floor": _kernel("np.floor({0})"),
     "ceil": _kernel("np.ceil({0})"),
@@ -209,8 +210,8 @@ LOWERING: dict[str, Lowering] = {
     "round": _kernel(_round),
     "atan2": _kernel(vmath=True, expensive=True),
     "copysign": _kernel("np.copysign({0}, {1})"),
-    "hypot": _kernel("np.hypot({0}, {1})", expensive=True),
-    "logaddexp": _kernel("np.logaddexp({0}, {1})", expensive=True),
+    "hypot": _kernel(vmath=True, expensive=True),
+    "logaddexp": _kernel(vmath=True, expensive=True),
     "fmod": _kernel(_fmod, expensive=True),
     "remainder": _kernel(_divmod("remainder_float", "np.remainder({0}, {1})"), expensive=True),
     "floor_divide": _kernel(_divmod("floor_divide_float", "np.floor_divide({0}, {1})"),
@@ -337,7 +338,7 @@ def _expression(e, args: list, imports: set, const, positions) -> str:
             imports.add(("math", None))
             return f"math.{op}({', '.join(args)})"
         imports.add(("codegen.vmath", name))
-        return f"{name}({', '.join(args)})"
+        return f"{name}({', '.join(args)})"  # one argument per operand (hypot: two)
     if row.positions:
         return row.expr(e, args, imports, const, *positions)
     if callable(row.expr):
@@ -353,7 +354,9 @@ def _expression(e, args: list, imports: set, const, positions) -> str:
 # kept here so that generating a kernel's source does not import vmath (and Numba).
 VMATH_NAMES = {
     (op, dt): "%s_%s" % (op, "f32" if dt == "float32" else "f64")
-    for op in ("exp", "expm1", "log", "log1p", "tanh", "sigmoid", "erf")
+    for op in ("exp", "expm1", "log", "log1p", "tanh", "sigmoid", "erf",
+               "sinh", "cosh", "asinh", "acosh", "atanh", "log2", "log10", "exp2",
+               "hypot", "logaddexp")
     for dt in ("float32", "float64")
 }
 # codegen/vmath/trig.py (atan2 takes two operands, y and x)

@@ -124,6 +124,36 @@ atan     float64  same, Q deg-11                              2     yes
 atan2    float32  atan's reduction on |y|, |x| (one rounding);  2     yes
                   offsets pi-{...} for x<0; numpy's table
 atan2    float64  same, Q deg-11                              2     yes
+sinh     float32  a=|x|<16: (em + em/(em+1))/2, em=expm1(a)   2     yes
+                  (exp's reduction); else 2^(n-1)(1+p(r))
+sinh     float64  same, split at 32                           2     yes
+cosh     float32  a<16: e/2 + 1/(2e), e=exp(a); else as sinh  1     yes
+cosh     float64  same, split at 32                           1     yes
+asinh    float32  a<=2: log1p(a + a^2/(1+sqrt(1+a^2)));       2     yes
+                  else log(2a + 1/(a+sqrt(a^2+1))), a>2^12:
+                  log(a)+ln2; one log kernel on u + c (c: the
+                  rounding error of u, by Fast2Sum)
+asinh    float64  same, a>2^28: log(a)+ln2                    2     yes
+acosh    float32  x<=2: log1p(t + sqrt(2t+t^2)), t=x-1;       2     yes
+                  else log(2x - 1/(x+sqrt(x^2-1))); as asinh
+acosh    float64  same                                        2     yes
+atanh    float32  a<1/2: log1p(2a + 2a^2/(1-a))/2;            2     yes
+                  else log1p(2a/(1-a))/2
+atanh    float64  same                                        2     yes
+log2     float32  log's reduction; log(1+f) as hi (12 bits)   1     yes
+                  + lo, times 1/ln2 as hi + lo; + e last
+log2     float64  same, hi 21 bits                            1     yes
+log10    float32  as log2 with 1/ln10, + e*log10(2) hi + lo   1     yes
+log10    float64  same                                        1     yes
+exp2     float32  n=rint(x), r=x-n (exact), 2^n(1+p(r*ln2)),  1     yes
+                  p: exp's e^r-1 polynomial
+exp2     float64  same                                        1     yes
+hypot    float32  both scaled by 2^-e of the larger (its      1     yes
+                  exponent), sqrt(m^2 + l^2) * 2^e; sampled
+hypot    float64  same                                        1     yes
+logaddexp float32 max + log1p(exp(-|a-b|)); ULP of           2     yes
+                  max(|result|, 1/2); sampled
+logaddexp float64 same                                        2     yes
 =======  =======  ==========================================  ====  ==========
 
 ``VMATH_MAX_ULP`` holds these numbers; ``tests/codegen/test_vmath.py``
@@ -135,6 +165,15 @@ benchmarks.vmath_accuracy --every=32 sin ...``; the full 2**32 run is the same c
 without ``--every``, not yet run for them), atan2 pairing each y with one x; float64 on
 9M inputs per function (as above, without the 60M's denormal sweep).
 
+Subsamples in the tests for sinh ... logaddexp: ~0.4M inputs per function.
+The float64 rows of sinh ... logaddexp were measured on 20M inputs each (random bit
+patterns, the op's domain, |x| in [1e-20, 10], 1 ± [1e-15, 1], |x| in [1e-300, 1e300])
+against ``longdouble``. The binary functions (hypot, logaddexp) cannot be checked on every
+pair: float32 is measured on 2**27 random bit-pattern pairs plus two 4096 x 4096 grids
+(``benchmarks/vmath_accuracy.py``); logaddexp's error is in ULP of max(|result|, 1/2),
+since near a result of 0 the sum max + log1p(...) cancels (numpy's own loops lose as
+much there).
+
 Domain / special values (all handled branch-free with selects):
 exp(-inf)=0, exp(+inf)=inf, exp(nan)=nan, overflow -> inf, underflow ->
 correctly scaled denormals then 0 (like numpy); expm1(-inf)=-1, expm1(±0)=±0;
@@ -144,7 +183,13 @@ sigmoid(-inf)=0, sigmoid(inf)=1 (denormal results for very negative x);
 erf(±inf)=±1, erf(±0)=±0; sin/cos/tan(±inf)=nan, sin/tan(±0)=±0;
 asin/acos(|x|>1)=nan, asin(±1)=±pi/2, acos(1)=0, acos(-1)=pi; atan(±inf)=±pi/2;
 atan2: numpy's table (atan2(±0, +0)=±0, atan2(±0, -0)=±pi, atan2(±inf, ±inf)=±pi/4
-or ±3pi/4, ...); nan -> nan everywhere.
+or ±3pi/4, ...);
+erf(±inf)=±1, erf(±0)=±0; sinh(±inf)=±inf and overflow to ±inf, cosh(±inf)=inf,
+sinh/asinh/atanh keep ±0; acosh(<1)=nan, acosh(1)=0; atanh(±1)=±inf, atanh(|x|>1)=nan;
+log2/log10 as log, log2 exact at powers of two; exp2 exact at integers, exp2(-inf)=0;
+hypot(±inf, nan)=inf (an infinity wins over a nan, as C99); logaddexp(a, a)=a+ln2, so
+(-inf, -inf) -> -inf and (inf, inf) -> inf, logaddexp(inf, -inf)=inf; nan -> nan
+everywhere else.
 
 Polynomial coefficients were produced with a Remez exchange in 40-digit
 mpmath (weighted for the final relative error; for the float32 sets the
@@ -155,7 +200,8 @@ Layout (``codegen.vmath`` re-exports every name in ``__all__``; kernels import f
 * ``intrinsics.py``: ``_vjit`` (how each function is compiled), the llvmlite intrinsics
   (bit-level helpers, ``maximum``, ``trip_count``, ``stream_copy``, ``store_fence``);
 * ``constants.py``: typed constants and polynomial coefficients;
-* ``explog.py``: exp, expm1, log, log1p;
+* ``explog.py``: exp, expm1, log, log1p, log2, log10, exp2, logaddexp;
+* ``hyperbolic.py``: sinh, cosh, asinh, acosh, atanh, hypot;
 * ``tanh_erf.py``: tanh, sigmoid, erf;
 * ``trig.py``: sin, cos, tan (and the Payne-Hanek reduction); ``inverse_trig.py``: asin,
   acos, atan, atan2;
@@ -170,7 +216,11 @@ from numba import config as _numba_config
 
 from .arith import add_reassoc, div_exact, div_invariant_f32, div_invariant_f64
 from .divmod import floor_divide_float, remainder_float
-from .explog import exp_f32, exp_f64, expm1_f32, expm1_f64, log1p_f32, log1p_f64, log_f32, log_f64
+from .explog import (exp2_f32, exp2_f64, exp_f32, exp_f64, expm1_f32, expm1_f64, log1p_f32,
+                     log1p_f64, log2_f32, log2_f64, log10_f32, log10_f64, log_f32, log_f64,
+                     logaddexp_f32, logaddexp_f64)
+from .hyperbolic import (acosh_f32, acosh_f64, asinh_f32, asinh_f64, atanh_f32, atanh_f64,
+                         cosh_f32, cosh_f64, hypot_f32, hypot_f64, sinh_f32, sinh_f64)
 from .intpow import pow_uint64
 from .inverse_trig import (acos_f32, acos_f64, asin_f32, asin_f64, atan2_f32, atan2_f64,
                            atan_f32, atan_f64)
@@ -182,7 +232,12 @@ __all__ = [
     "exp_f32", "exp_f64", "expm1_f32", "expm1_f64",
     "log_f32", "log_f64", "log1p_f32", "log1p_f64",
     "tanh_f32", "tanh_f64", "sigmoid_f32", "sigmoid_f64",
-    "erf_f32", "erf_f64", "maximum", "trip_count", "stream_copy", "store_fence", "div_exact",
+    "erf_f32", "erf_f64",
+    "sinh_f32", "sinh_f64", "cosh_f32", "cosh_f64", "asinh_f32", "asinh_f64",
+    "acosh_f32", "acosh_f64", "atanh_f32", "atanh_f64", "log2_f32", "log2_f64",
+    "log10_f32", "log10_f64", "exp2_f32", "exp2_f64", "hypot_f32", "hypot_f64",
+    "logaddexp_f32", "logaddexp_f64",
+    "maximum", "trip_count", "stream_copy", "store_fence", "div_exact",
     "div_invariant_f32", "div_invariant_f64", "add_reassoc", "floor_divide_float",
     "remainder_float", "pow_uint64",
     "sin_f32", "sin_f64", "cos_f32", "cos_f64", "tan_f32", "tan_f64", "asin_f32", "asin_f64",
@@ -234,6 +289,26 @@ VMATH_METHOD = {
     ("atan", "float64"): "same, Q: deg-11 minimax",
     ("atan2", "float32"): "atan of {a/b, (a-b)/(a+b), -b/a}, quadrant offsets, numpy's table",
     ("atan2", "float64"): "same, Q: deg-11 minimax",
+    ("sinh", "float32"): "|x|<16: (em + em/(em+1))/2, em=expm1|x|; else 2^(n-1) e^r",
+    ("sinh", "float64"): "|x|<32: (em + em/(em+1))/2, em=expm1|x|; else 2^(n-1) e^r",
+    ("cosh", "float32"): "|x|<16: e/2 + 1/(2e), e=exp|x|; else 2^(n-1) e^r",
+    ("cosh", "float64"): "|x|<32: e/2 + 1/(2e), e=exp|x|; else 2^(n-1) e^r",
+    ("asinh", "float32"): "log1p(a + a^2/(1+sqrt(1+a^2))) | log(2a + 1/(a+sqrt(a^2+1)))",
+    ("asinh", "float64"): "log1p(a + a^2/(1+sqrt(1+a^2))) | log(2a + 1/(a+sqrt(a^2+1)))",
+    ("acosh", "float32"): "log1p(t + sqrt(2t+t^2)), t=x-1 | log(2x - 1/(x+sqrt(x^2-1)))",
+    ("acosh", "float64"): "log1p(t + sqrt(2t+t^2)), t=x-1 | log(2x - 1/(x+sqrt(x^2-1)))",
+    ("atanh", "float32"): "log1p(2a + 2a^2/(1-a))/2 | log1p(2a/(1-a))/2",
+    ("atanh", "float64"): "log1p(2a + 2a^2/(1-a))/2 | log1p(2a/(1-a))/2",
+    ("log2", "float32"): "log reduction, log(1+f) as hi+lo times 1/ln2 hi+lo, + e",
+    ("log2", "float64"): "log reduction, log(1+f) as hi+lo times 1/ln2 hi+lo, + e",
+    ("log10", "float32"): "log reduction, hi+lo times 1/ln10 hi+lo, + e log10(2) hi+lo",
+    ("log10", "float64"): "log reduction, hi+lo times 1/ln10 hi+lo, + e log10(2) hi+lo",
+    ("exp2", "float32"): "n=rint(x), r=x-n exact, 2^n (1 + expm1 poly(r ln2))",
+    ("exp2", "float64"): "n=rint(x), r=x-n exact, 2^n (1 + expm1 poly(r ln2))",
+    ("hypot", "float32"): "both scaled by 2^-e of the larger, sqrt(m^2 + l^2) 2^e",
+    ("hypot", "float64"): "both scaled by 2^-e of the larger, sqrt(m^2 + l^2) 2^e",
+    ("logaddexp", "float32"): "max(a,b) + log1p(exp(-|a-b|)); a == b: a + ln2",
+    ("logaddexp", "float64"): "max(a,b) + log1p(exp(-|a-b|)); a == b: a + ln2",
 }
 
 # Measured max error in ULP (see module docstring for the procedure).
@@ -267,6 +342,28 @@ VMATH_MAX_ULP = {
     ("atan", "float64"): 2.0,
     ("atan2", "float32"): 2.0,     # 1/32 of the y values, each with one x
     ("atan2", "float64"): 2.0,
+    ("sinh", "float32"): 2.0,      # exhaustive
+    ("sinh", "float64"): 2.0,
+    ("cosh", "float32"): 1.0,      # exhaustive
+    ("cosh", "float64"): 1.0,
+    ("asinh", "float32"): 2.0,     # exhaustive
+    ("asinh", "float64"): 2.0,
+    ("acosh", "float32"): 2.0,     # exhaustive
+    ("acosh", "float64"): 2.0,
+    ("atanh", "float32"): 2.0,     # exhaustive
+    ("atanh", "float64"): 2.0,
+    ("log2", "float32"): 1.0,      # exhaustive
+    ("log2", "float64"): 1.0,
+    ("log10", "float32"): 1.0,     # exhaustive
+    ("log10", "float64"): 1.0,
+    ("exp2", "float32"): 1.0,      # exhaustive
+    ("exp2", "float64"): 1.0,
+    # binary: sampled (2**27 random pairs + grids), not exhaustive
+    ("hypot", "float32"): 1.0,
+    ("hypot", "float64"): 1.0,
+    # sampled as hypot; in ULP of max(|result|, 1/2) (the sum cancels near a result of 0)
+    ("logaddexp", "float32"): 2.0,
+    ("logaddexp", "float64"): 2.0,
 }
 
 
@@ -318,6 +415,10 @@ if _numba_config.DISABLE_JIT:  # pragma: no cover - exercised by a subprocess te
            # numpy's functions: math.sin(inf) raises, math.atan2 follows C's table
            "sin": np.sin, "cos": np.cos, "tan": np.tan, "asin": np.arcsin, "acos": np.arccos,
            "atan": np.arctan, "atan2": np.arctan2}
+    # numpy's float64 ufuncs (its special values), rounded to the dtype by `_py`
+    _PY.update(sinh=np.sinh, cosh=np.cosh, asinh=np.arcsinh, acosh=np.arccosh,
+               atanh=np.arctanh, log2=np.log2, log10=np.log10, exp2=np.exp2, hypot=np.hypot,
+               logaddexp=np.logaddexp)
     for (_op, _dt), _name in VMATH_NAMES.items():
         globals()[_name] = _py(_PY[_op], np.float32 if _dt == "float32" else np.float64)
     VMATH = {key: globals()[name] for key, name in VMATH_NAMES.items()}

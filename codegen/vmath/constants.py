@@ -80,6 +80,26 @@ _TANH_LO_F32 = _F(-20.0)          # expm1(-20) rounds to -1 -> tanh = 1
 _TANH_TINY_F64 = _D(2.0 ** -28)
 _TANH_LO_F64 = _D(-40.0)          # expm1(-40) rounds to -1 -> tanh = 1
 
+# sinh / cosh: tiny |x| -> x; |x| >= BIG: e^|x|/2 = 2^(n-1) (1 + p), e^-|x| below half an ULP;
+# |x| is clamped at CLAMP (beyond the overflow threshold: the scaling gives inf)
+_SINH_TINY_F32, _SINH_BIG_F32, _SINH_CLAMP_F32 = _F(2.0 ** -12), _F(16.0), _F(90.0)
+_SINH_TINY_F64, _SINH_BIG_F64, _SINH_CLAMP_F64 = _D(2.0 ** -28), _D(32.0), _D(712.0)
+# asinh / acosh: |x| <= SPLIT: log1p form; |x| > HUGE: log(|x|) + ln2
+_ASINH_SPLIT_F32, _ASINH_HUGE_F32 = _F(2.0), _F(2.0 ** 12)
+_ASINH_SPLIT_F64, _ASINH_HUGE_F64 = _D(2.0), _D(2.0 ** 28)
+_LN2_F32, _LN2_F64 = _F(0.6931471805599453), _D(0.6931471805599453)
+# log2 / log10: 1/ln2, 1/ln10 and log10(2) as HI + LO, HI with 12 (float32) or 32 (float64)
+# significant bits, so that HI times a value of 12 or 21 bits (`_clear_low_half`) is exact
+_IVLN2HI_F32, _IVLN2LO_F32 = _F(1.44287109375), _F(-0.00017605285393074155)
+_IVLN2HI_F64, _IVLN2LO_F64 = _D(1.4426950407214463), _D(1.6751713164886512e-10)
+_IVLN10HI_F32, _IVLN10LO_F32 = _F(0.434326171875), _F(-3.168997136526741e-05)
+_IVLN10HI_F64, _IVLN10LO_F64 = _D(0.4342944818781689), _D(2.5082946711645275e-11)
+_LOG10_2HI_F32, _LOG10_2LO_F32 = _F(0.301025390625), _F(4.605039066518657e-06)
+_LOG10_2HI_F64, _LOG10_2LO_F64 = _D(0.3010299956658855), _D(-1.9043128467164274e-12)
+# exp2 argument clamps (beyond: the result is 0 or inf anyway)
+_EXP2_LO_F32, _EXP2_HI_F32 = _F(-160.0), _F(130.0)
+_EXP2_LO_F64, _EXP2_HI_F64 = _D(-1080.0), _D(1030.0)
+
 # erf, float32: |x| <= 1: erf(x) = x + x*PA(x^2);  1 < |x|: erfc = exp(Q(|x|-1))
 _ERF_SPLIT_F32 = _F(1.0)
 _ERF_CLAMP_F32 = _F(4.0)

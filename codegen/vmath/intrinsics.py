@@ -190,6 +190,25 @@ def _split_sqrt2(typingctx, x):
 
 
 @intrinsic
+def _clear_low_half(typingctx, x):
+    """x with the low bits of its significand cleared (float32: 12 of 23, float64: 32 of
+    52), truncating toward zero: a head of 12 or 21 significant bits, whose product with a
+    constant of 12 or 32 significant bits is exact (log2/log10's hi/lo splits)."""
+    if _layout(x) is None:
+        return None
+    sig = x(x)
+
+    def codegen(context, builder, signature, args):
+        ity, mbits, bias, fty = _layout(signature.args[0])
+        low = 12 if ity.width == 32 else 32
+        mask = ((1 << ity.width) - 1) ^ ((1 << low) - 1)
+        bits = builder.and_(builder.bitcast(args[0], ity), ir.Constant(ity, mask))
+        return builder.bitcast(bits, fty)
+
+    return sig, codegen
+
+
+@intrinsic
 def maximum(typingctx, a, b):
     """max(a, b) as np.maximum computes it (NaN if either is NaN), for two floats of one type.
 

@@ -599,6 +599,42 @@ def test_log1p_and_expm1_lower_to_vmath_and_keep_tiny_arguments(dtype):
             assert f"log1p_{suffix}(" in source and f"expm1_{suffix}(" in source, source
 
 
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_hyperbolic_log2_exp2_hypot_logaddexp_lower_to_vmath(dtype):
+    """Issue 16 item 5: each is a vmath call in the kernel (no scalar libm call), and the
+    compiled results are eager's, special values included (overflow, poles, NaN, ±0)."""
+    base = np.array([0.0, -0.0, 0.3, -0.7, 1.0, -1.0, 1.5, 3.0, -20.0, 95.0, 800.0,
+                     np.inf, -np.inf, np.nan, 1e-30, 0.999], dtype)
+    x = eager.from_numpy(base)
+    y = eager.from_numpy(base[::-1].copy())
+
+    def f(a, b):
+        return (a.sinh(), a.cosh(), a.asinh(), eager.acosh(a.abs() + 1), a.atanh(),
+                a.abs().log2(), a.abs().log10(), a.exp2(), eager.hypot(a, b),
+                eager.logaddexp(a, b))
+
+    names = ["sinh", "cosh", "asinh", "acosh", "atanh", "log2", "log10", "exp2", "hypot",
+             "logaddexp"]
+    with eager.no_grad():
+        want = _arrays(f(x, y))
+    for backend in ("numba", "interpret"):
+        g = tracer.function(f, backend=backend)
+        with eager.no_grad():
+            got = _arrays(g(x, y))
+            concrete = g.get_concrete_function(x, y)
+        for name, a, w in zip(names, got, want, strict=True):
+            np.testing.assert_allclose(a, w, rtol=TOLERANCES["vmath"][dtype][0], atol=0,
+                                       err_msg=f"{name} {backend}")
+            zero = w == 0
+            assert np.array_equal(np.signbit(a[zero]), np.signbit(w[zero])), name
+        if backend == "numba":
+            source = "\n".join(k.source for k in concrete.kernels)
+            suffix = "f32" if dtype == F32 else "f64"
+            for name in names:
+                assert f"{name}_{suffix}(" in source, (name, source)
+            assert "np.sinh" not in source and "math." not in source, source
+
+
 def test_interpret_backend_has_no_kernels():
     f = tracer.function(lambda x: x * 2, backend="interpret")
     concrete = f.get_concrete_function(eager.ones(3))

@@ -10,8 +10,11 @@ from numba import njit
 
 from codegen import vmath as V
 
-FLOAT32_OPS = ["exp", "expm1", "log", "log1p", "tanh", "sigmoid", "erf"]
-FLOAT64_OPS = ["exp", "expm1", "log", "log1p", "tanh", "sigmoid"]  # erf_f64 = libm
+# issue 16 item 5: the hyperbolic functions, log2/log10/exp2 (unary) and hypot/logaddexp
+HYPER_OPS = ["sinh", "cosh", "asinh", "acosh", "atanh", "log2", "log10", "exp2"]
+BINARY_OPS = ["hypot", "logaddexp"]
+FLOAT32_OPS = ["exp", "expm1", "log", "log1p", "tanh", "sigmoid", "erf"] + HYPER_OPS
+FLOAT64_OPS = ["exp", "expm1", "log", "log1p", "tanh", "sigmoid"] + HYPER_OPS  # erf_f64 = libm
 # codegen/vmath/trig.py (atan2, binary, has tests of its own below)
 TRIG32_OPS = ["sin", "cos", "tan", "asin", "acos", "atan"]
 TRIG64_OPS = TRIG32_OPS
@@ -70,22 +73,25 @@ def _sigmoid_ld(x):
     return np.longdouble(1) / (np.longdouble(1) + np.exp(-x))
 
 
+_NUMPY_REF = {"sinh": np.sinh, "cosh": np.cosh, "asinh": np.arcsinh, "acosh": np.arccosh,
+              "atanh": np.arctanh, "log2": np.log2, "log10": np.log10, "exp2": np.exp2,
+              "hypot": np.hypot, "logaddexp": np.logaddexp}
 REF = {  # reference evaluated in a wider type, then rounded to the dtype
     "exp": np.exp, "expm1": np.expm1, "log": np.log, "log1p": np.log1p,
-    "tanh": np.tanh, "sigmoid": sp.expit, "erf": sp.erf,
+    "tanh": np.tanh, "sigmoid": sp.expit, "erf": sp.erf, **_NUMPY_REF,
     "sin": np.sin, "cos": np.cos, "tan": np.tan, "asin": np.arcsin, "acos": np.arccos,
     "atan": np.arctan,
 }
 REF_LD = {"exp": np.exp, "expm1": np.expm1, "log": np.log, "log1p": np.log1p,
-          "tanh": np.tanh, "sigmoid": _sigmoid_ld, "sin": np.sin, "cos": np.cos, "tan": np.tan,
-          "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan}
+          "tanh": np.tanh, "sigmoid": _sigmoid_ld, **_NUMPY_REF, "sin": np.sin, "cos": np.cos,
+          "tan": np.tan, "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan}
 
 
-def reference(op, x):
+def reference(op, *x):
     with np.errstate(all="ignore"):
-        if x.dtype == np.float32:
-            return REF[op](x.astype(np.float64)).astype(np.float32)
-        return REF_LD[op](x.astype(np.longdouble)).astype(np.float64)
+        if x[0].dtype == np.float32:
+            return REF[op](*(v.astype(np.float64) for v in x)).astype(np.float32)
+        return REF_LD[op](*(v.astype(np.longdouble) for v in x)).astype(np.float64)
 
 
 SPECIAL32 = np.array(
@@ -106,33 +112,50 @@ SPECIAL64 = np.concatenate([SPECIAL32.astype(np.float64), np.array(
 DOMAIN = {"exp": (-110, 100), "expm1": (-20, 90), "log": (0, 10),
           "log1p": (-1, 10), "tanh": (-10, 10), "sigmoid": (-110, 110),
           "erf": (-5, 5), "sin": (-10, 10), "cos": (-10, 10), "tan": (-10, 10),
-          "asin": (-1, 1), "acos": (-1, 1), "atan": (-10, 10)}
+          "asin": (-1, 1), "acos": (-1, 1), "atan": (-10, 10),
+          "sinh": (-95, 95), "cosh": (-95, 95), "asinh": (-10, 10),
+          "acosh": (0.5, 10), "atanh": (-1.1, 1.1), "log2": (0, 10), "log10": (0, 10),
+          "exp2": (-155, 130)}
 DOMAIN64 = {"exp": (-750, 715), "expm1": (-45, 715), "log": (0, 10),
             "log1p": (-1, 10), "tanh": (-25, 25), "sigmoid": (-750, 750),
             "sin": (-10, 10), "cos": (-10, 10), "tan": (-10, 10), "asin": (-1, 1),
-            "acos": (-1, 1), "atan": (-10, 10)}
-# the trigonometric functions' checks use fewer inputs (the suite's time budget)
+            "acos": (-1, 1), "atan": (-10, 10),
+            "sinh": (-715, 715), "cosh": (-715, 715), "asinh": (-10, 10),
+            "acosh": (0.5, 10), "atanh": (-1.1, 1.1), "log2": (0, 10), "log10": (0, 10),
+            "exp2": (-1080, 1030)}
+# the ops added later get a smaller sample (the exhaustive check is
+# benchmarks/vmath_accuracy.py): the trigonometric ones a third (_SHARE), the hyperbolic
+# ones a quarter (_SAMPLE); `near_one`: acosh and atanh's interesting end points
 _SHARE = {op: 3 for op in TRIG32_OPS}
+_SAMPLE = {op: 4 for op in HYPER_OPS}
+
+
+def _near_one(rng, n):
+    return 1.0 + rng.uniform(-1, 1, n) * 10.0 ** rng.uniform(-8, 0, n)
 
 
 @functools.lru_cache(maxsize=None)
 def inputs32(op):
     rng = np.random.default_rng(1)
-    sweep = np.arange(0, 2 ** 32, 4099, dtype=np.uint64).astype(np.uint32)
-    dom = rng.uniform(*DOMAIN[op], 300_000).astype(np.float32)
-    small = (rng.uniform(-1, 1, 100_000)
-             * 10.0 ** rng.uniform(-12, 0, 100_000)).astype(np.float32)
-    x = np.concatenate([sweep.view(np.float32), dom, small])
+    k = _SAMPLE.get(op, 1)
+    sweep = np.arange(0, 2 ** 32, 4099 * k, dtype=np.uint64).astype(np.uint32)
+    dom = rng.uniform(*DOMAIN[op], 300_000 // k).astype(np.float32)
+    small = (rng.uniform(-1, 1, 100_000 // k)
+             * 10.0 ** rng.uniform(-12, 0, 100_000 // k)).astype(np.float32)
+    extra = [_near_one(rng, 50_000).astype(np.float32)] if op in _SAMPLE else []
+    x = np.concatenate([sweep.view(np.float32), dom, small, *extra])
     return np.concatenate([x[::_SHARE.get(op, 1)], SPECIAL32])
 
 
 @functools.lru_cache(maxsize=None)
 def inputs64(op):
     rng = np.random.default_rng(2)
-    bits = rng.integers(0, 2 ** 64, 300_000, dtype=np.uint64).view(np.float64)
-    dom = rng.uniform(*DOMAIN64[op], 300_000)
-    small = rng.uniform(-1, 1, 100_000) * 10.0 ** rng.uniform(-20, 0, 100_000)
-    x = np.concatenate([bits, dom, small])
+    k = _SAMPLE.get(op, 1)
+    bits = rng.integers(0, 2 ** 64, 300_000 // k, dtype=np.uint64).view(np.float64)
+    dom = rng.uniform(*DOMAIN64[op], 300_000 // k)
+    small = rng.uniform(-1, 1, 100_000 // k) * 10.0 ** rng.uniform(-20, 0, 100_000 // k)
+    extra = [_near_one(rng, 50_000)] if op in _SAMPLE else []
+    x = np.concatenate([bits, dom, small, *extra])
     return np.concatenate([x[::_SHARE.get(op, 1)], SPECIAL64])
 
 
@@ -142,7 +165,7 @@ def inputs64(op):
 
 def test_tables_consistent():
     ops = {"exp", "expm1", "log", "log1p", "tanh", "sigmoid", "erf", "sin", "cos", "tan", "asin",
-           "acos", "atan", "atan2"}
+           "acos", "atan", "atan2", *HYPER_OPS, *BINARY_OPS}
     keys = {(op, dt) for op in ops for dt in ("float32", "float64")}
     assert set(V.VMATH) == keys
     assert set(V.VMATH_NAMES) == keys
@@ -199,10 +222,11 @@ def test_erf_float64_libm():
 
 
 @pytest.mark.parametrize("op, dtype", [(op, dt) for dt in ("float32", "float64")
-                                       for op in FLOAT32_OPS]
+                                       for op in FLOAT32_OPS[:7] + ["acosh", "log10"]]
                          + [(op, "float32") for op in TRIG32_OPS]
                          + [(op, "float64") for op in TRIG64_OPS])
 def test_caller_fastmath_does_not_change_results(op, dtype):
+    # (of the later ops, two whose error-free sums `reassoc` would fold away if it leaked)
     """A caller compiled with reassoc/arcp/... gets bit-identical results."""
     if not V.VMATH_VECTORIZES[(op, dtype)]:
         pytest.skip("libm")
@@ -246,6 +270,21 @@ SPECIAL_CASES = {
              (-2.0, NAN), (INF, NAN), (-INF, NAN)],
     "atan": [(INF, None), (-INF, None), (0.0, 0.0), (-0.0, -0.0), (NAN, NAN), (-1e-45, None),
              (3.4e38, None), (1.0, None), (-1.0, None)],
+    "sinh": [(INF, INF), (-INF, -INF), (0.0, 0.0), (-0.0, -0.0), (NAN, NAN),
+             (1000.0, INF), (-1000.0, -INF)],
+    "cosh": [(INF, INF), (-INF, INF), (0.0, 1.0), (-0.0, 1.0), (NAN, NAN),
+             (1000.0, INF), (-1000.0, INF)],
+    "asinh": [(INF, INF), (-INF, -INF), (0.0, 0.0), (-0.0, -0.0), (NAN, NAN)],
+    "acosh": [(1.0, 0.0), (0.5, NAN), (0.0, NAN), (-1.0, NAN), (-INF, NAN), (INF, INF),
+              (NAN, NAN)],
+    "atanh": [(1.0, INF), (-1.0, -INF), (0.0, 0.0), (-0.0, -0.0), (2.0, NAN), (-2.0, NAN),
+              (INF, NAN), (-INF, NAN), (NAN, NAN)],
+    "log2": [(0.0, -INF), (-0.0, -INF), (-1.0, NAN), (-INF, NAN), (INF, INF), (NAN, NAN),
+             (1.0, 0.0), (8.0, 3.0), (0.25, -2.0), (2.0 ** -140, -140.0)],
+    "log10": [(0.0, -INF), (-0.0, -INF), (-1.0, NAN), (-INF, NAN), (INF, INF), (NAN, NAN),
+              (1.0, 0.0), (10.0, 1.0), (100.0, 2.0), (1e-3, -3.0)],
+    "exp2": [(-INF, 0.0), (INF, INF), (NAN, NAN), (0.0, 1.0), (-0.0, 1.0), (3.0, 8.0),
+             (-2.0, 0.25), (2000.0, INF), (-2000.0, 0.0), (-140.0, 2.0 ** -140)],
 }
 
 
@@ -267,7 +306,7 @@ def test_special_values(op, dtype):
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("op", ["exp", "expm1", "log", "log1p", "tanh", "erf", "sin", "asin",
-                                "atan"])
+                                "atan"] + HYPER_OPS)
 def test_a_nan_comes_back_bit_for_bit(op, dtype):
     """A NaN argument is returned itself, sign and payload included, as numpy's functions
     return it: the NaN also runs through the integer exponent arithmetic on its way (a
@@ -282,6 +321,27 @@ def test_a_nan_comes_back_bit_for_bit(op, dtype):
                          0xFFF8123456789ABC, 0x7FFFFFFFFFFFFFFF], np.uint64)
     x = bits.view(dtype)
     assert np.array_equal(run(op, x).view(bits.dtype), bits)
+
+
+def test_exp2_is_exact_at_integers_and_log2_at_powers_of_two():
+    """Every integer power of two float32 and float64 represent, denormals included."""
+    for dtype, lo, hi in ((np.float32, -149, 128), (np.float64, -1074, 1024)):
+        n = np.arange(lo - 3, hi + 3).astype(dtype)
+        with np.errstate(all="ignore"):
+            want = np.exp2(n.astype(np.float64 if dtype == np.float32 else np.longdouble))
+            want = want.astype(dtype)
+        assert np.array_equal(run("exp2", n), want)
+        powers = run("exp2", n[3:-3])
+        assert np.array_equal(run("log2", powers), n[3:-3])
+
+
+# ---------------------------------------------------------------------------
+# binary: hypot, logaddexp (sampled; benchmarks/vmath_accuracy.py measures more)
+# ---------------------------------------------------------------------------
+
+# logaddexp's error is measured in ULP of max(|result|, 1/2): near a result of 0 the sum
+# max + log1p(exp(-|a-b|)) cancels (VMATH_MAX_ULP's comment)
+_ULP_FLOOR = {"hypot": 0.0, "logaddexp": 0.5}
 
 
 # ---------------------------------------------------------------------------
@@ -374,6 +434,72 @@ HARD_REDUCTIONS = {
     "float64": [6381956970095103 * 2.0 ** 797, 5.319372648326541e+255, 1.5707963267948966,
                 3.141592653589793, 1e22, 1.7976931348623157e308, 710.0, 103993.0],
 }
+
+
+def _binary_inputs(dtype, n=40_000):
+    rng = np.random.default_rng(4)
+    bits = np.uint32 if dtype == np.float32 else np.uint64
+    rand = [rng.integers(0, np.iinfo(bits).max, n, dtype=bits, endpoint=True).view(dtype)
+            for _ in range(2)]
+    dom = [rng.uniform(-40, 40, n).astype(dtype) for _ in range(2)]
+    wide = [(rng.uniform(-1, 1, n) * 10.0 ** rng.uniform(-30, 30, n)).astype(dtype)
+            for _ in range(2)]
+    special = SPECIAL32 if dtype == np.float32 else SPECIAL64
+    grid = [np.repeat(special.astype(dtype), len(special)),
+            np.tile(special.astype(dtype), len(special))]
+    return tuple(np.concatenate(v) for v in zip(rand, dom, wide, grid))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("op", BINARY_OPS)
+def test_binary_accuracy(op, dtype):
+    x, y = _binary_inputs(dtype)
+    got, want = run2(op, x, y), reference(op, x, y)
+    d = ulp_dist(got, want)
+    floor = _ULP_FLOOR[op]
+    low = np.abs(want) < floor
+    with np.errstate(all="ignore"):
+        d[low] = np.abs(got[low].astype(np.float64) - want[low]) / np.spacing(dtype(floor))
+    worst = int(np.argmax(d))
+    assert d[worst] <= V.VMATH_MAX_ULP[(op, np.dtype(dtype).name)], (
+        op, x[worst], y[worst], got[worst], want[worst], d[worst])
+
+
+BINARY_CASES = {
+    "hypot": [(INF, NAN, INF), (NAN, -INF, INF), (-INF, 1.0, INF), (NAN, 1.0, NAN),
+              (0.0, 0.0, 0.0), (-0.0, -0.0, 0.0), (-3.0, 4.0, 5.0), (0.0, -7.0, 7.0),
+              (1e300, 1e300, None), (1e-300, 1e-300, None), (5e-324, 5e-324, None)],
+    "logaddexp": [(-INF, -INF, -INF), (INF, INF, INF), (INF, -INF, INF), (-INF, INF, INF),
+                  (NAN, 1.0, NAN), (1.0, NAN, NAN), (NAN, INF, NAN), (-INF, 3.0, 3.0),
+                  (0.0, 0.0, None), (1000.0, 1000.0, None), (-1000.0, -1000.0, None)],
+}
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("op", BINARY_OPS)
+def test_binary_special_values(op, dtype):
+    """numpy's results, exactly (None: numpy's value of the pair in this dtype)."""
+    with np.errstate(all="ignore"):  # (1e300 is inf in float32)
+        x = np.array([c[0] for c in BINARY_CASES[op]], dtype)
+        y = np.array([c[1] for c in BINARY_CASES[op]], dtype)
+        numpy_says = _NUMPY_REF[op](x, y)
+    want = np.array([numpy_says[i] if c[2] is None else c[2]
+                     for i, c in enumerate(BINARY_CASES[op])], dtype)
+    got = run2(op, x, y)
+    assert np.array_equal(np.isnan(got), np.isnan(want)), (op, x, y, got, want)
+    keep = ~np.isnan(want)
+    assert np.array_equal(got[keep], want[keep]), (op, x, y, got, want)
+
+
+@pytest.mark.parametrize("op", BINARY_OPS)
+def test_binary_kernels_vectorize(op):
+    for dtype, pattern in (("float32", _VEC_F32), ("float64", _VEC_F64)):
+        run2(op, np.zeros(4, dtype), np.zeros(4, dtype))
+        k = kernel2(op, dtype)
+        ir_text = k.inspect_llvm(k.signatures[0])
+        assert pattern.search(ir_text), (op, dtype, "loop not vectorized")
+        assert not _VMATH_CALL.search(ir_text)
+        assert dtype == "float64" or "double" not in ir_text
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])

@@ -10,7 +10,7 @@ import pytest
 from codegen import vmath as V
 
 MODULES = (V.intrinsics, V.constants, V.explog, V.tanh_erf, V.arith, V.divmod, V.intpow,
-           V.trig, V.inverse_trig)
+           V.trig, V.inverse_trig, V.hyperbolic)
 TABLES = {"VMATH", "VMATH_NAMES", "VMATH_MAX_ULP", "VMATH_METHOD", "vmath_name"}
 
 
