@@ -105,6 +105,16 @@ class _Generator:
             return f"array(lr{j})"  # (a fresh array each call, as the caller may keep it)
         return f"v{r}"
 
+    def pool(self, shape, dtype) -> str:
+        """The expression of a per-thread buffer of `shape` and `dtype`, reused every call
+        (for a value that does not escape the program, as a kernel's pooled output)."""
+        self.pooled.append((tuple(shape), dtype))
+        i = len(self.pooled) - 1
+        if self.p.bind is None:
+            return f"bufs[{i}][0]"
+        self.ns[f"P{i}"] = dtype
+        return f"pooled(bufs, {i}, {self.shape(shape)}, P{i})[0]"
+
     def flat_of(self, s) -> str:
         p, lines = self.p, self.lines
         if s not in self.flat_known:

@@ -61,6 +61,13 @@ def matmul(gen, k, step, a, direct, bound) -> bool:
         lines.append(f"    d = dests[{step.dest}] if dests is not None else None")
         lines.append(f"    v{out} = matmul({a[0]}, {a[1]}) if d is None else "
                      f"matmul({a[0]}, {a[1]}, out=d)")
+    elif id(e.out) not in gen.p._escaping and len(e.out.type.shape) >= 2 \
+            and all(x.type.dtype == e.out.type.dtype for x in e.inputs):
+        # A value that stays inside the program: into a buffer reused every call, as a
+        # kernel's pooled output. W9's step spent more time page-faulting fresh matmul
+        # outputs (numpy asks the OS for fresh pages) than multiplying.
+        buf = gen.pool(e.out.type.shape, e.out.type.dtype)
+        lines.append(f"    v{out} = matmul({a[0]}, {a[1]}, out={buf})")
     else:
         lines.append(f"    v{out} = matmul({a[0]}, {a[1]})")
     return True
