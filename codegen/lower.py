@@ -245,8 +245,9 @@ LOWERING: dict[str, Lowering] = {
     "scatter": _NUMPY,
     "scatter_reduce": _NUMPY,
     # eager/ops_conv.py (sliding windows of convolution and pooling)
-    # (im2col stays numpy: its slice copies beat a Numba loop, measured on W8's shapes)
-    "im2col": _NUMPY,
+    # (im2col stays numpy: its slice copies beat a Numba loop, measured on W8's shapes;
+    # inside a program they go into reused buffers)
+    "im2col": Lowering("numpy", inline=runner_forms.im2col),
     "col2im": Lowering("numpy", step_kernel=step_kernels.col2im),
     # eager/dtype_ops.py (Tensor.view(dtype))
     "view_dtype": _NUMPY,

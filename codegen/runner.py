@@ -251,7 +251,10 @@ class _Generator:
         ns[f"p{k}"] = e.params
         if step.kernel is not None:  # its lowering row's Numba kernel (static shapes)
             ns[f"k{k}"], ns[f"T{out}"] = step.kernel, e.out.type.dtype
-            lines.append(f"    v{out} = empty({tuple(e.out.type.shape)}, T{out})")
+            if id(e.out) in p._escaping:
+                lines.append(f"    v{out} = empty({tuple(e.out.type.shape)}, T{out})")
+            else:  # (a buffer reused every call, as a kernel's pooled output)
+                lines.append(f"    v{out} = {self.pool(e.out.type.shape, e.out.type.dtype)}")
             lines.append(f"    k{k}(arg(v{slots[0]}, True), v{out}.reshape(-1))"
                          f"  # {step.kernel_name}")
             return
