@@ -612,6 +612,8 @@ def _module(ks: KernelSource, code: list, parallel: bool, doc: str, helper=()) -
         lines.append(f"    # {ks.arg_names[id(v)]}: {_describe_var(v)}{note}")
     for v in outputs:
         lines.append(f"    # {ks.out_names[id(v)]}: {_describe_var(v)}")
+    for name, local in getattr(ks, "hidden", {}).items():
+        lines.append(f"    {local} = hidden({name})  # (a masked running max vectorizes)")
     lines.extend(code)
     if not code:
         lines.append("    pass")

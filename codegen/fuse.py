@@ -302,11 +302,34 @@ def _place_elementwise(p: Partition, e):
             continue
         if role == "row" and not _row_member_ok(p, g, e):
             continue
+        if not _can_join(p, g, e, role):
+            _hoist_next(p, g, e)
         if _can_join(p, g, e, role):
             _join(p, g, e)
             return
     g = _new_group(p, "elementwise", shape)
     _join(p, g, e)
+
+
+def _hoist_next(p: Partition, g: KernelGroup, e) -> None:
+    """Run the kernel right after `g` before it instead, when `e` reads that kernel's
+    output and that kernel reads nothing `g` computes: then `e` may still join `g`.
+    (Batch norm in eval after a convolution: the bias add opens the full-size kernel,
+    then the per-channel 1/sqrt(var + eps) gets a small kernel of its own; without the
+    swap, (x - mean) stayed in the first kernel and was written out, 1 MiB, for a second
+    full-size kernel to read back.)"""
+    if g.index + 1 >= len(p.steps):
+        return
+    nxt = p.steps[g.index + 1]
+    if not isinstance(nxt, KernelGroup) or nxt.kind != "elementwise" or nxt.parts \
+            or not any(p.group_of.get(id(b)) is nxt for _, b in _deps(p, e)):
+        return
+    for m in nxt.members:
+        for _, b in _deps(p, m):
+            if p.group_of.get(id(b)) is not nxt and p.ready_index(b) >= g.index:
+                return
+    p.steps[g.index], p.steps[nxt.index] = nxt, g
+    g.index, nxt.index = nxt.index, g.index
 
 
 def _row_member_ok(p: Partition, g: KernelGroup, e) -> bool:

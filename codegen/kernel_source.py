@@ -72,6 +72,7 @@ class KernelSource:
         self.outputs = list(group.outputs)
         self.out_names = {id(v): f"out{i}" for i, v in enumerate(self.outputs)}
         self.consts: dict = {}        # (dtype name, repr) -> name
+        self.hidden: dict = {}        # const name -> the local holding it hidden (vmath.hidden)
         self.imports: set = set()
         self.lines: list = []
         # A loop variable whose range is not known at compile time (see ROW_BLOCK_SIZE):
@@ -97,7 +98,15 @@ class KernelSource:
         return f"np.uint64({text})" if self.unknown_range_var in flat.terms else text
 
     # -------------------------------------------------------------- names
-    def const(self, value, dtype) -> str:
+    def const(self, value, dtype, hidden=False) -> str:
+        """The name of a typed constant; with `hidden`, of a local read once before the
+        loops that LLVM cannot see through (see codegen.vmath.hidden)."""
+        if hidden:
+            name = self.const(value, dtype)
+            if np.dtype(dtype).kind != "f":
+                return name
+            self.imports.add(("codegen.vmath", "hidden"))
+            return self.hidden.setdefault(name, f"_o{name[2:]}")
         dtype = np.dtype(dtype)
         v = np.array(value, dtype=dtype).item()
         if dtype.kind == "f":

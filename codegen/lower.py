@@ -97,7 +97,8 @@ def _cast(e, args, imports, const):
 
 
 def _tril_fill(e, args, imports, const, row, col):
-    fill = const(e.params["value"], e.out.type.dtype)
+    # (hidden: so that a running maximum over the filled rows vectorizes, vmath.hidden)
+    fill = const(e.params["value"], e.out.type.dtype, hidden=True)
     return f"({args[0]} if ({col}) - ({row}) <= {int(e.params['diagonal'])} else {fill})"
 
 
@@ -256,8 +257,9 @@ LOWERING: dict[str, Lowering] = {
     "scatter": _NUMPY,
     "scatter_reduce": _NUMPY,
     # eager/ops_conv.py (sliding windows of convolution and pooling)
-    # (im2col stays numpy: its slice copies beat a Numba loop, measured on W8's shapes)
-    "im2col": _NUMPY,
+    # (im2col stays numpy: its slice copies beat a Numba loop, measured on W8's shapes;
+    # inside a program they go into reused buffers)
+    "im2col": Lowering("numpy", inline=runner_forms.im2col),
     "col2im": Lowering("numpy", step_kernel=step_kernels.col2im),
     # eager/dtype_ops.py (Tensor.view(dtype)), eager/strided_ops.py: strided views, copied
     "view_dtype": Lowering("numpy", inline=runner_forms.copied_view),

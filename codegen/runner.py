@@ -105,6 +105,16 @@ class _Generator:
             return f"array(lr{j})"  # (a fresh array each call, as the caller may keep it)
         return f"v{r}"
 
+    def pool(self, shape, dtype) -> str:
+        """The expression of a per-thread buffer of `shape` and `dtype`, reused every call
+        (for a value that does not escape the program, as a kernel's pooled output)."""
+        self.pooled.append((tuple(shape), dtype))
+        i = len(self.pooled) - 1
+        if self.p.bind is None:
+            return f"bufs[{i}][0]"
+        self.ns[f"P{i}"] = dtype
+        return f"pooled(bufs, {i}, {self.shape(shape)}, P{i})[0]"
+
     def flat_of(self, s) -> str:
         p, lines = self.p, self.lines
         if s not in self.flat_known:
@@ -243,7 +253,10 @@ class _Generator:
         ns[f"p{k}"] = e.params
         if step.kernel is not None:  # its lowering row's Numba kernel (static shapes)
             ns[f"k{k}"], ns[f"T{out}"] = step.kernel, e.out.type.dtype
-            lines.append(f"    v{out} = empty({tuple(e.out.type.shape)}, T{out})")
+            if id(e.out) in p._escaping:
+                lines.append(f"    v{out} = empty({tuple(e.out.type.shape)}, T{out})")
+            else:  # (a buffer reused every call, as a kernel's pooled output)
+                lines.append(f"    v{out} = {self.pool(e.out.type.shape, e.out.type.dtype)}")
             lines.append(f"    k{k}(arg(v{slots[0]}, True), v{out}.reshape(-1))"
                          f"  # {step.kernel_name}")
             return

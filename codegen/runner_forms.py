@@ -16,6 +16,7 @@ import math
 import numpy as np
 
 from eager.dtypes import is_half
+from eager.ops_conv import im2col_padded_shape
 from tracer.ir import Var
 
 
@@ -32,8 +33,34 @@ def permute(gen, k, step, a, direct, bound) -> bool:
 def reshape(gen, k, step, a, direct, bound) -> bool:
     if not direct:
         return False
-    gen.lines.append(f"    v{step.out} = {a[0]}.reshape({tuple(step.eqn.params['shape'])})")
+    e, shape = step.eqn, tuple(step.eqn.params["shape"])
+    if _RESHAPE_COPY_KW and _stays_inside(gen, e.out) \
+            and math.prod(shape) * np.dtype(e.out.type.dtype).itemsize >= _REUSE_MIN_BYTES:
+        # A reshape numpy can only make by copying (of a permuted value: W8's pooling
+        # windows, its convolution gradients' layout changes) copies into a reused buffer
+        # rather than fresh memory; one it can make as a view stays a view.
+        gen.ns["reshape_into"] = _reshape_into
+        buf = gen.pool(shape, e.out.type.dtype)
+        gen.lines.append(f"    v{step.out} = reshape_into({a[0]}, {shape}, {buf})")
+        return True
+    gen.lines.append(f"    v{step.out} = {a[0]}.reshape({shape})")
     return True
+
+
+# ndarray.reshape(copy=False) (numpy 2.1) raises where only a copy would do.
+_RESHAPE_COPY_KW = np.lib.NumpyVersion(np.__version__) >= "2.1.0"
+# Below this a fresh array comes from numpy's or glibc's caches: nothing to save.
+_REUSE_MIN_BYTES = 1 << 15
+
+
+def _reshape_into(a, shape, buf):
+    """`a.reshape(shape)`: a view of `a` where one exists, else a copy written into `buf`
+    (C-contiguous, of `shape`)."""
+    try:
+        return a.reshape(shape, copy=False)
+    except ValueError:
+        np.copyto(buf.reshape(a.shape), a)
+        return buf
 
 
 def gather(gen, k, step, a, direct, bound) -> bool:
@@ -62,8 +89,38 @@ def matmul(gen, k, step, a, direct, bound) -> bool:
         lines.append(f"    d = dests[{step.dest}] if dests is not None else None")
         lines.append(f"    v{out} = matmul({a[0]}, {a[1]}) if d is None else "
                      f"matmul({a[0]}, {a[1]}, out=d)")
+    elif id(e.out) not in gen.p._escaping and len(e.out.type.shape) >= 2 \
+            and all(x.type.dtype == e.out.type.dtype for x in e.inputs):
+        # A value that stays inside the program: into a buffer reused every call, as a
+        # kernel's pooled output. W9's step spent more time page-faulting fresh matmul
+        # outputs (numpy asks the OS for fresh pages) than multiplying.
+        buf = gen.pool(e.out.type.shape, e.out.type.dtype)
+        lines.append(f"    v{out} = matmul({a[0]}, {a[1]}, out={buf})")
     else:
         lines.append(f"    v{out} = matmul({a[0]}, {a[1]})")
+    return True
+
+
+def _stays_inside(gen, v) -> bool:
+    """Whether value `v` has a static shape and does not leave the program (so a buffer
+    reused every call may hold it, as a kernel's pooled output)."""
+    return id(v) not in gen.p._escaping \
+        and all(isinstance(d, int) for d in v.type.shape)
+
+
+def im2col(gen, k, step, a, direct, bound) -> bool:
+    """The registry's im2col, writing the columns (and the padded copy) into reused
+    buffers: into fresh memory, W8's two im2col steps took 1.4-1.8 ms each (page faults),
+    over 4x what the copies cost."""
+    e = step.eqn
+    if not direct or not _stays_inside(gen, e.out) \
+            or not all(isinstance(d, int) for d in e.inputs[0].type.shape):
+        return False
+    dtype = e.out.type.dtype
+    padded = im2col_padded_shape(tuple(e.inputs[0].type.shape), e.params["pad"])
+    extra = f", padded={gen.pool(padded, dtype)}" if padded is not None else ""
+    gen.lines.append(f"    v{step.out} = op{k}({a[0]}, out={gen.pool(e.out.type.shape, dtype)}"
+                     f"{extra}, **p{k})  # im2col into reused buffers")
     return True
 
 

@@ -82,18 +82,33 @@ def _col2im_infer(cols, shape, kernel, stride, dilation, pad):
     return TensorType((cols.shape[1 + nd], cols.shape[0]) + tuple(shape), cols.dtype)
 
 
-def _im2col_impl(x, kernel, stride, dilation, pad, fill):
+def im2col_padded_shape(shape, pad) -> tuple | None:
+    """The shape of im2col's padded copy (C, N, *padded spatial) of an input of `shape`,
+    or None when nothing is padded."""
+    if not any(lo or hi for lo, hi in pad):
+        return None
+    n, c = shape[:2]
+    return (c, n) + tuple(s + lo + hi for s, (lo, hi) in zip(shape[2:], pad))
+
+
+def _im2col_impl(x, kernel, stride, dilation, pad, fill, out=None, padded=None):
+    """`out` and `padded` (of im2col_padded_shape), when given, are arrays of x's dtype
+    to write the columns and the padded copy into (a compiled program's reused buffers)."""
     n, c = x.shape[:2]
     spatial = x.shape[2:]
     out_sizes = _out_sizes(spatial, kernel, stride, dilation, pad)
     xt = x.transpose((1, 0) + tuple(range(2, x.ndim)))  # (C, N, *spatial): a view
-    if any(lo or hi for lo, hi in pad):
-        padded = np.full((c, n) + tuple(s + lo + hi for s, (lo, hi) in zip(spatial, pad)),
-                         fill, x.dtype)
+    padded_shape = im2col_padded_shape(x.shape, pad)
+    if padded_shape is not None:
+        if padded is None:
+            padded = np.full(padded_shape, fill, x.dtype)
+        else:
+            padded.fill(fill)
         padded[(slice(None), slice(None))
                + tuple(slice(lo, lo + s) for s, (lo, _) in zip(spatial, pad))] = xt
         xt = padded
-    cols = np.empty((c,) + tuple(kernel) + (n,) + out_sizes, x.dtype)
+    cols = out if out is not None else np.empty((c,) + tuple(kernel) + (n,) + out_sizes,
+                                                x.dtype)
     for offsets in itertools.product(*(range(k) for k in kernel)):
         src = xt[(slice(None), slice(None)) + _window_slices(offsets, stride, dilation,
                                                               out_sizes)]
@@ -141,4 +156,4 @@ register("col2im", "indexing", 1, _col2im_impl, _col2im_infer,
          doc="Columns (C, *kernel, N, *out) summed back onto (N, C, *shape): im2col's "
              "transpose (F.fold, transposed convolution).")
 
-__all__ = ["im2col", "col2im", "window_count"]
+__all__ = ["im2col", "col2im", "im2col_padded_shape", "window_count"]

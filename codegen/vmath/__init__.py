@@ -58,6 +58,8 @@ Design notes
   NaN rule), for running maxima that vectorize without ``nnan``.
 * ``trip_count(n)`` is ``n`` hidden from LLVM, so that a long row loop is not unrolled
   completely (see its docstring).
+* ``hidden(x)`` is a float hidden from LLVM, read once before a kernel's loops: a masked
+  running maximum over a constant fill then vectorizes (see its docstring).
 * ``stream_copy(dst, start, src, n)`` copies a small (L1-resident) buffer to
   ``dst[start:start + n]`` with non-temporal (streaming) vector stores, and
   ``store_fence()`` orders them; for large kernel outputs (see their docstrings).
@@ -198,7 +200,8 @@ coefficients were rounded to float32 one at a time, re-fitting the rest).
 Layout (``codegen.vmath`` re-exports every name in ``__all__``; kernels import from it)
 ---------------------------------------------------------------------------------------
 * ``intrinsics.py``: ``_vjit`` (how each function is compiled), the llvmlite intrinsics
-  (bit-level helpers, ``maximum``, ``trip_count``, ``stream_copy``, ``store_fence``);
+  (bit-level helpers, ``maximum``, ``trip_count``, ``hidden``, ``stream_copy``,
+  ``store_fence``);
 * ``constants.py``: typed constants and polynomial coefficients;
 * ``explog.py``: exp, expm1, log, log1p, log2, log10, exp2, logaddexp;
 * ``hyperbolic.py``: sinh, cosh, asinh, acosh, atanh, hypot;
@@ -225,6 +228,7 @@ from .intpow import pow_uint64
 from .inverse_trig import (acos_f32, acos_f64, asin_f32, asin_f64, atan2_f32, atan2_f64,
                            atan_f32, atan_f64)
 from .intrinsics import FASTMATH_FLAGS, maximum, store_fence, stream_copy, trip_count
+from .intrinsics import hidden
 from .tanh_erf import erf_f32, erf_f64, sigmoid_f32, sigmoid_f64, tanh_f32, tanh_f64
 from .trig import cos_f32, cos_f64, sin_f32, sin_f64, tan_f32, tan_f64
 
@@ -242,6 +246,7 @@ __all__ = [
     "remainder_float", "pow_uint64",
     "sin_f32", "sin_f64", "cos_f32", "cos_f64", "tan_f32", "tan_f64", "asin_f32", "asin_f64",
     "acos_f32", "acos_f64", "atan_f32", "atan_f64", "atan2_f32", "atan2_f64",
+    "hidden",
     "VMATH", "VMATH_NAMES", "VMATH_MAX_ULP", "VMATH_METHOD", "vmath_name",
     "FASTMATH_FLAGS",
 ]
@@ -425,6 +430,9 @@ if _numba_config.DISABLE_JIT:  # pragma: no cover - exercised by a subprocess te
 
     def trip_count(n):  # the stand-in for the intrinsic
         return n
+
+    def hidden(x):  # the stand-in for the intrinsic
+        return x
 
     def stream_copy(dst, start, src, n):  # plain stores stand in for streaming ones
         dst[start:start + n] = src[:n]

@@ -5,6 +5,9 @@ Lowering: `im2col` (eager/ops_conv.py) lays the input's windows out as columns
 (O, C*K) with the columns (C*K, N*L) (per group: a batched product over groups), and a
 view back to (N, O, *out); the bias add fuses into the consumer's elementwise kernel.  A
 transposed convolution is the transpose of that: the product W^T @ x, then `col2im`.
+Measured on W8's shapes (one thread, forward), im2col + one BLAS call beat a direct Numba
+loop nest at both: 1 -> 6 channels 0.55 ms against 1.0 ms, 6 -> 16 0.91 ms against 4.8
+ms; so every shape takes this one lowering (no per-shape choice at build time).
 
 >>> import eager, eager.nn.functional as F
 >>> F.conv2d(eager.ones(1, 1, 3, 3), eager.ones(1, 1, 2, 2)).shape

@@ -1,0 +1,114 @@
+"""Where a compiled workload's time goes: CPU time per step of its program.
+
+    python -m benchmarks.step_profile W9 [--calls 20] [--top 25]
+
+Builds the workload compiled (benchmarks.workloads), warms it up, then runs its
+program through the observing runner (the same generated lines as every call, with a
+note after each step: codegen.runner.generate(observe=True)) and records the thread CPU
+time between notes. Prints per call the median total, the time per kind of step (BLAS
+products, kernels, numpy steps by op, views that copy) and the slowest steps with their
+operand shapes. Thread CPU time, not wall time, so that other jobs on a shared machine
+move the figures less; run with OPENBLAS_NUM_THREADS=1 NUMBA_NUM_THREADS=1 to see all of
+the work on this thread (BLAS's and the kernels' worker threads are not counted).
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import time
+
+import numpy as np
+
+
+def _program(runner):
+    """The program of the workload's largest trace (a training step's)."""
+    fn = runner.function
+    traces = [c for bucket in fn._cache.values()
+              for c in (bucket if isinstance(bucket, list) else [bucket])]
+    return max(traces, key=lambda c: len(getattr(c.program, "steps", ()))).program
+
+
+def profile(key: str, calls: int = 20) -> tuple:
+    """(program, {step index: median seconds}, median seconds per call)."""
+    from codegen import runner as codegen_runner
+
+    from .workloads import WORKLOADS, build_compiled
+
+    w = WORKLOADS[key]
+    run = build_compiled(w, w.inputs())
+    run.call()
+    run.call()
+    program = _program(run)
+    step_of = {}
+    for i, step in enumerate(program.steps):
+        for slot in codegen_runner._writes(step):
+            step_of.setdefault(slot, i)
+    observed = codegen_runner.generate(program, observe=True)[1]
+    times = collections.defaultdict(list)
+    state = {}
+
+    def note(slot, value):
+        i = step_of[slot]
+        if state["step"] != i:  # (a step writing several values is noted once)
+            times[i].append(time.thread_time() - state["t"])
+            state["step"] = i
+        state["t"] = time.thread_time()
+
+    def timed(args, dests=None):
+        state["t"], state["step"] = time.thread_time(), None
+        return observed(args, note, dests)
+    plain = program._run
+    program._run = timed
+    try:
+        totals = []
+        for _ in range(calls):
+            t = time.thread_time()
+            run.call()
+            totals.append(time.thread_time() - t)
+    finally:
+        program._run = plain
+    return program, {i: float(np.median(v)) for i, v in times.items()}, float(np.median(totals))
+
+
+def _kind(step) -> str:
+    from codegen.steps import NumpyStep
+
+    if isinstance(step, NumpyStep):
+        return f"{step.how} {step.eqn.op}"
+    return type(step).__name__
+
+
+def _shapes(step) -> str:
+    eqn = getattr(step, "eqn", None)
+    if eqn is None:
+        return ""
+    ins = ", ".join(str(list(x.type.shape)) for x in eqn.inputs if hasattr(x, "type"))
+    return f"   {ins} -> {list(eqn.out.type.shape)}"
+
+
+def main(argv=None) -> None:
+    from codegen.steps import step_text
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("workload")
+    parser.add_argument("--calls", type=int, default=20)
+    parser.add_argument("--top", type=int, default=25)
+    args = parser.parse_args(argv)
+    program, med, total = profile(args.workload, args.calls)
+    steps = program.steps
+    print(f"{args.workload}: {total * 1e3:.2f} ms thread CPU per observed call; steps sum to "
+          f"{sum(med.values()) * 1e3:.2f} ms; {len(steps)} steps, {len(program.kernels)} "
+          f"kernels")
+    by_kind = collections.Counter()
+    for i, step in enumerate(steps):
+        by_kind[_kind(step)] += med.get(i, 0.0)
+    for kind, seconds in by_kind.most_common():
+        print(f"  {seconds * 1e3:8.3f} ms  {kind}")
+    print("slowest steps:")
+    for i in sorted(med, key=lambda i: -med[i])[:args.top]:
+        print(f"  {med[i] * 1e3:8.3f} ms  [{i}] {step_text(steps[i], program._name)[:110]}"
+              f"{_shapes(steps[i])}")
+
+
+if __name__ == "__main__":
+    main()
