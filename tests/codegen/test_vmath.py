@@ -495,7 +495,7 @@ def test_binary_special_values(op, dtype):
 def test_binary_kernels_vectorize(op):
     for dtype, pattern in (("float32", _VEC_F32), ("float64", _VEC_F64)):
         run2(op, np.zeros(4, dtype), np.zeros(4, dtype))
-        k = kernel2(op, dtype)
+        k = kernel2(op, dtype, True)
         ir_text = k.inspect_llvm(k.signatures[0])
         assert pattern.search(ir_text), (op, dtype, "loop not vectorized")
         assert not _VMATH_CALL.search(ir_text)
