@@ -249,8 +249,11 @@ def check_sampled(op: str, every: int) -> dict:
 
 
 def main(argv=None) -> int:
-    ops = (argv if argv is not None else sys.argv[1:]) or [
-        op for (op, dt) in V.VMATH_MAX_ULP if dt == "float32"]
+    argv = list(argv if argv is not None else sys.argv[1:])
+    every = 1
+    if argv and argv[0].startswith("--every="):   # a sample: 1/N of the inputs (fused ops)
+        every = int(argv.pop(0).split("=", 1)[1])
+    ops = argv or [op for (op, dt) in V.VMATH_MAX_ULP if dt == "float32"]
     failed = False
     for op in ops:
         t0 = time.perf_counter()
