@@ -131,6 +131,7 @@ def test_max_pool_nan_windows_and_unpool_duplicates_compiled(backend):
     import sys
 
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "eager"))
+    import opinfo  # noqa: F401 - first: opinfo_conv imports it, and it imports opinfo_conv
     from opinfo_conv import max_pool_nan_cases
 
     pools = {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}
