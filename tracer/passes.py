@@ -35,6 +35,7 @@ from eager.ops import OPS
 
 from . import logs
 from .ir import Eqn, Graph, Literal, Var, VerifyError, infer_eqn, verify
+from .product_sums import sum_products
 
 MAX_FOLD_SIZE = 4096  # largest non-0-d result (in elements) that constant folding materializes
 
@@ -442,6 +443,7 @@ def _transposed(x, loc) -> Eqn:
 
 PIPELINE = (
     ("transpose_products", transpose_products),
+    ("sum_products", sum_products),
     ("simplify", simplify),
     ("fold_constants", fold_constants),
     ("cse", cse),
