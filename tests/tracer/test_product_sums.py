@@ -119,3 +119,48 @@ def test_float32_difference_at_w10_shapes_is_a_few_ulp():
     assert np.abs(got - exact).max() / scale < 2e-6
     assert np.abs(want - exact).max() / scale < 2e-6
     assert np.abs(got - want).max() / scale < 4e-6
+
+
+@pytest.mark.parametrize("mode", ["RNN", "GRU", "LSTM", "LSTMCell"])
+def test_recurrent_weight_gradients_are_one_product_each(mode):
+    """RNN/GRU/LSTM layers (bidirectional: each direction's W_hh) and a loop of LSTMCells
+    (W_ih and W_hh both read at every step): one weight-gradient product per weight."""
+    L, B, HIN, H = 3, 3, 4, 6
+    eager.manual_seed(1)
+    rng = np.random.default_rng(4)
+    x = eager.tensor(rng.standard_normal((L, B, HIN)).astype(np.float32))
+    if mode == "LSTMCell":
+        m = nn.LSTMCell(HIN, H)
+
+        def forward(x):
+            h = c = eager.zeros(B, H)
+            outs = []
+            for xt in x.unbind(0):
+                h, c = m(xt, (h, c))
+                outs.append(h)
+            return eager.stack(outs, 0)
+    else:
+        m = getattr(nn, mode)(HIN, H, bidirectional=True)
+
+        def forward(x):
+            return m(x)[0]
+
+    def step(x):
+        out = forward(x)
+        (out * out).sum().backward()
+        return out.detach()
+
+    grads = []
+    f = tracer.function(step, backend="interpret")
+    for run in (step, f):
+        m.zero_grad()
+        run(x)
+        grads.append({n: _np(p.grad).copy() for n, p in m.named_parameters()})
+    for name in grads[0]:
+        np.testing.assert_allclose(grads[1][name], grads[0][name], rtol=1e-5, atol=1e-6,
+                                   err_msg=name)
+    weights = [p for n, p in m.named_parameters() if n.startswith("weight")]
+    graph = f.get_concrete_function(x).graph
+    products = [e for e in graph.eqns if e.op == "matmul"
+                and any(tuple(e.out.type.shape) == tuple(w.shape) for w in weights)]
+    assert len(products) == len(weights), graph
