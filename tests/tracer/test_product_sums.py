@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import eager
-import eager.nn as nn
 import tracer
+from eager import nn
 from tracer.passes import optimize
 from tracer.product_sums import sum_products
 
@@ -84,7 +84,7 @@ def test_lstm_weight_hh_gradient_is_one_product_and_matches_eager(backend):
     x = eager.tensor(rng.standard_normal((L, B, HIN)).astype(np.float32))
 
     def step(x):
-        out, (h, c) = m(x)
+        out, (_, c) = m(x)
         (out.sum() + (c * c).sum()).backward()
         return out.detach()
 
