@@ -16,6 +16,7 @@ from tracer import logs
 from tracer.ir import Graph
 from tracer.symbolic import SymbolicDimError, binder, graph_dims, substitute_graph
 
+from . import heap
 from .fallback import FallbackWarning
 from .program import Kernel, Program
 
@@ -69,6 +70,7 @@ class PerSizeProgram:
 
 def compile_numba(graph: Graph):
     """The 'numba' backend: `graph`'s executable, `program(args, dests=None)` -> results."""
+    heap.keep_freed_memory()  # (once per process: see codegen/heap.py)
     try:
         program = Program(graph)
     except SymbolicDimError as exc:

@@ -59,6 +59,9 @@ ALLOWED = {
        for op in ("sin", "cos", "tan", "asin", "acos", "atan", "atan2")},
     **{("codegen/fuse.py", op): "which views fuse into a kernel's index arithmetic"
        for op in ("reshape", "broadcast_to")},
+    **{("tracer/product_sums.py", op): "the sum-of-products rewrite: a rule between add and "
+                                       "matmul, and the cat/permute/reshape it writes"
+       for op in ("add", "matmul", "cat", "permute", "reshape")},
 }
 
 

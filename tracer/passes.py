@@ -8,8 +8,9 @@ prints on its own:
     >>> g2 = simplify(g)           # x*1 -> x, reshape(reshape x) -> reshape x, ...
     >>> print(dce(cse(g2)))
 
-`optimize(graph)` runs the pipeline (simplify, fold_constants, cse, dce) to a
-fixed point and verifies the result.  With `TRACER_LOGS=passes` it logs the IR
+`optimize(graph)` runs the pipeline (transpose_products, sum_products - in
+product_sums.py -, simplify, fold_constants, cse, dce) to a fixed point and
+verifies the result.  With `TRACER_LOGS=passes` it logs the IR
 before and after every pass that changed something.
 
 Shared conventions:
@@ -35,6 +36,7 @@ from eager.ops import OPS
 
 from . import logs
 from .ir import Eqn, Graph, Literal, Var, VerifyError, infer_eqn, verify
+from .product_sums import sum_products
 
 MAX_FOLD_SIZE = 4096  # largest non-0-d result (in elements) that constant folding materializes
 
@@ -442,6 +444,7 @@ def _transposed(x, loc) -> Eqn:
 
 PIPELINE = (
     ("transpose_products", transpose_products),
+    ("sum_products", sum_products),
     ("simplify", simplify),
     ("fold_constants", fold_constants),
     ("cse", cse),
@@ -493,4 +496,4 @@ def _describe(step: PassStep) -> str:
 
 
 __all__ = ["MAX_FOLD_SIZE", "PIPELINE", "PassStep", "cse", "dce", "fold_constants",
-           "optimize", "simplify"]
+           "optimize", "simplify", "sum_products"]

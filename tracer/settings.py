@@ -125,6 +125,12 @@ PRELOAD_BLAS = Flag("TRACEJIT_PRELOAD_BLAS", "1",
                     "before Numba's set-up, load scipy.linalg.cython_blas alone (with a "
                     "sys.meta_path finder that attaches it to scipy.linalg later); "
                     "0: Numba imports scipy.linalg itself")
+KEEP_HEAP = Flag("TRACEJIT_KEEP_HEAP", "1",
+                 "glibc: at the first numba compile, set malloc's mmap threshold to 32 MiB "
+                 "and its trim threshold to 64 MiB, so arrays freed at the end of a call are "
+                 "reused by the next one instead of being returned to the OS and "
+                 "page-faulted in again (not when MALLOC_*_ or GLIBC_TUNABLES are set); "
+                 "0: glibc's defaults")
 THREADING_LAYER = Setting("TRACEJIT_THREADING_LAYER", "workqueue",
                           "the Numba threading layer tracejit picks unless "
                           "NUMBA_THREADING_LAYER is set; 0: leave Numba's own choice")
@@ -134,7 +140,7 @@ NUMBA_VARIABLES = ("NUMBA_THREADING_LAYER", "NUMBA_NUM_THREADS", "NUMBA_DISABLE_
 
 TABLE = (LOGS, CHECK, CACHE_DIR, CACHE_MAX_BYTES, FAST_CACHE_LOAD, COMPILE_AHEAD,
          AUTOTUNE_MATMUL, PARALLEL_MIN_SIZE, STREAM_MIN_BYTES, OUTPUT_POOL_MIN_BYTES, GC_HOLD,
-         PRELOAD_BLAS, THREADING_LAYER)
+         PRELOAD_BLAS, KEEP_HEAP, THREADING_LAYER)
 
 
 def threading_layer() -> "str | None":
