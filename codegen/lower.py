@@ -47,8 +47,8 @@ class Lowering:
     # is f(eqn, args, imports, const, row, col) with the rendered indices of the last two
     # dims (kernels keep the loop nest for it, never one flat loop)
     positions: bool = False
-    # numpy: f(eqn) -> the source of a Numba module whose `kernel(in0, out0)` computes this
-    # equation (codegen.step_kernels), or None where the numpy implementation serves
+    # numpy: f(eqn) -> the source of a Numba module whose `kernel(in0, ..., out0)` computes
+    # this equation (codegen.step_kernels), or None where the numpy implementation serves
     step_kernel: Callable | None = None
     # numpy/blas/view: f(gen, k, step, operands, direct, bound) -> bool writing the runner's
     # lines for this step in place of calling the implementation (codegen.runner_forms)
@@ -241,7 +241,7 @@ LOWERING: dict[str, Lowering] = {
     "check_nonzero": _NUMPY,
     "gather": Lowering("numpy", inline=runner_forms.gather),
     "scatter_add": Lowering("numpy", inline=runner_forms.scatter_add,
-                            unique_positions=True),
+                            step_kernel=step_kernels.scatter_add, unique_positions=True),
     "scatter_slice": _NUMPY,
     "slice_update": _NUMPY,
     "cat": _NUMPY,

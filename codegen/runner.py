@@ -257,7 +257,10 @@ class _Generator:
                 lines.append(f"    v{out} = empty({tuple(e.out.type.shape)}, T{out})")
             else:  # (a buffer reused every call, as a kernel's pooled output)
                 lines.append(f"    v{out} = {self.pool(e.out.type.shape, e.out.type.dtype)}")
-            lines.append(f"    k{k}(arg(v{slots[0]}, True), v{out}.reshape(-1))"
+            ins = "".join(f"arg(v{s}, True), " for s in slots)
+            # (a kernel that refuses its inputs returns true: the implementation raises)
+            lines.append(f"    if k{k}({ins}v{out}.reshape(-1)): "
+                         f"op{k}({', '.join(f'v{s}' for s in slots)}, **p{k})"
                          f"  # {step.kernel_name}")
             return
         bound = p.bind is not None and any(param_has_dims(v) for v in e.params.values())
