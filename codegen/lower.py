@@ -244,7 +244,7 @@ LOWERING: dict[str, Lowering] = {
                             step_kernel=step_kernels.scatter_add, unique_positions=True),
     "scatter_slice": _NUMPY,
     "slice_update": _NUMPY,
-    "cat": _NUMPY,
+    "cat": Lowering("numpy", inline=runner_forms.cat),
     "uniform": _NUMPY,
     "normal": _NUMPY,
     "randint": _NUMPY,

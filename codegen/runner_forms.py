@@ -80,12 +80,164 @@ def scatter_add(gen, k, step, a, direct, bound) -> bool:
     return True
 
 
+def cat(gen, k, step, a, direct, bound) -> bool:
+    """np.concatenate into a C-ordered reused buffer (fresh memory for a value that leaves
+    the program) rather than into memory laid out as the pieces are. When the result's one
+    reader is a permute, the buffer is laid out in the permuted order (_cat_plan): the
+    permuted value is C-ordered, so the reshapes and kernels after it read it without
+    copying, and pieces made by a BLAS product were written in place by the product."""
+    e = step.eqn
+    if not direct or not all(isinstance(d, int) for d in e.out.type.shape):
+        return False
+    gen.ns["concatenate"], gen.ns["copyto"] = np.concatenate, np.copyto
+    planned = _cat_plan(gen)["cats"].get(step.out)
+    if planned is not None:
+        dest, pieces = planned
+        for j, view in pieces.items():
+            if view is None:
+                continue  # written in place by its product
+            gen.lines.append(f"    copyto({view}, {a[j]})")
+        gen.lines.append(f"    v{step.out} = {dest}  # cat, laid out for the permute that "
+                         f"reads it ({sum(v is None for v in pieces.values())} of "
+                         f"{len(pieces)} pieces written in place)")
+        return True
+    shape, dtype = tuple(e.out.type.shape), e.out.type.dtype
+    if _stays_inside(gen, e.out):
+        buf = gen.pool(shape, dtype)
+    else:
+        gen.ns[f"t{step.out}"] = (shape, dtype)
+        buf = f"empty(*t{step.out})"
+    gen.lines.append(f"    v{step.out} = concatenate(({''.join(x + ', ' for x in a)}), "
+                     f"axis={int(e.params['axis'])}, out={buf})")
+    return True
+
+
+def _cat_plan(gen) -> dict:
+    """The cats whose only reader is a permute, laid out in the permuted order: W9's
+    attention backward cats the q, k, v gradients to [3,B,H,T,D], permutes them to
+    [B,T,3,H,D] and reshapes that to [B*T,3*H*D] for the products; laid out as
+    [B,T,3,H,D] the reshapes are views (they were two 0.1 ms copies per layer), and each
+    gradient, a batched product, is written by BLAS straight into its place (each
+    [T,D] block of the cat's buffer is a matrix with a row stride: no copy at all).
+
+    {"cats": {cat slot: (its value's expression, {piece j: the expression of its place,
+    or None where its product writes it})}, "into": {product slot: its place}}. Made once
+    per runner, when the first cat or product asks."""
+    plan = gen.__dict__.get("_cat_plan")
+    if plan is not None:
+        return plan
+    plan = gen._cat_plan = {"cats": {}, "into": {}}
+    p = gen.p
+    if p.bind is not None:
+        return plan
+    readers, producer = {}, {}
+    for st in p.steps:
+        for s in _reads(st):
+            readers.setdefault(s, []).append(st)
+        for s in _written(st):
+            producer[s] = st
+    for st in p.steps:
+        e = getattr(st, "eqn", None)
+        if e is None or e.op != "cat" or getattr(st, "how", "") != "numpy" \
+                or not all(isinstance(x, int) for x in st.inputs) \
+                or not _stays_inside(gen, e.out) or st.out in p.results:
+            continue
+        users = readers.get(st.out, [])
+        if len(users) != 1 or getattr(users[0], "eqn", None) is None \
+                or users[0].eqn.op != "permute" or users[0].how != "view":
+            continue
+        perm = tuple(int(i) for i in users[0].eqn.params["perm"])
+        shape, dtype = tuple(e.out.type.shape), e.out.type.dtype
+        inv = tuple(int(i) for i in np.argsort(perm))
+        dest = f"{gen.pool(tuple(shape[i] for i in perm), dtype)}.transpose({inv})"
+        if perm == (1, 0):
+            gen.fortran.add(st.out)  # (its transpose, the permute, is C-ordered)
+        witness = _c_witness(tuple(shape[i] for i in perm), np.dtype(dtype).itemsize)
+        witness = witness.transpose(inv)
+        axis, start, pieces = int(e.params["axis"]) % len(shape), 0, {}
+        for j, (x, s) in enumerate(zip(e.inputs, st.inputs)):
+            size = x.type.shape[axis]
+            index = (slice(None),) * axis + (slice(start, start + size),)
+            start += size
+            text = ", ".join(":" for _ in range(axis)) + (", " if axis else "")
+            view = f"{dest}[{text}{index[axis].start}:{index[axis].stop}]"
+            pieces[j] = view
+            m = _product_into(gen, s, readers, producer, witness[index])
+            if m is not None:
+                plan["into"][m[0]] = f"{view}.reshape({m[1]})"
+                pieces[j] = None
+        plan["cats"][st.out] = (dest, pieces)
+    return plan
+
+
+def _product_into(gen, s, readers, producer, place):
+    """(slot, shape) of the BLAS product that makes piece `s` of a planned cat (directly or
+    through one reshape), when it can write into `place` (a witness of the piece's place in
+    the cat's buffer) as a view and nothing else reads it; else None."""
+    st = producer.get(s)
+    if len(readers.get(s, [])) != 1 or st is None or getattr(st, "eqn", None) is None:
+        return None
+    if st.eqn.op == "reshape" and st.how == "view" and isinstance(st.inputs[0], int):
+        m = st.inputs[0]
+        if len(readers.get(m, [])) != 1:
+            return None
+        st = producer.get(m)
+        if st is None or getattr(st, "eqn", None) is None:
+            return None
+    e = st.eqn
+    if e.op != "matmul" or st.how != "blas" or st.dest >= 0 \
+            or not all(isinstance(x, int) for x in st.inputs) or not _stays_inside(gen, e.out) \
+            or e.out.type.dtype not in (np.float32, np.float64) \
+            or any(x.type.dtype != e.out.type.dtype for x in e.inputs) \
+            or len(e.out.type.shape) < 2:
+        return None
+    shape = tuple(e.out.type.shape)
+    try:
+        view = place.reshape(shape, copy=False) if _RESHAPE_COPY_KW else None
+    except ValueError:
+        return None
+    # BLAS writes each matrix with a row stride (numpy's matmul checks it can)
+    size = np.dtype(e.out.type.dtype).itemsize
+    if view is None or view.strides[-1] != size or view.strides[-2] < shape[-1] * size:
+        return None
+    return st.out, shape
+
+
+def _c_witness(shape, itemsize):
+    """A read-only array of `shape` with C strides over one byte (never read): numpy's
+    view arithmetic without the memory."""
+    strides, step = [], itemsize
+    for d in reversed(shape):
+        strides.append(step)
+        step *= max(d, 1)
+    return np.lib.stride_tricks.as_strided(np.zeros(1, np.int8), shape=shape,
+                                           strides=tuple(reversed(strides)), writeable=False)
+
+
+def _written(st) -> list:
+    """The slots a step writes (a kernel's outputs are KernelOut records)."""
+    if hasattr(st, "out"):
+        return [st.out]
+    return [o if isinstance(o, int) else o.slot for o in st.outs]
+
+
+def _reads(st) -> list:
+    """The slots a step reads."""
+    ins = getattr(st, "inputs", None)
+    if ins is None:
+        ins = st.reads if hasattr(st, "reads") else st.ins
+    return [s for s in ins if isinstance(s, int)]
+
+
 def matmul(gen, k, step, a, direct, bound) -> bool:
     if not direct or is_half(step.eqn.out.type.dtype):
         return False  # (half types: the registry's impl multiplies in float32, as eager)
     e, out, lines = step.eqn, step.out, gen.lines
     a = gen.tuned_operands(e, step.inputs, a)
-    if step.dest >= 0:
+    place = _cat_plan(gen)["into"].get(out)
+    if place is not None:  # a piece of a cat laid out for its permute: written in place
+        lines.append(f"    v{out} = matmul({a[0]}, {a[1]}, out={place})")
+    elif step.dest >= 0:
         lines.append(f"    d = dests[{step.dest}] if dests is not None else None")
         lines.append(f"    v{out} = matmul({a[0]}, {a[1]}) if d is None else "
                      f"matmul({a[0]}, {a[1]}, out=d)")
