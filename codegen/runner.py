@@ -21,7 +21,7 @@ from eager.ops import OPS, Dim
 from tracer.ir import Literal
 from tracer.symbolic import bind_params, check_nonempty, param_has_dims
 
-from . import matmul_layout
+from . import matmul_layout, runner_forms
 from .lower import LOWERING
 from .outpool import _recycled, _recycles
 from .steps import FallbackStep, subgraph_runner, KernelCall, SubgraphStep
@@ -214,7 +214,10 @@ class _Generator:
             symbolic = any(isinstance(d, Dim) for d in o.shape)
             shape = self.shape(o.shape)
             ns[f"T{s}"] = o.dtype
-            if o.pooled:
+            place = runner_forms.output_place(self, s) if o.pooled else None
+            if place is not None:  # (made in its place in a buffer of a later step's)
+                fresh = f"v{s} = {place}; f{s} = v{s}.reshape(-1)"
+            elif o.pooled:
                 self.pooled.append((o.shape, o.dtype))
                 i = len(self.pooled) - 1
                 # (in a program with symbolic sizes, every buffer is made on first use)
