@@ -211,6 +211,8 @@ class Program:
         source = make(step.eqn) if make is not None else None
         if source is None:
             return
+        if isinstance(source, tuple):  # (a kernel for any sizes, and this step's sizes)
+            source, step.kernel_sizes = source
         name = f"{self.graph.name}_{step.eqn.op}"
         logs.log("kernels", lambda: f"step kernel {name}:\n{source}")
         try:

@@ -79,6 +79,28 @@ def test_products_write_their_pieces_in_place_and_reshapes_are_views():
     assert "reshape_into" not in source, source  # no reshape had to copy
 
 
+def _heads(q, k, v, w):
+    """Attention's output as GPT reads it: [B,H,T,D] transposed to [B,T,H,D] and flattened."""
+    y = (q @ k.transpose(-2, -1)) @ v
+    return y.transpose(1, 2).reshape(8, 15) @ w
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_product_read_by_a_permute_is_written_permuted(backend):
+    rng = np.random.default_rng(6)
+    args = [rng.standard_normal(s).astype(np.float32)
+            for s in ((2, 3, 4, 5), (2, 3, 4, 5), (2, 3, 4, 5), (15, 7))]
+    want = _heads(*map(eager.tensor, args)).numpy()
+    compiled = tracer.function(_heads, backend=backend)
+    for _ in range(2):
+        np.testing.assert_array_equal(compiled(*map(eager.tensor, args)).numpy(), want)
+    if backend == "numba":
+        source = compiled.get_concrete_function(*map(eager.tensor, args)).program \
+            .runner_source
+        assert "][0].transpose((0, 2, 1, 3)))" in source, source  # the product's out=
+        assert "reshape_into" not in source, source
+
+
 def _recurrence(x, w):
     """A recurrence's per-step values stacked for one product, as an LSTM's backward stacks
     its gate gradients: inner cats (of kernel outputs, along the last dim) and kernel

@@ -103,11 +103,13 @@ def test_kernel_is_np_add_at_on_two_index_arrays_and_refuses_what_numpy_serves()
     rng = np.random.default_rng(2)
     g = rng.standard_normal(40)
     rows, cols = rng.integers(0, 3, 40), rng.integers(-4, 4, 40)   # many repeats
-    source = step_kernels.scatter_add(eqn((40,), [(40,), (40,)], (3, 4)))
+    source, sizes = step_kernels.scatter_add(eqn((40,), [(40,), (40,)], (3, 4)))
     entry = build.load_kernel(source, "test_scatter_add")[0]
     got = np.full((3, 4), np.nan)
-    assert entry(g, rows, cols, got.reshape(-1)) == 0
+    assert entry(g, rows, cols, got.reshape(-1), sizes) == 0
     np.testing.assert_array_equal(got, OPS["scatter_add"].impl(g, rows, cols, shape=(3, 4)))
+    # one kernel for every size: the source does not depend on them
+    assert step_kernels.scatter_add(eqn((7,), [(7,), (7,)], (9, 2)))[0] == source
     # broadcast indices, broadcast values, an empty array, ints: numpy's implementation
     assert step_kernels.scatter_add(eqn((2, 3), [(2, 1), (3,)], (2, 3))) is None
     assert step_kernels.scatter_add(eqn((1, 3), [(5,)], (4, 3))) is None
