@@ -60,6 +60,11 @@ class Lowering:
     # numpy's does; Numba's signed arithmetic is `nsw` (LLVM assumes no overflow, so
     # (a * 3) > 7 may fold to a > 2), so int64 computes it in uint64 and casts back
     wrapping: str | None = None
+    # numpy/blas/view: its part in codegen.placement (where values are written): "joins"
+    # (pieces along params["axis"], each made in its place by its producer where it can),
+    # "product" (np.matmul writes it into a given array), "permutes" (a view by
+    # params["perm"]), "reshapes" (a view of the same elements in C order)
+    placement: str = ""
 
 
 def _pow(e, args, imports, const):
@@ -228,13 +233,13 @@ LOWERING: dict[str, Lowering] = {
     "cast": _kernel(_cast),
     # eager/nn/attention.py (the causal mask from loop indices)
     "tril_fill": _kernel(_tril_fill, positions=True),
-    "reshape": Lowering("view", inline=runner_forms.reshape),
-    "permute": Lowering("view", inline=runner_forms.permute),
+    "reshape": Lowering("view", inline=runner_forms.reshape, placement="reshapes"),
+    "permute": Lowering("view", inline=runner_forms.permute, placement="permutes"),
     "broadcast_to": _VIEW,
     "getitem": _VIEW,
     "sum": _REDUCE,
     "amax": _REDUCE,
-    "matmul": Lowering("blas", inline=runner_forms.matmul),
+    "matmul": Lowering("blas", inline=runner_forms.matmul, placement="product"),
     "argmax": Lowering("numpy", step_kernel=step_kernels.argmax),
     "check_class_index": Lowering("numpy", inline=runner_forms.check_class_index),
     "check_finite": _NUMPY,
@@ -244,7 +249,7 @@ LOWERING: dict[str, Lowering] = {
                             step_kernel=step_kernels.scatter_add, unique_positions=True),
     "scatter_slice": _NUMPY,
     "slice_update": _NUMPY,
-    "cat": Lowering("numpy", inline=runner_forms.cat),
+    "cat": Lowering("numpy", inline=runner_forms.cat, placement="joins"),
     "uniform": _NUMPY,
     "normal": _NUMPY,
     "randint": _NUMPY,

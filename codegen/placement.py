@@ -62,13 +62,14 @@ def plan(gen) -> dict:
     # (outer cats first: an inner cat that is a piece of an outer one is made in its place)
     for st in reversed(p.steps):
         e = getattr(st, "eqn", None)
-        if e is None or e.op not in ("cat", "matmul") \
+        role = _role(st)
+        if role not in ("joins", "product") \
                 or not all(isinstance(x, int) for x in st.inputs) \
                 or not stays_inside(gen, e.out) or st.out in p.results:
             continue
-        if e.op == "cat" and st.how == "numpy":
+        if role == "joins":
             _place_cat(gen, st, readers, producer, made)
-        elif e.op == "matmul" and st.how == "blas" and st.out not in made["into"]:
+        elif st.out not in made["into"]:
             _permuted_product(gen, st, readers, made)
     return made
 
@@ -76,8 +77,7 @@ def plan(gen) -> dict:
 def _permuted_by(st, readers):
     """The perm of the permute step that is the only reader of `st`'s value, else None."""
     users = readers.get(st.out, [])
-    if len(users) != 1 or getattr(users[0], "eqn", None) is None \
-            or users[0].eqn.op != "permute" or users[0].how != "view":
+    if len(users) != 1 or _role(users[0]) != "permutes":
         return None
     return tuple(int(i) for i in users[0].eqn.params["perm"])
 
@@ -144,8 +144,7 @@ def _producer_into(gen, s, readers, producer, place, made):
     if st is None:
         return None
     e = getattr(st, "eqn", None)
-    if e is not None and e.op == "reshape" and st.how == "view" \
-            and isinstance(st.inputs[0], int):
+    if _role(st) == "reshapes" and isinstance(st.inputs[0], int):
         if len(readers.get(s, [])) != 1:
             return None
         s = st.inputs[0]
@@ -169,15 +168,25 @@ def _producer_into(gen, s, readers, producer, place, made):
                 and outs[0].io_slot is None):
             return None
         return s, shape
-    if e.op == "cat" and st.how == "numpy":
+    if _role(st) == "joins":
         return (s, shape) if c_ordered and all(isinstance(x, int) for x in st.inputs) \
             else None
-    if e.op != "matmul" or st.how != "blas" or st.dest >= 0 \
+    if _role(st) != "product" or st.dest >= 0 \
             or not all(isinstance(x, int) for x in st.inputs) or not _blas_dtypes(e) \
             or not _blas_place(view, shape, dtype) \
             or not (c_ordered or len(readers.get(s, [])) == 1):
         return None
     return s, shape
+
+
+def _role(st) -> str:
+    """The part a numpy/blas/view step's op plays here (its lowering row's `placement`),
+    for the step kind the row's runner form writes; else ""."""
+    from .lower import LOWERING
+
+    e = getattr(st, "eqn", None)
+    row = LOWERING.get(e.op) if e is not None and hasattr(st, "how") else None
+    return row.placement if row is not None and row.how == st.how else ""
 
 
 def _blas_dtypes(e) -> bool:
