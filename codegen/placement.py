@@ -180,13 +180,8 @@ def _producer_into(gen, s, readers, producer, place, made):
 
 
 def _role(st) -> str:
-    """The part a numpy/blas/view step's op plays here (its lowering row's `placement`),
-    for the step kind the row's runner form writes; else ""."""
-    from .lower import LOWERING
-
-    e = getattr(st, "eqn", None)
-    row = LOWERING.get(e.op) if e is not None and hasattr(st, "how") else None
-    return row.placement if row is not None and row.how == st.how else ""
+    """The part a numpy/blas/view step's op plays here (its lowering row's `placement`)."""
+    return getattr(st, "placement", "")
 
 
 def _blas_dtypes(e) -> bool:

@@ -198,6 +198,8 @@ class Program:
         unique = row is not None and row.unique_positions \
             and all(isinstance(s, int) for s in inputs) and self._unique_positions(e)
         step = NumpyStep(e, how, inputs, out, dest, unique)
+        if row is not None and row.how == how:
+            step.placement = row.placement
         if how == "numpy" and all(isinstance(s, int) for s in inputs):
             self._step_kernel(step)
         return step
