@@ -47,8 +47,8 @@ class Lowering:
     # is f(eqn, args, imports, const, row, col) with the rendered indices of the last two
     # dims (kernels keep the loop nest for it, never one flat loop)
     positions: bool = False
-    # numpy: f(eqn) -> the source of a Numba module whose `kernel(in0, out0)` computes this
-    # equation (codegen.step_kernels), or None where the numpy implementation serves
+    # numpy: f(eqn) -> the source of a Numba module whose `kernel(in0, ..., out0)` computes
+    # this equation (codegen.step_kernels), or None where the numpy implementation serves
     step_kernel: Callable | None = None
     # numpy/blas/view: f(gen, k, step, operands, direct, bound) -> bool writing the runner's
     # lines for this step in place of calling the implementation (codegen.runner_forms)
@@ -60,6 +60,11 @@ class Lowering:
     # numpy's does; Numba's signed arithmetic is `nsw` (LLVM assumes no overflow, so
     # (a * 3) > 7 may fold to a > 2), so int64 computes it in uint64 and casts back
     wrapping: str | None = None
+    # numpy/blas/view: its part in codegen.placement (where values are written): "joins"
+    # (pieces along params["axis"], each made in its place by its producer where it can),
+    # "product" (np.matmul writes it into a given array), "permutes" (a view by
+    # params["perm"]), "reshapes" (a view of the same elements in C order)
+    placement: str = ""
 
 
 def _pow(e, args, imports, const):
@@ -228,23 +233,23 @@ LOWERING: dict[str, Lowering] = {
     "cast": _kernel(_cast),
     # eager/nn/attention.py (the causal mask from loop indices)
     "tril_fill": _kernel(_tril_fill, positions=True),
-    "reshape": Lowering("view", inline=runner_forms.reshape),
-    "permute": Lowering("view", inline=runner_forms.permute),
+    "reshape": Lowering("view", inline=runner_forms.reshape, placement="reshapes"),
+    "permute": Lowering("view", inline=runner_forms.permute, placement="permutes"),
     "broadcast_to": _VIEW,
     "getitem": _VIEW,
     "sum": _REDUCE,
     "amax": _REDUCE,
-    "matmul": Lowering("blas", inline=runner_forms.matmul),
+    "matmul": Lowering("blas", inline=runner_forms.matmul, placement="product"),
     "argmax": Lowering("numpy", step_kernel=step_kernels.argmax),
     "check_class_index": Lowering("numpy", inline=runner_forms.check_class_index),
     "check_finite": _NUMPY,
     "check_nonzero": _NUMPY,
     "gather": Lowering("numpy", inline=runner_forms.gather),
     "scatter_add": Lowering("numpy", inline=runner_forms.scatter_add,
-                            unique_positions=True),
+                            step_kernel=step_kernels.scatter_add, unique_positions=True),
     "scatter_slice": _NUMPY,
     "slice_update": _NUMPY,
-    "cat": _NUMPY,
+    "cat": Lowering("numpy", inline=runner_forms.cat, placement="joins"),
     "uniform": _NUMPY,
     "normal": _NUMPY,
     "randint": _NUMPY,

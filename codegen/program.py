@@ -198,6 +198,8 @@ class Program:
         unique = row is not None and row.unique_positions \
             and all(isinstance(s, int) for s in inputs) and self._unique_positions(e)
         step = NumpyStep(e, how, inputs, out, dest, unique)
+        if row is not None and row.how == how:
+            step.placement = row.placement
         if how == "numpy" and all(isinstance(s, int) for s in inputs):
             self._step_kernel(step)
         return step
@@ -211,6 +213,8 @@ class Program:
         source = make(step.eqn) if make is not None else None
         if source is None:
             return
+        if isinstance(source, tuple):  # (a kernel for any sizes, and this step's sizes)
+            source, step.kernel_sizes = source
         name = f"{self.graph.name}_{step.eqn.op}"
         logs.log("kernels", lambda: f"step kernel {name}:\n{source}")
         try:

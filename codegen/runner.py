@@ -21,7 +21,7 @@ from eager.ops import OPS, Dim
 from tracer.ir import Literal
 from tracer.symbolic import bind_params, check_nonempty, param_has_dims
 
-from . import matmul_layout
+from . import matmul_layout, placement
 from .lower import LOWERING
 from .outpool import _recycled, _recycles
 from .steps import FallbackStep, subgraph_runner, KernelCall, SubgraphStep
@@ -214,7 +214,10 @@ class _Generator:
             symbolic = any(isinstance(d, Dim) for d in o.shape)
             shape = self.shape(o.shape)
             ns[f"T{s}"] = o.dtype
-            if o.pooled:
+            place = placement.output_place(self, s) if o.pooled else None
+            if place is not None:  # (made in its place in a buffer of a later step's)
+                fresh = f"v{s} = {place}; f{s} = v{s}.reshape(-1)"
+            elif o.pooled:
                 self.pooled.append((o.shape, o.dtype))
                 i = len(self.pooled) - 1
                 # (in a program with symbolic sizes, every buffer is made on first use)
@@ -257,7 +260,13 @@ class _Generator:
                 lines.append(f"    v{out} = empty({tuple(e.out.type.shape)}, T{out})")
             else:  # (a buffer reused every call, as a kernel's pooled output)
                 lines.append(f"    v{out} = {self.pool(e.out.type.shape, e.out.type.dtype)}")
-            lines.append(f"    k{k}(arg(v{slots[0]}, True), v{out}.reshape(-1))"
+            ins = "".join(f"arg(v{s}, True), " for s in slots)
+            sizes = ""
+            if step.kernel_sizes is not None:  # (a kernel for any sizes: these ones)
+                ns[f"z{k}"], sizes = step.kernel_sizes, f", z{k}"
+            # (a kernel that refuses its inputs returns true: the implementation raises)
+            lines.append(f"    if k{k}({ins}v{out}.reshape(-1){sizes}): "
+                         f"op{k}({', '.join(f'v{s}' for s in slots)}, **p{k})"
                          f"  # {step.kernel_name}")
             return
         bound = p.bind is not None and any(param_has_dims(v) for v in e.params.values())

@@ -19,6 +19,8 @@ from eager.dtypes import is_half
 from eager.ops_conv import im2col_padded_shape
 from tracer.ir import Var
 
+from . import placement
+
 
 def permute(gen, k, step, a, direct, bound) -> bool:
     if not direct:
@@ -80,12 +82,44 @@ def scatter_add(gen, k, step, a, direct, bound) -> bool:
     return True
 
 
+def cat(gen, k, step, a, direct, bound) -> bool:
+    """np.concatenate into a C-ordered reused buffer (fresh memory for a value that leaves
+    the program) rather than into memory laid out as the pieces are; pieces whose producer
+    wrote them in place already (codegen.placement) are not copied."""
+    e = step.eqn
+    if not direct or not all(isinstance(d, int) for d in e.out.type.shape):
+        return False
+    gen.ns["concatenate"], gen.ns["copyto"] = np.concatenate, np.copyto
+    planned = placement.plan(gen)["cats"].get(step.out)
+    if planned is not None:
+        dest, pieces, note = planned
+        done = sum(v is None for v in pieces.values())
+        gen.lines.append(f"    v{step.out} = {dest}  # cat{note} ({done} of {len(pieces)} "
+                         f"pieces written in place)")
+        for j, index in pieces.items():
+            if index is not None:  # (None: written in place by its producer)
+                gen.lines.append(f"    copyto(v{step.out}[{index}], {a[j]})")
+        return True
+    shape, dtype = tuple(e.out.type.shape), e.out.type.dtype
+    if _stays_inside(gen, e.out):
+        buf = gen.pool(shape, dtype)
+    else:
+        gen.ns[f"t{step.out}"] = (shape, dtype)
+        buf = f"empty(*t{step.out})"
+    gen.lines.append(f"    v{step.out} = concatenate(({''.join(x + ', ' for x in a)}), "
+                     f"axis={int(e.params['axis'])}, out={buf})")
+    return True
+
+
 def matmul(gen, k, step, a, direct, bound) -> bool:
     if not direct or is_half(step.eqn.out.type.dtype):
         return False  # (half types: the registry's impl multiplies in float32, as eager)
     e, out, lines = step.eqn, step.out, gen.lines
     a = gen.tuned_operands(e, step.inputs, a)
-    if step.dest >= 0:
+    place = placement.plan(gen)["into"].get(out)
+    if place is not None:  # a cat's piece in its place, or laid out for its permute
+        lines.append(f"    v{out} = matmul({a[0]}, {a[1]}, out={place})")
+    elif step.dest >= 0:
         lines.append(f"    d = dests[{step.dest}] if dests is not None else None")
         lines.append(f"    v{out} = matmul({a[0]}, {a[1]}) if d is None else "
                      f"matmul({a[0]}, {a[1]}, out=d)")
@@ -104,8 +138,7 @@ def matmul(gen, k, step, a, direct, bound) -> bool:
 def _stays_inside(gen, v) -> bool:
     """Whether value `v` has a static shape and does not leave the program (so a buffer
     reused every call may hold it, as a kernel's pooled output)."""
-    return id(v) not in gen.p._escaping \
-        and all(isinstance(d, int) for d in v.type.shape)
+    return placement.stays_inside(gen, v)
 
 
 def im2col(gen, k, step, a, direct, bound) -> bool:

@@ -80,6 +80,8 @@ class NumpyStep:
     unique: bool = False        # scatter_add: no output position is written twice
     kernel: object = None       # numpy: the compiled entry of its row's step_kernel, if any
     kernel_name: str = ""
+    kernel_sizes: object = None  # numpy: the int64 array of sizes its kernel takes last
+    placement: str = ""         # its lowering row's `placement` (codegen.placement)
 
 
 @dataclass(eq=False)

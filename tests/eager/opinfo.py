@@ -1120,6 +1120,10 @@ def _scatter_adds(g, idx):
     return EF.scatter_add(g, (idx,), (4, 3)), EF.scatter_add(g * 2, (idx,), (4, 3)) + 1
 
 
+def _scatter_add_rows(g, idx):
+    return (EF.scatter_add(g * 2, (idx,), (4, 3)) + 1,)
+
+
 def _scatter_slices(g):
     return (EF.scatter_slice(g, (4, 6), ((3, None, -1), (0, 6, 2))),
             EF.scatter_slice(g * 2, (5, 3), ((1, 5, 1),)) + 1)
@@ -1356,7 +1360,12 @@ OPINFOS: list[OpInfo] = [
     _e("scatter_add", "scatter_add", _scatter_add_call, _scatter_add_ref, scatter_add_samples,
        NUMERIC, _grad_of(scatter_add_samples),
        compiled=[Case("scatter_add", _scatter_adds,
-                      shapes([(6, 3), (6,)], None, [(0, 3), (0,)], ints={1: (0, 4)}))]),
+                      shapes([(6, 3), (6,)], None, [(0, 3), (0,)], ints={1: (0, 4)})),
+                 # an embedding's gradient: rows by a [2,5] id array, negatives and (9 ids
+                 # over 8 values) duplicates, through codegen.step_kernels.scatter_add
+                 Case("scatter_add_rows", _scatter_add_rows,
+                      shapes([(2, 5, 3), (2, 5)], None, [(0, 5, 3), (0, 5)],
+                             ints={1: (-4, 4)}))]),
     # random
     _e("rand", "uniform", lambda shape, dtype: eager.rand(*shape, dtype=dtype), None,
        random_samples, FLOATS, check=_check_uniform,
