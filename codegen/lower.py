@@ -261,6 +261,10 @@ LOWERING: dict[str, Lowering] = {
     # inside a program they go into reused buffers)
     "im2col": Lowering("numpy", inline=runner_forms.im2col),
     "col2im": Lowering("numpy", step_kernel=step_kernels.col2im),
+    # eager/ops_pool.py (max pooling: windows read where they lie, no copies)
+    "max_pool_index": Lowering("numpy", step_kernel=step_kernels.max_pool_index),
+    "plane_gather": Lowering("numpy", step_kernel=step_kernels.plane_gather),
+    "plane_scatter_add": Lowering("numpy", step_kernel=step_kernels.plane_scatter_add),
     # eager/dtype_ops.py (Tensor.view(dtype)), eager/strided_ops.py: strided views, copied
     "view_dtype": Lowering("numpy", inline=runner_forms.copied_view),
     "diagonal": Lowering("numpy", inline=runner_forms.copied_view),

@@ -257,8 +257,8 @@ class _Generator:
                 lines.append(f"    v{out} = empty({tuple(e.out.type.shape)}, T{out})")
             else:  # (a buffer reused every call, as a kernel's pooled output)
                 lines.append(f"    v{out} = {self.pool(e.out.type.shape, e.out.type.dtype)}")
-            lines.append(f"    k{k}(arg(v{slots[0]}, True), v{out}.reshape(-1))"
-                         f"  # {step.kernel_name}")
+            ins = "".join(f"arg(v{s}, True), " for s in slots)
+            lines.append(f"    k{k}({ins}v{out}.reshape(-1))  # {step.kernel_name}")
             return
         bound = p.bind is not None and any(param_has_dims(v) for v in e.params.values())
         direct = not bound and all(isinstance(s, int) for s in slots)
