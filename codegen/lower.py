@@ -257,9 +257,9 @@ LOWERING: dict[str, Lowering] = {
     "scatter": _NUMPY,
     "scatter_reduce": _NUMPY,
     # eager/ops_conv.py (sliding windows of convolution and pooling)
-    # (im2col stays numpy: its slice copies beat a Numba loop, measured on W8's shapes;
-    # inside a program they go into reused buffers)
-    "im2col": Lowering("numpy", inline=runner_forms.im2col),
+    # (im2col: a Numba copy with uint64 indices, 2x numpy's slice copies on W8's shapes;
+    # where it is not built, numpy's copies into reused buffers)
+    "im2col": Lowering("numpy", inline=runner_forms.im2col, step_kernel=step_kernels.im2col),
     "col2im": Lowering("numpy", step_kernel=step_kernels.col2im),
     # eager/ops_pool.py (max pooling: windows read where they lie, no copies)
     "max_pool_index": Lowering("numpy", step_kernel=step_kernels.max_pool_index),
