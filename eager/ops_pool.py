@@ -62,40 +62,44 @@ def _max_pool_index_impl(x, kernel, stride, dilation, pad):
     n, c = x.shape[:2]
     spatial = x.shape[2:]
     out = _out_sizes(spatial, kernel, stride, dilation, pad)
-    padded = np.full((n, c) + tuple(s + lo + hi for s, (lo, hi) in zip(spatial, pad)),
-                     -np.inf, x.dtype)
-    padded[(slice(None), slice(None))
-           + tuple(slice(lo, lo + s) for s, (lo, _) in zip(spatial, pad))] = x
-    spans = tuple(d * (k - 1) + 1 for k, d in zip(kernel, dilation))
-    axes = tuple(range(2, 2 + nd))
-    win = np.lib.stride_tricks.sliding_window_view(padded, spans, axis=axes)
-    win = win[(slice(None), slice(None)) + tuple(slice(0, s * (o - 1) + 1, s)
-                                                 for s, o in zip(stride, out))
-              + tuple(slice(None, None, d) for d in dilation)]
-    kk = math.prod(kernel)
-    win = win.reshape((n, c) + out + (kk,))                   # (a copy: the windows)
-    first = np.argmax(win, axis=-1)
-    best = np.take_along_axis(win, first[..., None], -1)[..., 0]
-    nan = np.isnan(win)
-    last_nan = kk - 1 - np.argmax(nan[..., ::-1], axis=-1)
-    pick = np.where(np.isnan(best), last_nan, first)            # (argmax's first NaN: best NaN)
-    # window offset -> position in the input plane
-    plane = np.cumprod((1,) + tuple(spatial[::-1]))[:-1][::-1]
-    offsets = np.zeros(kk, np.int64)
-    for j, pos in enumerate(np.ndindex(*kernel)):
-        offsets[j] = sum(p * d * st for p, d, st in zip(pos, dilation, plane))
-    base = np.zeros(out, np.int64)
-    start = np.zeros(out, np.int64)
+    if any(lo or hi for lo, hi in pad):   # (-inf is never taken: padding is never the max)
+        padded = np.full((n, c) + tuple(s + lo + hi for s, (lo, hi) in zip(spatial, pad)),
+                         -np.inf, x.dtype)
+        padded[(slice(None), slice(None))
+               + tuple(slice(lo, lo + s) for s, (lo, _) in zip(spatial, pad))] = x
+    else:
+        padded = x
+    plane = np.cumprod((1,) + tuple(spatial[::-1]))[:-1][::-1]    # row-major strides
+    base = np.zeros(out, np.int64)    # plane position of each window's offset 0
+    index = np.zeros(out, np.int64)   # ... of its first position inside the input
     for axis in range(nd):
         shape = (-1,) + (1,) * (nd - 1 - axis)
         begin = np.arange(out[axis]) * stride[axis] - pad[axis][0]
         base = base + (begin * plane[axis]).reshape(shape)
         inside = window_starts(spatial[axis], out[axis], stride[axis], dilation[axis],
                                pad[axis][0])
-        start = start + (inside * plane[axis]).reshape(shape)
-    index = offsets[pick] + base
+        index = index + (inside * plane[axis]).reshape(shape)
+    # PyTorch's loop's answer, by whole-array steps over one kernel offset at a time (no
+    # window copy; products of masks, not np.where: a random mask makes that branch):
+    # the max (NaN if any), then the first offset equal to it, or the last NaN.
+    views, positions = [], []
+    for offsets in np.ndindex(*kernel):
+        at = tuple(slice(j * d, j * d + s * (o - 1) + 1, s)
+                   for j, d, s, o in zip(offsets, dilation, stride, out))
+        views.append(padded[(slice(None), slice(None)) + at])
+        positions.append(base + sum(j * d * st for j, d, st in zip(offsets, dilation, plane)))
+    best = views[0].copy()
+    for v in views[1:]:
+        np.maximum(best, v, out=best)
+    pick = np.zeros(best.shape, np.int64)
+    for v, pos in zip(views[::-1], positions[::-1]):
+        pick += (v == best) * (pos - pick)
+    if np.isnan(best).any():
+        for v, pos in zip(views, positions):
+            pick += np.isnan(v) * (pos - pick)
     # a window whose maximum is -inf (or only padding): its first position inside
-    return np.where(best == -np.inf, start, index)
+    pick += (best == -np.inf) * (index - pick)
+    return pick
 
 
 def _plane_check(op, x, index):
