@@ -4,9 +4,10 @@
 
 Each function takes the equation and returns the source of a generated module defining
 ``kernel(in0, ..., out0)`` (one argument per input), or None where the op's numpy
-implementation serves (symbolic sizes, other dtypes, an empty array).  Inputs and output are
-flat C-ordered arrays (as fused kernels take them); the runner allocates the output.  Each kernel computes exactly
-what the registry's numpy implementation computes, bit for bit:
+implementation serves (symbolic sizes, other dtypes, an empty array).  Inputs and output
+are flat C-ordered arrays (as fused kernels take them); the runner allocates the output.
+Each kernel computes exactly what the registry's numpy implementation computes, bit for
+bit:
 
 * argmax: the FIRST maximum, and the first NaN if there is one (numpy's rule);
 * im2col: a copy (padding written as `fill`);
@@ -209,6 +210,13 @@ def max_pool_index(e) -> str | None:
     shape, out = tuple(x.type.shape), tuple(e.out.type.shape[2:])
     spatial = shape[2:]
     dt = _FLOATS[np.dtype(x.type.dtype).name]
+    doc = (f"max_pool_index of {list(shape)}: kernel {kernel}, stride {stride}, "
+           f"dilation {dilation}, padding {pad}.")
+    inside = all(lo == 0 and (o - 1) * s + d * (k - 1) < n for (lo, _), o, s, d, k, n in
+                 zip(pad, out, stride, dilation, kernel, spatial))
+    if inside and math.prod(kernel) <= _UNROLL_MAX:
+        return _module(doc, x.type, "int64", _max_pool_unrolled(shape, out, kernel, stride,
+                                                                dilation))
     body = ["    o = 0", f"    for nc in range({shape[0] * shape[1]}):",
             f"        b = nc * {math.prod(spatial)}"]
     ind = "        "
@@ -234,20 +242,55 @@ def max_pool_index(e) -> str | None:
              f"{inner}    at = p",
              f"{ind}out0[o] = at",
              f"{ind}o += 1"]
-    return _module(f"max_pool_index of {list(shape)}: kernel {kernel}, stride {stride}, "
-                   f"dilation {dilation}, padding {pad}.", x.type, "int64", body)
+    return _module(doc, x.type, "int64", body)
 
 
-def _plane_loop(e, values, index, add: bool) -> str | None:
+# Windows of at most this many positions, all inside the input, are read unrolled.
+_UNROLL_MAX = 16
+
+
+def _max_pool_unrolled(shape, out, kernel, stride, dilation) -> list:
+    """The body of max_pool_index for windows all inside the input: each window's values
+    read at once, their max by max() (no branch on the data), then the first position
+    holding it, or, in a window holding NaN, the last NaN: PyTorch's loop's answer. W8's
+    first pool (2x2 windows of [64, 6, 28, 28]): 0.18 -> 0.11 ms."""
+    nd = len(kernel)
+    spatial = shape[2:]
+    plane = [math.prod(spatial[d + 1:]) for d in range(nd)]
+    offsets = [sum(j * dilation[d] * plane[d] for d, j in enumerate(pos))
+               for pos in np.ndindex(*kernel)]
+    body = ["    o = 0", f"    for nc in range({shape[0] * shape[1]}):",
+            f"        b = np.uint64(nc * {math.prod(spatial)})  # (uint64: see im2col)"]
+    loops, ind = _loops([f"o{d}" for d in range(nd)], list(out), 2)
+    body += loops
+    start = " + ".join(f"o{d} * {stride[d] * plane[d]}" for d in range(nd))
+    body.append(f"{ind}p = np.uint64({start})")
+    body += [f"{ind}v{j} = in0[b + p + np.uint64({off})]" for j, off in enumerate(offsets)]
+    kk = len(offsets)
+    body.append(f"{ind}m = v0")
+    body += [f"{ind}m = max(m, v{j})" for j in range(1, kk)]
+    body.append(f"{ind}at = p + np.uint64({offsets[-1]})")
+    body += [f"{ind}at = p + np.uint64({offsets[j]}) if v{j} == m else at"
+             for j in range(kk - 2, -1, -1)]
+    nan = " or ".join(f"v{j} != v{j}" for j in range(kk))
+    body.append(f"{ind}if {nan}:")
+    body += [f"{ind}    at = p + np.uint64({offsets[j]}) if v{j} != v{j} else at"
+             for j in range(kk)]
+    body += [f"{ind}out0[o] = np.int64(at)", f"{ind}o += 1"]
+    return body
+
+
+def _plane_loop(e, add: bool) -> str | None:
     """plane_gather (x, index -> values) or plane_scatter_add (g, index -> zeros + g)."""
     x, idx = e.inputs[0], e.inputs[1]
     if not all(hasattr(v, "type") for v in e.inputs) or not _static(x.type, e.out.type) \
             or np.dtype(x.type.dtype).name not in _FLOATS \
             or np.dtype(idx.type.dtype).name != "int64":
         return None
+    values = tuple((e.out if add else x).type.shape)
     nc = x.type.shape[0] * x.type.shape[1]
     plane = math.prod(values[2:])           # positions per input plane
-    lanes = math.prod(index[2:])            # windows per plane
+    lanes = math.prod(idx.type.shape[2:])   # windows per plane
     dt = _FLOATS[np.dtype(x.type.dtype).name]
     body = ["    out0[:] = 0"] if add else []
     body += [f"    for nc in range({nc}):",
@@ -262,11 +305,11 @@ def _plane_loop(e, values, index, add: bool) -> str | None:
 
 
 def plane_gather(e) -> str | None:
-    return _plane_loop(e, tuple(e.inputs[0].type.shape), tuple(e.out.type.shape), False)
+    return _plane_loop(e, add=False)
 
 
 def plane_scatter_add(e) -> str | None:
-    return _plane_loop(e, tuple(e.out.type.shape), tuple(e.inputs[0].type.shape), True)
+    return _plane_loop(e, add=True)
 
 
 __all__ = ["argmax", "col2im", "im2col", "max_pool_index", "plane_gather", "plane_scatter_add"]

@@ -176,4 +176,5 @@ register("plane_scatter_add", "indexing", 2, _plane_scatter_add_impl,
          doc="Zeros (N, C, *shape) with g added at plane positions `index` (C order): "
              "plane_gather's transpose, max pooling's gradient.")
 
-__all__ = ["check_windows_inside", "max_pool_index", "plane_gather", "plane_scatter_add", "window_starts"]
+__all__ = ["check_windows_inside", "max_pool_index", "plane_gather", "plane_scatter_add",
+           "window_starts"]

@@ -99,7 +99,8 @@ def test_im2col_kernel_matches_numpy(dtype):
     rng = np.random.default_rng(1)
     for shape, kernel, stride, dilation, pad, fill in _IM2COL:
         a = rng.standard_normal(shape).astype(dtype)
-        params = dict(kernel=kernel, stride=stride, dilation=dilation, pad=pad, fill=fill)
+        params = {"kernel": kernel, "stride": stride, "dilation": dilation, "pad": pad,
+                  "fill": fill}
         want = OPS["im2col"].impl(a, **params)
         e = Eqn("im2col", (Var("x", TensorType(shape, np.dtype(dtype))),), params,
                 Var("o", TensorType(want.shape, np.dtype(dtype))))
@@ -115,3 +116,36 @@ def test_the_program_runs_im2col_by_a_numba_kernel():
     ts = [eager.tensor(a, requires_grad=True) for a in _inputs()]
     steps = f.get_concrete_function(*ts).program.describe_steps()
     assert any(" by " in line and "im2col" in line for line in steps.splitlines()), steps
+
+
+# (x shape, kernel, stride, dilation, pad, unrolled): windows all inside take the unrolled
+# form; padding, or a last window past the input (ceil mode), the loop
+_POOLS = [((2, 3, 8, 7), (2, 2), (2, 2), (1, 1), ((0, 0), (0, 0)), True),
+          ((2, 3, 8, 7), (3, 2), (2, 1), (1, 2), ((0, 0), (0, 0)), True),
+          ((2, 3, 8, 7), (3, 3), (2, 2), (1, 1), ((1, 1), (1, 1)), False),
+          ((2, 3, 9), (2,), (2,), (1,), ((0, 1),), False)]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_max_pool_index_kernel_forms_match_numpy(dtype):
+    from codegen import build, step_kernels
+    from eager.ops import OPS, TensorType
+    from tracer.ir import Eqn, Var
+
+    rng = np.random.default_rng(2)
+    for shape, kernel, stride, dilation, pad, unrolled in _POOLS:
+        a = rng.integers(-2, 3, shape).astype(dtype)       # ties
+        flat = a.reshape(-1)
+        flat[rng.choice(flat.size, 5, replace=False)] = np.nan
+        flat[rng.choice(flat.size, 9, replace=False)] = -np.inf
+        flat[rng.choice(flat.size, 4, replace=False)] = -0.0
+        params = {"kernel": kernel, "stride": stride, "dilation": dilation, "pad": pad}
+        want = OPS["max_pool_index"].impl(a, **params)
+        e = Eqn("max_pool_index", (Var("x", TensorType(shape, np.dtype(dtype))),), params,
+                Var("o", TensorType(want.shape, np.dtype(np.int64))))
+        source = step_kernels.max_pool_index(e)
+        assert ("m = max(m, v1)" in source) == unrolled, source
+        entry = build.load_kernel(source, "test_max_pool_index")[0]
+        got = np.full(want.shape, -7, np.int64)
+        entry(a.reshape(-1), got.reshape(-1))
+        np.testing.assert_array_equal(got, want)

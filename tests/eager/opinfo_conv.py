@@ -346,7 +346,6 @@ def _plane_scatter_add_samples(rng, dtype):
 
 
 def _plane_gather_ref(x, index):
-    n, c = x.shape[:2]
     out = np.zeros(index.shape, x.dtype)
     for i in itertools.product(*(range(m) for m in index.shape)):
         out[i] = x[i[:2]].reshape(-1)[index[i]]

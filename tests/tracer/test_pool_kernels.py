@@ -2,7 +2,8 @@
 their Numba step kernels: compiled equals eager bit for bit (values, indices, gradients,
 through a ReLU before and after), on both backends, for odd sizes, stride != kernel,
 padding, dilation, ceil_mode, 1-d and 3-d, non-contiguous inputs, ties, NaN and -inf
-windows; the compiled step copies no windows; bad indices raise on every path."""
+windows (windows all inside the input take the kernel's unrolled form, the others its
+loop); the compiled step copies no windows; bad indices raise on every path."""
 import numpy as np
 import pytest
 
@@ -15,11 +16,14 @@ BACKENDS = ["numba", "interpret"]
 
 # (input shape, max_pool kwargs): one geometry each
 GEOMETRIES = [
-    ((2, 3, 9, 7), dict(kernel_size=3, stride=2, padding=1, ceil_mode=True)),
-    ((2, 3, 9, 7), dict(kernel_size=(2, 3), stride=(1, 2), padding=(1, 0), dilation=(2, 1))),
-    ((2, 3, 9, 7), dict(kernel_size=2)),
-    ((2, 3, 11), dict(kernel_size=3, stride=2, padding=1, ceil_mode=True)),
-    ((1, 2, 5, 4, 5), dict(kernel_size=2, stride=(1, 2, 2), padding=(1, 0, 1))),
+    ((2, 3, 9, 7), {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True}),
+    ((2, 3, 9, 7), {"kernel_size": (2, 3), "stride": (1, 2), "padding": (1, 0),
+                    "dilation": (2, 1)}),
+    ((2, 3, 9, 7), {"kernel_size": 2}),
+    ((2, 3, 9, 7), {"kernel_size": (3, 2), "stride": (2, 1), "dilation": (1, 2)}),
+    ((2, 3, 11), {"kernel_size": 4, "stride": 3}),
+    ((2, 3, 11), {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True}),
+    ((1, 2, 5, 4, 5), {"kernel_size": 2, "stride": (1, 2, 2), "padding": (1, 0, 1)}),
 ]
 POOLS = {3: F.max_pool1d, 4: F.max_pool2d, 5: F.max_pool3d}
 
@@ -93,7 +97,7 @@ def test_indices_follow_pytorchs_loop():
 
 @pytest.mark.one_backend
 def test_the_compiled_step_copies_no_windows():
-    step = _step(F.max_pool2d, dict(kernel_size=2))
+    step = _step(F.max_pool2d, {"kernel_size": 2})
     f = tracer.function(step, backend="numba")
     x = _input((2, 3, 9, 7))
     w = np.ones((2, 3, 4, 3), np.float32)
