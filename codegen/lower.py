@@ -262,10 +262,14 @@ LOWERING: dict[str, Lowering] = {
     "scatter": _NUMPY,
     "scatter_reduce": _NUMPY,
     # eager/ops_conv.py (sliding windows of convolution and pooling)
-    # (im2col stays numpy: its slice copies beat a Numba loop, measured on W8's shapes;
-    # inside a program they go into reused buffers)
-    "im2col": Lowering("numpy", inline=runner_forms.im2col),
+    # (im2col: a Numba copy with uint64 indices, 2x numpy's slice copies on W8's shapes;
+    # where it is not built, numpy's copies into reused buffers)
+    "im2col": Lowering("numpy", inline=runner_forms.im2col, step_kernel=step_kernels.im2col),
     "col2im": Lowering("numpy", step_kernel=step_kernels.col2im),
+    # eager/ops_pool.py (max pooling: windows read where they lie, no copies)
+    "max_pool_index": Lowering("numpy", step_kernel=step_kernels.max_pool_index),
+    "plane_gather": Lowering("numpy", step_kernel=step_kernels.plane_gather),
+    "plane_scatter_add": Lowering("numpy", step_kernel=step_kernels.plane_scatter_add),
     # eager/dtype_ops.py (Tensor.view(dtype)), eager/strided_ops.py: strided views, copied
     "view_dtype": Lowering("numpy", inline=runner_forms.copied_view),
     "diagonal": Lowering("numpy", inline=runner_forms.copied_view),

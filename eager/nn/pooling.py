@@ -1,10 +1,12 @@
 """Pooling: max, average, adaptive and max-unpooling, PyTorch's signatures and conventions.
 
-Max and average pooling read their windows through `im2col` (eager/ops_conv.py), padded
-with -inf (max) or 0 (average).  Max pooling picks each window's FIRST maximum by argmax,
-so the gradient goes to that one position as in PyTorch (amax would split it between
-ties), or in a window holding NaN its LAST NaN, as PyTorch's CPU loop does; `return_indices`
-gives PyTorch's flat index into each input plane.
+Max pooling is `max_pool_index` and `plane_gather` (eager/ops_pool.py): per window, PyTorch's
+flat index into the input plane of its FIRST maximum (so the gradient goes to that one
+position, as in PyTorch: amax would split it between ties), or in a window holding NaN its
+LAST NaN, as PyTorch's CPU loop does; then the values there.  No window is copied, and the
+gradient is added straight back into (N, C, *spatial).  Average pooling reads its windows
+through `im2col` (eager/ops_conv.py), padded with 0; adaptive max pooling takes its
+windows by gathers and picks as max pooling does.
 
 >>> import eager, eager.nn.functional as F
 >>> F.max_pool2d(eager.arange(16.0).reshape(1, 1, 4, 4), 2).flatten().tolist()
@@ -21,6 +23,7 @@ from .. import functions as T
 from ..dispatch import apply
 from ..errors import op_error
 from ..ops_conv import im2col, window_count
+from ..ops_pool import check_windows_inside, max_pool_index, plane_gather
 from ..scan_ops import SCATTER
 from .conv import _check_input, ntuple
 
@@ -101,36 +104,16 @@ def _max_poolnd(op, nd, x, kernel_size, stride, padding, dilation, ceil_mode, re
         x = T.unsqueeze(x, 0)
     kernel, stride, padding, dilation = _pool_args(op, nd, x, kernel_size, stride, padding,
                                                    dilation)
-    spatial = tuple(x.shape[2:])
-    geo = _geometry(op, spatial, kernel, stride, padding, dilation, ceil_mode)
-    out = tuple(g[0] for g in geo)
-    if _tiles(kernel, stride, padding, dilation, out, spatial):
-        cols = _tile_windows(x, kernel, out)
-    else:
-        cols = im2col(x, kernel, stride, dilation, tuple(g[1] for g in geo), -math.inf)
-    c, n, kk = x.shape[1], x.shape[0], math.prod(kernel)
-    cols = T.reshape(cols, (c, kk, n) + out)
-    first = _window_pick(cols, 1)                              # (C, N, *out): window offset
-    hit = T.eq(T.reshape(T.arange(kk), (1, kk) + (1,) * (nd + 1)), T.unsqueeze(first, 1))
-    values = T.sum(T.where(hit, cols, T.const(0, x.dtype)), 1)
-    values = _to_nc_first(values, nd)
+    geo = _geometry(op, tuple(x.shape[2:]), kernel, stride, padding, dilation, ceil_mode)
+    check_windows_inside(op, tuple(x.shape[2:]), tuple(g[0] for g in geo), kernel, stride,
+                         dilation, tuple(g[1] for g in geo))
+    # PyTorch's index (the flat position in the input plane), then the values there: both
+    # read the input where it lies; the gradient adds back at the same positions.
+    index = max_pool_index(x, kernel, stride, dilation, tuple(g[1] for g in geo))
+    values = plane_gather(x, index)
     if unbatched:
-        values = T.squeeze(values, 0)
-    if not return_indices:
-        return values
-    # PyTorch's index: the flat position in the (unpadded) input plane.
-    plane = np.cumprod((1,) + spatial[::-1])[:-1][::-1]        # row-major strides
-    offsets = np.zeros(kk, np.int64)
-    for j, pos in enumerate(np.ndindex(*kernel)):
-        offsets[j] = sum(o * d * st for o, d, st in zip(pos, dilation, plane))
-    base = np.zeros(out, np.int64)
-    for axis in range(nd):
-        starts = np.arange(out[axis]) * stride[axis] - padding[axis]
-        base = base + (starts * plane[axis]).reshape((-1,) + (1,) * (nd - 1 - axis))
-    index = T.add(T.gather(T.tensor(offsets, dtype=dtypes.int64), (first,)),
-                  T.tensor(base, dtype=dtypes.int64))
-    index = _to_nc_first(index, nd)
-    return values, (T.squeeze(index, 0) if unbatched else index)
+        values, index = T.squeeze(values, 0), T.squeeze(index, 0)
+    return (values, index) if return_indices else values
 
 
 def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,

@@ -104,7 +104,12 @@ def test_convolution_columns_in_reused_buffers_match_eager(backend):
         results[mode] = got
         if mode == "numba":
             source = step.get_concrete_function(x).program.runner_source
-            assert "im2col into reused buffers" in source, source
+            # (im2col's Numba step kernel writes into a pooled buffer; numpy's copies, where
+            # the kernel is not built, into reused buffers too)
+            lines = source.splitlines()
+            kernel = [j for j, line in enumerate(lines) if line.endswith("_im2col")]
+            assert "im2col into reused buffers" in source or (
+                kernel and "= bufs[" in lines[kernel[0] - 1]), source
     for g, want in zip(results[backend], results["eager"]):
         np.testing.assert_allclose(g, want, rtol=1e-5, atol=1e-6)
 

@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 import eager.nn.functional as NF
-from eager import ops_conv
+from eager import ops_conv, ops_pool
 from opinfo import F32, F64, FLOATS, Case, OpInfo, Raw, Sample, shapes, values
 
 TOL = {F32: (1e-4, 1e-5)}
@@ -286,6 +286,80 @@ def _col2im_samples(rng, dtype):
     return out
 
 
+def _max_pool_index_ref(x, kernel, stride, dilation, pad):
+    """PyTorch's loop per window: from its first position inside the input with -inf, keep
+    `v > best or isnan(v)`."""
+    sp = x.shape[2:]
+    outs = tuple(_out_len(n, k, s, lo, hi, d) for n, k, s, d, (lo, hi) in
+                 zip(sp, kernel, stride, dilation, pad))
+    idx = np.zeros(x.shape[:2] + outs, np.int64)
+    for n, c in itertools.product(range(x.shape[0]), range(x.shape[1])):
+        for pos in itertools.product(*(range(m) for m in outs)):
+            inside = []
+            for i, s, (lo, _), d, k, m in zip(pos, stride, pad, dilation, kernel, sp):
+                inside.append([i * s - lo + j * d for j in range(k)
+                               if 0 <= i * s - lo + j * d < m])
+            best, where = -math.inf, int(np.ravel_multi_index(tuple(v[0] for v in inside), sp))
+            for at in itertools.product(*inside):
+                v = x[(n, c) + at]
+                if v > best or np.isnan(v):
+                    best, where = v, int(np.ravel_multi_index(at, sp))
+            idx[(n, c) + pos] = where
+    return idx
+
+
+_POOL_INDEX_CASES = [  # (x shape, kernel, stride, dilation, pad)
+    ((2, 3, 7, 6), (3, 3), (2, 2), (1, 1), ((1, 2), (1, 1))),     # ceil mode's extra after
+    ((1, 2, 7, 7), (2, 3), (1, 2), (2, 1), ((0, 0), (1, 1))),
+    ((2, 2, 8), (3,), (3,), (1,), ((1, 1),)),
+    ((1, 1, 3, 4, 5), (2, 2, 3), (2, 1, 2), (1, 1, 1), ((0, 1), (1, 1), (1, 1))),
+]
+
+
+def _max_pool_index_samples(rng, dtype):
+    out = [Sample((values(rng, xs, dtype, "grid"), Raw(k), Raw(s), Raw(d), Raw(p)))
+           for xs, k, s, d, p in _POOL_INDEX_CASES]
+    x = values(rng, (1, 2, 5, 6), dtype).astype(dtype)
+    x[0, 0, :2, :2] = 1.0                              # a tie: the first one
+    x[0, 0, 2:4, 2:4] = [[np.nan, 0.5], [1.0, np.nan]]  # two NaNs: the last one
+    x[0, 1, :, :3] = -np.inf                           # -inf windows: the first inside
+    out.append(Sample((x, Raw((2, 2)), Raw((2, 3)), Raw((1, 1)), Raw(((1, 1), (1, 1)))),
+                      desc="ties, NaN, -inf", special=True))
+    return out
+
+
+def _plane_index(rng, lead, plane, window):
+    return rng.integers(0, plane, lead + window).astype(np.int64)
+
+
+def _plane_gather_samples(rng, dtype):
+    return [Sample((values(rng, (2, 3, 4, 5), dtype), _plane_index(rng, (2, 3), 20, (2, 3)))),
+            Sample((values(rng, (1, 2, 7), dtype), _plane_index(rng, (1, 2), 7, (9,))),
+                   desc="repeated positions")]
+
+
+def _plane_scatter_add_samples(rng, dtype):
+    return [Sample((values(rng, (2, 3, 2, 3), dtype), _plane_index(rng, (2, 3), 20, (2, 3)),
+                    Raw((4, 5)))),
+            Sample((values(rng, (1, 2, 9), dtype), _plane_index(rng, (1, 2), 4, (9,)),
+                    Raw((4,))), desc="repeated positions add up")]
+
+
+def _plane_gather_ref(x, index):
+    out = np.zeros(index.shape, x.dtype)
+    for i in itertools.product(*(range(m) for m in index.shape)):
+        out[i] = x[i[:2]].reshape(-1)[index[i]]
+    return out
+
+
+def _plane_scatter_add_ref(g, index, shape):
+    out = np.zeros(g.shape[:2] + tuple(shape))
+    for i in itertools.product(*(range(m) for m in index.shape)):
+        plane = out[i[:2]].reshape(-1)
+        plane[index[i]] += g[i]
+    return out.astype(g.dtype)
+
+
 def _grad(samples_fn):
     def samples(rng):
         return samples_fn(rng, F64)
@@ -416,6 +490,24 @@ CONV_OPINFOS = [
     _e("col2im", "col2im", ops_conv.col2im, _col2im_ref, _col2im_samples,
        compiled=[Case("col2im", lambda x, w: NF.conv_transpose2d(x, w, stride=2) * 2,
                       shapes([(2, 3, 3, 4), (3, 2, 3, 3)]))]),
+    _e("max_pool_index", "max_pool_index",
+       lambda x, k, s, d, p: ops_pool.max_pool_index(x, k, s, d, p), _max_pool_index_ref,
+       _max_pool_index_samples, grad=False,
+       compiled=[Case("max_pool_index",
+                      lambda x: NF.max_pool2d(x * 2, 3, stride=2, padding=1, ceil_mode=True,
+                                              return_indices=True),
+                      shapes([(2, 3, 7, 6)]))]),
+    _e("plane_gather", "plane_gather",
+       ops_pool.plane_gather, _plane_gather_ref,
+       _plane_gather_samples,
+       compiled=[Case("plane_gather", lambda x, i: (ops_pool.plane_gather(x * 2, i) + 1,),
+                      shapes([(2, 3, 4, 5), (2, 3, 2, 3)], ints={1: (0, 20)}))]),
+    _e("plane_scatter_add", "plane_scatter_add",
+       ops_pool.plane_scatter_add,
+       _plane_scatter_add_ref, _plane_scatter_add_samples,
+       compiled=[Case("plane_scatter_add",
+                      lambda g, i: (ops_pool.plane_scatter_add(g * 2, i, (4, 5)) + 1,),
+                      shapes([(2, 3, 2, 3), (2, 3, 2, 3)], ints={1: (0, 20)}))]),
     _e("conv2d", None, NF.conv2d, ref_conv, _conv2d_samples),
     _e("conv1d", None, NF.conv1d, ref_conv, _conv1d_samples),
     _e("conv3d", None, NF.conv3d, ref_conv, _conv3d_samples),
