@@ -11,6 +11,7 @@ registry ops, a backward pass runs (and traces) like any other code, and with
 from __future__ import annotations
 
 import functools
+import itertools
 import weakref
 
 import numpy as np
@@ -27,11 +28,21 @@ Tensor = None  # bound by eager/__init__.py
 _FREED = "freed"
 
 
+# Serial numbers of Nodes in creation order: a trace notes the next one when it starts, so
+# a backward() inside it can tell the nodes it recorded from those made before it.
+_NODE_SERIAL = itertools.count()
+
+
+def next_node_serial() -> int:
+    """A serial number below every Node made from now on (a trace's start)."""
+    return next(_NODE_SERIAL)
+
+
 class Node:
     """One recorded op: how to send the gradient of its output to its inputs."""
 
     __slots__ = ("op", "params", "types", "saved", "versions", "out", "out_version",
-                 "edges", "retained", "_state", "__weakref__")
+                 "edges", "retained", "_state", "serial", "__weakref__")
 
     def __init__(self, op, params, types, saved, edges, out):
         self.op = op
@@ -44,6 +55,7 @@ class Node:
         self.edges = edges      # per input: Node, leaf Tensor, or None
         self.retained = None    # weakref to the output tensor when retain_grad() was called
         self._state = None
+        self.serial = next(_NODE_SERIAL)  # creation order (a trace's nodes come after its start)
 
     def name(self) -> str:
         return "".join(p.capitalize() for p in self.op.name.split("_")) + "Backward"
@@ -289,6 +301,8 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None)
     prev_mode = dispatch.set_grad_enabled(create_graph)
     try:
         order = _topological_nodes(roots)
+        # (a trace refuses a backward that reaches a node recorded before it started)
+        _state.protocol.backward_nodes(order)
         captured = {}
         for node in order:
             g = slice_grads.total(node_grads.pop(id(node), None))

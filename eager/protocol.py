@@ -102,5 +102,9 @@ class TraceProtocol:
     def write_item(self, container, key, value) -> None:
         """Tracked Python state is about to be set (``container[key] = value``)."""
 
+    def backward_nodes(self, nodes) -> None:
+        """A backward() is about to send gradients through autograd `nodes` (each an
+        eager.autograd.Node; its `serial` tells the order they were made in)."""
+
 
 EAGER = TraceProtocol()

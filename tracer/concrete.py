@@ -104,6 +104,8 @@ class ConcreteFunction:
         # of Function.__call__ calls this with the argument's array.
         self.run1 = getattr(program, "call1", None) if self._plain else None
         self.writes_input_grads = any(t[0] == "input_grad" for t in update_targets)
+        # Arguments whose .grad the program writes (a backward() inside reached them)
+        self.input_grad_args = tuple(t[1] for t in update_targets if t[0] == "input_grad")
         # Updates of a .grad the program writes straight into the gradient's array
         # (codegen.inplace_plan._plan_inplace): (capture index, shape, dtype) per entry.
         self._dest_targets = tuple(

@@ -41,7 +41,7 @@ from . import logs
 from .pytree import LEAF, Static, flatten
 from .control import GradientThroughControlFlow
 from .discover import StateRebound, _where_defined
-from .trace import TracingError, current_trace
+from .trace import GradientBeforeTrace, TracingError, current_trace
 # The compiled specializations and the tracing of one signature live in their own modules;
 # these names stay importable from here (tests, tracer.check). Function calls
 # `trace_function` through this module's attribute, so patching
@@ -273,6 +273,16 @@ class Function:
                 return self._eager_for_grad(args, kwargs, concrete.plan_error)
             fn = self._fn
             return concrete.run_with_grad(leaves, plan, lambda: fn(*args, **kwargs))
+        if concrete.writes_input_grads and any(leaves[i].grad_fn is not None
+                                               for i in concrete.input_grad_args):
+            # The trace's argument is a leaf, where its backward() stops; eager sends the
+            # gradient on through the non-leaf argument's graph to the leaves that made it.
+            return self._eager_for_grad(
+                args, kwargs, "an argument is a non-leaf tensor (it has a grad_fn: made "
+                "from other tensors that require grad, as a view or a product) and the "
+                "function's backward() would go on through the graph that made it",
+                "pass a leaf (x.detach().requires_grad_()) and send its .grad on yourself, "
+                "or call backward() outside the function")
         if concrete.writes_input_grads and any(t.grad is not None for t in leaves):
             # The trace began with every argument's .grad unset, so its backward assigns
             # .grad where eager would accumulate into the existing one.
@@ -471,6 +481,13 @@ class Function:
                 self._refused[key] = self._refused.get(key, 0) + 1
                 if self._refused[key] >= 2:
                     self._eager_keys.add(key)
+                return None
+            except GradientBeforeTrace as exc:
+                # Only eager autograd can continue the gradient into the outside graph.
+                if self.fullgraph:
+                    raise TracingError(str(exc)) from None
+                self._warn_once(f"{exc}. Running this signature eagerly instead")
+                self._eager_keys.add(key)
                 return None
             except GradientThroughControlFlow as exc:
                 # Correct gradients need eager autograd here: run this signature eagerly.

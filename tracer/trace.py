@@ -22,7 +22,7 @@ import threading
 
 import numpy as np
 
-from eager import dispatch
+from eager import autograd, dispatch
 from eager.errors import user_frame
 from eager.ops import Dim, TensorType, has_dims
 from eager.protocol import TraceProtocol
@@ -176,6 +176,12 @@ class _CaptureState:
         self.version = tensor._version[0]
 
 
+class GradientBeforeTrace(TracingError):
+    """A backward() inside the trace reaches autograd nodes recorded before the call began
+    (a non-leaf tensor made outside and used inside): eager sends the gradient on through
+    that graph, which a compiled call cannot; @function runs that signature eagerly."""
+
+
 class Trace(TraceProtocol):
     """One trace in progress (possibly nested inside a parent for cond/while bodies).
 
@@ -215,6 +221,9 @@ class Trace(TraceProtocol):
         self.item_entry: dict = {}
         self._counter = 0
         self.lock = threading.Lock()
+        # Autograd nodes made from here on are this call's (backward_nodes)
+        self.node_start = autograd.next_node_serial() if parent is None \
+            else parent._root().node_start
 
     # -------------------------------------------------------------- values
     def new_var(self, type_: TensorType, name: str | None = None) -> Var:
@@ -333,6 +342,23 @@ class Trace(TraceProtocol):
 
     # -------------------------------------------------------------- the trace protocol
     # (eager/protocol.py: each event eager code reports while this trace is current)
+    def backward_nodes(self, nodes) -> None:
+        """A backward() in the trace may only run through nodes recorded in it: eager sends
+        the gradient on into the graph of a non-leaf tensor made before the call (its
+        .grad_fn), and the program cannot (it would write traced values into outside
+        tensors' .grad, or stop short of them)."""
+        start = self.node_start
+        for node in nodes:
+            if node.serial < start:
+                raise GradientBeforeTrace(
+                    f"{_where()}: backward() reaches {node.name()}, recorded before the "
+                    f"call began: a tensor that requires grad, made outside the function "
+                    f"from other tensors (a non-leaf, with a grad_fn), is used inside and "
+                    f"eager autograd would send its gradient on through the graph that "
+                    f"made it. Compute that tensor inside the function, or pass/capture "
+                    f"it detached (t.detach(), or t.detach().requires_grad_() to get its "
+                    f"own .grad)")
+
     def apply(self, op, inputs, params):
         """An op of eager code: an equation of the trace; returns its traced value."""
         return self.compute(op, inputs, params)
