@@ -41,12 +41,13 @@ from . import logs
 from .pytree import LEAF, Static, flatten
 from .control import GradientThroughControlFlow
 from .discover import StateRebound, _where_defined
+from .errors import ProgramRaised
 from .trace import TracingError, current_trace
 # The compiled specializations and the tracing of one signature live in their own modules;
 # these names stay importable from here (tests, tracer.check). Function calls
 # `trace_function` through this module's attribute, so patching
 # `tracer.function.trace_function` (tests/tracer/conftest.py) still takes effect.
-from .concrete import MISS, ConcreteFunction, _sig_text
+from .concrete import MISS, ConcreteFunction, _sig_text, raised_by_check
 from .tracing import trace_function
 
 from .run_mode import _RUN_EAGERLY, functions_run_eagerly, run_eagerly  # noqa: F401
@@ -195,6 +196,22 @@ class Function:
 
     # -------------------------------------------------------------- calling
     def __call__(self, *args, **kwargs):
+        try:
+            return self._call(*args, **kwargs)
+        except ProgramRaised as raised:
+            return self._eager_after_raise(args, kwargs, raised)
+
+    def _eager_after_raise(self, args, kwargs, raised):
+        """The compiled program raised in a value check before it changed any tensor (a
+        class index out of range, an integer divisor 0): run the call eagerly, so that
+        the error, and the state the call leaves (running statistics and in-place updates
+        made before the failing op), are eager's (and if eager returns, so does this)."""
+        logs.log("recompiles", f"{self._name}: the compiled program raised "
+                 f"{type(raised.__cause__).__name__} ({raised}); running the call eagerly "
+                 f"for eager's error and state")
+        return self._fn(*args, **kwargs)
+
+    def _call(self, *args, **kwargs):
         self._calls += 1
         # Fast path: positional plain-tensor arguments whose signature already has a cached,
         # directly runnable trace. Skips flattening and the general key; guards still run.
@@ -220,7 +237,12 @@ class Function:
                         concrete._last_use = self._calls  # (max_traces' recency)
                         run1 = concrete.run1
                         if run1 is not None:  # (unguarded: nothing captured)
-                            return Tensor._wrap(run1(d))
+                            try:
+                                return Tensor._wrap(run1(d))
+                            except Exception as exc:
+                                if raised_by_check(exc):
+                                    raise ProgramRaised(str(exc)) from exc
+                                raise
                         out = concrete.call_fast(args)
                         if out is not MISS:
                             return out
