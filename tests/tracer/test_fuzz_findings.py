@@ -342,3 +342,27 @@ def test_gradient_of_inf_minus_inf_through_relu():
         return [eager.tensor(np.array([np.inf, 1.0, -2.0], np.float32), requires_grad=True)]
 
     assert_same(step, make, "numba", requires_grad=False)
+
+
+# ---------------------------------------------------------------- fresh seeds (issue 17)
+@pytest.mark.parametrize("view", [lambda t: t.diagonal(), lambda t: t.unfold(-1, 2, 1),
+                                  lambda t: t.diagonal(offset=1, dim1=-2, dim2=-1)],
+                         ids=["diagonal", "unfold", "diagonal_offset"])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_strided_view_differentiated_outside_the_function(view, backend):
+    # The fuzzer's program 40048: `(-a0).diagonal()` of an argument that requires grad,
+    # backward outside: both backends raised VerifyError (the vjp's scatter positions were
+    # a captured array, which the joint forward-backward graph has no input for).
+    assert_same(lambda a: view(-a), _seeded((3, 4), grad=True), backend,
+                backward=lambda outs: (outs[0] * outs[0]).sum())
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_where_with_one_argument_is_refused_naming_the_line(backend):
+    # The fuzzer's programs 30049, 30068 (category where_cond, left out by default): the
+    # output's size depends on the values, so a trace refuses it rather than guess.
+    def f(a):
+        return eager.where(a > 0)[0]
+
+    with pytest.raises(tracer.TracingError, match=r"test_fuzz_findings.py:\d+: where\(cond\)"):
+        tracer.function(f, backend=backend)(eager.ones(3))
