@@ -141,6 +141,31 @@ def test_first_call_that_raises_leaves_no_optimizer_state(mode):
     _agree(mode, build, [(BAD, True)])
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_optimizer_step_then_a_raising_loss_keeps_the_step(mode):
+    # The step's updates come before the failing check: eager keeps them (the numba
+    # program computes them into buffers, not in place, when a check follows).
+    def build():
+        eager.manual_seed(0)
+        model = nn.Linear(4, 3)
+        opt = eager.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+
+        def step(x, y):
+            opt.zero_grad()
+            model(x).square().mean().backward()
+            opt.step()
+            return F.cross_entropy(model(x), y).detach()
+
+        def tensors():
+            named = dict(model.state_dict())
+            named.update({f"{n}.grad": p.grad for n, p in model.named_parameters()})
+            named.update({f"momentum{k}": s["momentum_buffer"]
+                          for k, s in enumerate(opt.state.values())})
+            return named
+        return step, tensors
+    _agree(mode, build, [(GOOD, False), (BAD, True), (GOOD, False)])
+
+
 def _inplace_then(raising):
     def build():
         p = eager.ones(4)
