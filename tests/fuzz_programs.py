@@ -24,7 +24,8 @@ import eager.nn.functional as F
 # after a backward inside), nonfinite (NaN/inf/-0.0 in inputs), backward_inside
 # (loss.backward() in the function), and the rows of issue 16: math (trigonometric,
 # hyperbolic, log2/log10/exp2, atan2/hypot/logaddexp), view_strided (diagonal, unfold),
-# int_div (// and % by a divisor with no zero), bf16 (bfloat16 round trips).
+# int_div (// and % by a divisor with no zero), bf16 (bfloat16 round trips),
+# raise_at_run_time (// by a divisor that may be 0 in a later call).
 # Also left out by default, not a defect: where_cond (where(cond) with one argument, whose
 # size depends on the values): a trace refuses it with a TracingError naming the line
 # (test_fuzz_findings.py), so every program drawing it is a compiled-only raise.
@@ -280,6 +281,9 @@ class _Gen:
             for op in ("//", "%"):
                 out.append(("int_div", f"{i} {op} ({j}.abs() + 1)", (i, j)))
             out.append(("int_div", f"{i} // 3 + {i} % -2", (i,)))
+            # a divisor that may hold a 0 in some call: eager raises there, after the ops
+            # before it (in-place updates included); compiled must leave the same state
+            out.append(("raise_at_run_time", f"{i} // {j}", (i, j)))
         out.append(("bf16", f"{x}.to(eager.bfloat16).float()", (x,)))
         out.append(("bf16", f"({x}.to(eager.bfloat16) * 2 + 1).to({x}.dtype)", (x,)))
         out.append(("clone", f"{a}.clone()", (a,)))

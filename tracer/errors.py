@@ -19,8 +19,11 @@ class ProgramRaised(Exception):
     out of range, an integer divisor 0, ...) before it changed any tensor (see
     `eager.ops.OpDef.raises`). `tracer.function` catches it and runs the call eagerly, so
     the error and the state the call leaves (BatchNorm's statistics, in-place updates
-    before the failing op) are eager's. Users see it only from a ConcreteFunction called
-    directly, as its cause."""
+    before the failing op) are eager's. Also raised when the traced Python body raises an
+    error of its own (not a TracingError), `while_tracing` then True. Users see it only from
+    a ConcreteFunction called directly (or get_concrete_function), as its cause."""
+
+    while_tracing = False
 
 
 def _where() -> str:

@@ -51,6 +51,7 @@ from .concrete import MISS, ConcreteFunction, _sig_text, raised_by_check
 from .tracing import trace_function
 
 from .run_mode import _RUN_EAGERLY, functions_run_eagerly, run_eagerly  # noqa: F401
+from .run_mode import eager_after_raise
 
 WARN_AFTER_TRACES = 8
 
@@ -199,17 +200,7 @@ class Function:
         try:
             return self._call(*args, **kwargs)
         except ProgramRaised as raised:
-            return self._eager_after_raise(args, kwargs, raised)
-
-    def _eager_after_raise(self, args, kwargs, raised):
-        """The compiled program raised in a value check before it changed any tensor (a
-        class index out of range, an integer divisor 0): run the call eagerly, so that
-        the error, and the state the call leaves (running statistics and in-place updates
-        made before the failing op), are eager's (and if eager returns, so does this)."""
-        logs.log("recompiles", f"{self._name}: the compiled program raised "
-                 f"{type(raised.__cause__).__name__} ({raised}); running the call eagerly "
-                 f"for eager's error and state")
-        return self._fn(*args, **kwargs)
+            return eager_after_raise(self, args, kwargs, raised)
 
     def _call(self, *args, **kwargs):
         self._calls += 1
@@ -424,7 +415,10 @@ class Function:
         key = self._key(leaves, tree)
         concrete = self._lookup(key, leaves)
         if concrete is None:
-            concrete = self._trace_new(args, kwargs, leaves, names, tree, key, force=True)
+            try:
+                concrete = self._trace_new(args, kwargs, leaves, names, tree, key, force=True)
+            except ProgramRaised as raised:  # (the function's own error, while tracing)
+                raise raised.__cause__ from None
         return concrete
 
     def _spec_hit(self, args):

@@ -19,7 +19,8 @@ from .backends import get_backend
 from .captures import (_entry_grads, _find_sources, _link_grad_aliases,
                        _reachable_tensor_ids, _state_roots)
 from .concrete import ConcreteFunction
-from .discover import Recorder, Snapshot, collect_guards, refuse_rebinding
+from .discover import Recorder, Snapshot, StateRebound, collect_guards, refuse_rebinding
+from .errors import ProgramRaised, TracingError
 from .guards import Guard
 from .ir import Graph, UpdateKind, verify
 from .pystate import ItemState, restore_items
@@ -57,7 +58,17 @@ def trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
     try:
         with tr:
             with recorder:
-                out = fn(*targs, **tkwargs)
+                try:
+                    out = fn(*targs, **tkwargs)
+                except (TracingError, StateRebound, NotImplementedError):
+                    raise  # (what a trace cannot express, refused as such)
+                except Exception as exc:
+                    # The function's own error (an in-place write to a value backward
+                    # needs, a shape mismatch): eagerly it comes after the ops before it,
+                    # whose updates stay; tracing changed nothing, so the call runs eagerly.
+                    raised = ProgramRaised(str(exc))
+                    raised.while_tracing = True
+                    raise raised from exc
             out_leaves, out_names = [], []
             out_tree = flatten(out, out_leaves, "out", out_names)
             _refuse_symbolic_outputs(out_tree, name)

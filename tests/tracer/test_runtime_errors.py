@@ -251,3 +251,24 @@ def test_softmax_over_a_symbolic_dim_that_is_0_is_empty_as_eagerly(backend, op):
     with pytest.raises(Exception) as eager_error:
         empty.amax(1)
     assert type(compiled_error.value) is type(eager_error.value)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_error_found_while_tracing_leaves_the_in_place_update_before_it(mode):
+    # The fuzzer's program 50016: the input is clamped in place after the layer saved it,
+    # so backward raises (eagerly: after the clamp). Tracing raised the same error before
+    # anything ran, leaving the input unclamped.
+    def build():
+        eager.manual_seed(0)
+        model = nn.Linear(4, 3)
+        inputs = eager.tensor(np.linspace(-2, 2, 20, dtype=np.float32).reshape(5, 4))
+
+        def step(x, y):
+            h = model(inputs)
+            inputs.clamp_(-0.5, 0.5)
+            loss = (h * h).mean() + x.sum()
+            loss.backward()
+            return loss.detach()
+
+        return step, lambda: {"inputs": inputs, "weight.grad": model.weight.grad}
+    _agree(mode, build, [(GOOD, True)])
