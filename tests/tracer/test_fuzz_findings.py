@@ -366,3 +366,58 @@ def test_where_with_one_argument_is_refused_naming_the_line(backend):
 
     with pytest.raises(tracer.TracingError, match=r"test_fuzz_findings.py:\d+: where\(cond\)"):
         tracer.function(f, backend=backend)(eager.ones(3))
+
+
+# ---------------------------------------------------------------- open (issue 17, `sound`)
+@pytest.mark.xfail(strict=True, reason="open: a captured tensor with autograd history from "
+                   "outside the function: a backward inside reaches that history while tracing")
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_backward_inside_through_a_captured_tensor_with_history(backend):
+    # Eagerly the backward goes on into the graph that made `c` (w.grad = 2). Traced, it
+    # ran that outside graph on traced values: w.grad was left holding a traced value.
+    def run(compiled):
+        w = eager.tensor(np.ones(3, np.float32), requires_grad=True)
+        c = w * 2
+
+        def f(x):
+            loss = (c * x).sum()
+            loss.backward()
+            return loss.detach()
+
+        fn = tracer.function(f, backend=backend) if compiled else f
+        out = fn(eager.ones(3))
+        return out.numpy(), w.grad.numpy()
+
+    (e_out, e_grad), (c_out, c_grad) = run(False), run(True)
+    assert compare_values(e_out, c_out) is None and compare_values(e_grad, c_grad) is None
+
+
+@pytest.mark.xfail(strict=True, reason="open: compiled does not raise where eager's second "
+                   "backward through a freed graph does (the fuzzer's program 50191)")
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_capture_made_to_require_grad_in_place_then_called_again(backend):
+    # c0.add_(h) gives the captured c0 a history; the next call's backward reaches it again
+    # after the first call's backward freed it: eager raises, compiled returned a value.
+    def run(compiled):
+        eager.manual_seed(0)
+        c0 = eager.tensor(np.linspace(-1, 1, 16).reshape(4, 4))
+        model = eager.nn.Linear(4, 4)
+
+        def f(a0):
+            h = model(a0)
+            c0.add_(h)
+            t1 = (c0.abs() + 1).log()
+            loss = (t1 * t1).mean() + (h * h).mean()
+            loss.backward()
+            return loss.detach()
+
+        fn = tracer.function(f, backend=backend) if compiled else f
+        errors = []
+        for _ in range(2):
+            try:
+                fn(eager.ones(4))
+            except RuntimeError as exc:
+                errors.append(str(exc).split(" (at ")[0])
+        return errors
+
+    assert run(True) == run(False)
