@@ -421,3 +421,25 @@ def test_capture_made_to_require_grad_in_place_then_called_again(backend):
         return errors
 
     assert run(True) == run(False)
+
+
+@pytest.mark.xfail(strict=True, reason="open: fill_/zero_ of a value with autograd history "
+                   "keeps the old history eagerly (gradient 1, PyTorch's is 0) and gives an "
+                   "output that needs no grad compiled (the fuzzer's program 60039, check mode)")
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_zero_of_a_value_with_history_cuts_its_gradient(backend):
+    def f(a0):
+        t1 = eager.where(a0 <= 0.5, a0, 3)
+        t1.zero_()
+        return t1
+
+    grads = []
+    for fn in (f, tracer.function(f, backend=backend)):
+        a = eager.tensor(np.linspace(-1, 1, 16, dtype=np.float32).reshape(4, 4),
+                         requires_grad=True)
+        out = fn(a)
+        assert out.requires_grad
+        out.sum().backward()
+        grads.append(a.grad.numpy())
+    np.testing.assert_array_equal(grads[0], np.zeros((4, 4), np.float32))  # as PyTorch
+    np.testing.assert_array_equal(grads[1], grads[0])
