@@ -22,7 +22,7 @@ from .guards import check_lines, first_failure
 from .errors import ProgramRaised
 from .ir import Graph, Var, may_raise
 from .ownership import assign_grad as _assign_grad, unshared as _unshared
-from .passes import _graph_has_effect
+from .passes import draws_random
 from .pystate import ItemState
 from .pytree import LEAF, flatten, unflatten
 from .symbolic import check_nonempty
@@ -109,7 +109,7 @@ class ConcreteFunction:
         # A program that draws random numbers and may raise in a value check: the
         # generator is saved before each call and restored if it raises (eager's run of
         # the call draws them again).
-        self._rng_on_raise = _graph_has_effect(graph) and any(map(may_raise, graph.eqns))
+        self._rng_on_raise = draws_random(graph) and any(map(may_raise, graph.eqns))
         self.run1 = getattr(program, "call1", None) if self._plain and \
             not self._rng_on_raise else None
         self.writes_input_grads = any(t[0] == "input_grad" for t in update_targets)

@@ -272,3 +272,24 @@ def test_error_found_while_tracing_leaves_the_in_place_update_before_it(mode):
 
         return step, lambda: {"inputs": inputs, "weight.grad": model.weight.grad}
     _agree(mode, build, [(GOOD, True)])
+
+
+@pytest.mark.parametrize("backend", ["numba", "interpret"])
+def test_an_unused_integer_division_by_zero_still_raises(backend):
+    # The fuzzer's program 60193 (under TRACER_CHECK=1): `t0 = a0 // a0` is never used,
+    # and dead-code elimination dropped its divisor check with it: eager raised, compiled
+    # returned.
+    def f(a, x):
+        unused = a // a  # noqa: F841
+        return x * 2
+
+    c = tracer.function(f, backend=backend)
+    x = eager.ones(3)
+    c(eager.tensor(np.array([1, 2, 3], np.int32)), x)
+    zero = eager.tensor(np.array([1, 0, 3], np.int32))
+    with pytest.raises(RuntimeError) as eager_error:
+        f(zero, x)
+    with pytest.raises(RuntimeError) as compiled_error:
+        c(zero, x)
+    assert str(compiled_error.value).split(" (at ")[0] == \
+        str(eager_error.value).split(" (at ")[0]
