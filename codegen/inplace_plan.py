@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tracer.ir import Graph, UpdateKind, Var
+from tracer.ir import Graph, UpdateKind, Var, may_raise
 
 from .fuse import CallStep, KernelGroup
 
@@ -29,11 +29,18 @@ def _plan_inplace(graph: Graph, part, escaping: set) -> dict:
     run-time alias check and run scalar). A `.grad` the function does not read has no old
     value; the caller passes its array in `dests` (see `Program.__call__`).
 
+    No update is written in place by a step before one that may raise (a class index
+    out of range, an integer divisor 0: `OpDef.raises`): a program that raises has then
+    changed no tensor, and the caller can run the call eagerly for eager's error and state.
+
     Returns {id(update Var): InplaceUpdate}."""
     grad_capture = graph.grad_captures   # owner capture -> its .grad's capture
     reads = []  # per step: ids of the base values it reads
-    for step in part.steps:
+    last_raise = -1  # the last step that may raise
+    for k, step in enumerate(part.steps):
         eqns = step.members if isinstance(step, KernelGroup) else [step.eqn]
+        if any(map(may_raise, eqns)):
+            last_raise = k
         inside = step.member_outs() if isinstance(step, KernelGroup) else set()
         ids = set()
         for e in eqns:
@@ -71,6 +78,8 @@ def _plan_inplace(graph: Graph, part, escaping: set) -> dict:
             step = part.steps[at] if at is not None else None
             if not (isinstance(step, CallStep) and step.how == "blas"):
                 continue
+        if at <= last_raise:
+            continue
         io = False
         if old is not None:
             if id(old) in escaping_bases or any(id(old) in r for r in reads[at + 1:]):

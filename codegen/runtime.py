@@ -14,7 +14,8 @@ import threading
 
 from tracer import logs
 from tracer.ir import Graph
-from tracer.symbolic import SymbolicDimError, binder, graph_dims, substitute_graph
+from tracer.symbolic import (SymbolicDimError, binder, check_nonempty, graph_dims,
+                             nonempty_checks, substitute_graph)
 
 from . import heap
 from .fallback import FallbackWarning
@@ -31,6 +32,10 @@ class PerSizeProgram:
         self.why = why
         self._bind = binder(graph)
         self._dims = graph_dims(graph)
+        # max reductions over symbolic axes: an empty extent raises as the interpreter's
+        # does (then tracer.function runs the call eagerly: softmax over an empty dim is
+        # empty), not numpy's error from the program specialized to it
+        self._nonempty = nonempty_checks(graph)
         self._programs: dict = {}
         self._lock = threading.Lock()
         self._last = None
@@ -48,6 +53,8 @@ class PerSizeProgram:
 
     def __call__(self, args, dests=None):
         sizes = self._bind(args)
+        if self._nonempty:
+            check_nonempty(self._nonempty, sizes)
         key = tuple(sizes[d] for d in self._dims)
         program = self._programs.get(key)
         if program is None:

@@ -90,6 +90,11 @@ class OpDef:
     # loop); rows whose bfloat16 loops are fast enough say opmath=False and keep the hot
     # float32 path free of the wrapper (add, mul, comparisons, ...).
     opmath: bool = False
+    # Checks values when the program runs and may raise there, as eager raises at this op
+    # (a class index out of range, an integer divisor 0): a compiled program writes no state
+    # in place before such a step, so after the raise the tracer can run the call eagerly
+    # and leave eager's state (tracer.function, "a run-time error").
+    raises: bool = False
 
     def __repr__(self) -> str:
         return f"OpDef({self.name})"
@@ -100,14 +105,14 @@ OPS: dict[str, OpDef] = {}
 
 def register(name, category, nin, impl, infer, vjp=None, saves=(), saves_out=False, doc="",
              params=(), view=False, *, recompute=False, reduce=None, method=False,
-             control=False, run=None, slice_grad=False, opmath=None):
+             control=False, run=None, slice_grad=False, opmath=None, raises=False):
     if opmath is None:
         opmath = category in ("reduction", "matmul") or (
             category == "elementwise" and not view and name != "cast")
     if opmath:
         impl = _opmath(impl, {dtypes.bfloat16} if isinstance(impl, np.ufunc) else dtypes.HALF)
     op = OpDef(name, category, nin, impl, infer, vjp, tuple(saves), saves_out, doc, params, view,
-               recompute, reduce, method, control, run, slice_grad, opmath)
+               recompute, reduce, method, control, run, slice_grad, opmath, raises)
     OPS[name] = op
     return op
 
@@ -471,17 +476,17 @@ register("gather", I, -1, lambda x, *idx: x[idx], _gather_infer,
          doc="Integer-array indexing of the leading len(idx) dims: x[i0, i1, ...].")
 register("check_class_index", I, 1, _check_class_index_impl,
          _check_class_index_infer, params=("size", "what"),
-         view="whole",
+         view="whole", raises=True,
          doc="The index tensor itself, after checking every value is in [0, size): an "
              "IndexError otherwise (class labels, embedding rows; numpy's indexing would wrap "
              "a negative index around). Runs when the program runs, traced or not.")
 register("check_finite", I, 1, _check_finite_impl, lambda x, what: x, params=("what",),
-         view="whole", vjp=lambda g, out, x, what: (g,),
+         view="whole", raises=True, vjp=lambda g, out, x, what: (g,),
          doc="The tensor itself, after checking every value is finite: RuntimeError(what) "
              "otherwise (clip_grad_norm_(error_if_nonfinite=True) in a compiled step). Runs "
              "when the program runs, traced or not.")
 register("check_nonzero", I, 1, _check_nonzero_impl, lambda x, what: x, params=("what",),
-         view="whole",
+         view="whole", raises=True,
          doc="The integer divisor itself, after checking no value is 0: RuntimeError(what) "
              "otherwise (PyTorch's ZeroDivisionError of integer //, %, fmod). Runs when the "
              "program runs, traced or not: a pass over the divisor, before the fused kernel.")

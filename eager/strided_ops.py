@@ -86,7 +86,10 @@ def positions(op: str, shape: tuple, params: dict) -> np.ndarray:
 def _scatter_back(op):
     def vjp(g, out, a, **params):
         index = np.unravel_index(positions(op, tuple(a.shape), params), tuple(a.shape))
-        return fn.scatter_add(g, tuple(fn.const(np.ascontiguousarray(i), np.int64)
+        # (from_numpy: a trace records the positions as constants of its graph; a bare
+        # wrapped array would be captured, which a joint forward-backward graph has no
+        # input for)
+        return fn.scatter_add(g, tuple(fn.from_numpy(np.ascontiguousarray(i, dtype=np.int64))
                                        for i in index), tuple(a.shape))
     return (vjp,)
 

@@ -71,6 +71,10 @@ def attach() -> None:
     Tensor.new_full = _new_full
     Tensor.new_tensor = _new_tensor
     Tensor.moveaxis = Tensor.movedim
+    # Augmented assignment writes in place, as PyTorch's does: `p -= lr * p.grad` under
+    # no_grad() updates the parameter (it rebound the name to a new tensor before).
+    Tensor.__iadd__, Tensor.__isub__ = Tensor.add_, Tensor.sub_
+    Tensor.__imul__, Tensor.__itruediv__ = Tensor.mul_, Tensor.div_
     Tensor.bernoulli = _method(sampling.bernoulli)
     for name in ("uniform_", "normal_", "bernoulli_"):  # (they write in place themselves)
         setattr(Tensor, name, _method(getattr(sampling, name)))

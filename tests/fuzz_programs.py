@@ -22,8 +22,14 @@ import eager.nn.functional as F
 # nn, cast, clone, inplace_temp, inplace_capture, inplace_arg (in-place on arguments),
 # inplace_autograd (in-place on a value backward may need), grad_after_backward (outputs
 # after a backward inside), nonfinite (NaN/inf/-0.0 in inputs), backward_inside
-# (loss.backward() in the function).
-KNOWN_BUGGY: dict = {}
+# (loss.backward() in the function), and the rows of issue 16: math (trigonometric,
+# hyperbolic, log2/log10/exp2, atan2/hypot/logaddexp), view_strided (diagonal, unfold),
+# int_div (// and % by a divisor with no zero), bf16 (bfloat16 round trips),
+# raise_at_run_time (// by a divisor that may be 0 in a later call).
+# Also left out by default, not a defect: where_cond (where(cond) with one argument, whose
+# size depends on the values): a trace refuses it with a TracingError naming the line
+# (test_fuzz_findings.py), so every program drawing it is a compiled-only raise.
+KNOWN_BUGGY: dict = {"where_cond": "refused by design: its output's size depends on values"}
 
 SHAPES = [(), (4,), (3, 4), (1, 4), (3, 1), (2, 3, 4), (4, 4), (0, 4)]
 FLOATS = ("float32", "float32", "float32", "float64")
@@ -248,6 +254,38 @@ class _Gen:
         if self.env[x].ndim:
             out.append(("nn", f"F.layer_norm({x}, ({self.env[x].shape[-1]},))", (x,)))
         out.append(("cast", f"{a}.{p(('float', 'double', 'int', 'long', 'bool'))}()", (a,)))
+        # the math rows added by issue 16 (trigonometric, hyperbolic, base-2/10 logs, binary)
+        # with their arguments kept in the domain where eager gives finite values
+        for fn in ("sin", "cos", "atan", "sinh", "cosh", "asinh", "exp2"):
+            out.append(("math", f"{x}.{fn}()", (x,)))
+        out.append(("math", f"({x} * 0.5).tan()", (x,)))
+        for fn in ("asin", "acos", "atanh"):
+            out.append(("math", f"{x}.clamp(-0.9, 0.9).{fn}()", (x,)))
+        out.append(("math", f"({x}.abs() + 1).acosh()", (x,)))
+        for fn in ("log2", "log10"):
+            out.append(("math", f"({x}.abs() + 0.5).{fn}()", (x,)))
+        y = p(fl)
+        for fn in ("atan2", "hypot", "logaddexp"):
+            out.append(("math", f"eager.{fn}({x}, {y})", (x, y)))
+        # strided views (a write through them is a scatter), where(cond)'s indices
+        if nd >= 2:
+            out.append(("view_strided", f"{a}.diagonal()", (a,)))
+            out.append(("view_strided", f"{a}.diagonal(offset=1, dim1=-2, dim2=-1)", (a,)))
+        if nd >= 1 and self.env[a].shape[-1] >= 2:
+            out.append(("view_strided", f"{a}.unfold(-1, 2, 1)", (a,)))
+        out.append(("where_cond", f"eager.where({a} > 0)[0]", (a,)))
+        # integer // and % by a divisor with no zero, bfloat16 round trips
+        ints = [n for n in names if self.env[n].dtype.kind == "i"]
+        if ints:
+            i, j = p(ints), p(ints)
+            for op in ("//", "%"):
+                out.append(("int_div", f"{i} {op} ({j}.abs() + 1)", (i, j)))
+            out.append(("int_div", f"{i} // 3 + {i} % -2", (i,)))
+            # a divisor that may hold a 0 in some call: eager raises there, after the ops
+            # before it (in-place updates included); compiled must leave the same state
+            out.append(("raise_at_run_time", f"{i} // {j}", (i, j)))
+        out.append(("bf16", f"{x}.to(eager.bfloat16).float()", (x,)))
+        out.append(("bf16", f"({x}.to(eager.bfloat16) * 2 + 1).to({x}.dtype)", (x,)))
         out.append(("clone", f"{a}.clone()", (a,)))
         results = [(cat, code, uses, True) for cat, code, uses in out]
         # in-place ops: the category depends on what they write to
@@ -324,7 +362,7 @@ class _Gen:
                     continue
                 self.env[name] = value
                 self.pool[name] = "temp"
-                if cat == "view" and "[eager.tensor" not in code:
+                if cat in ("view", "view_strided") and "[eager.tensor" not in code:
                     self.view_of[name] = self.view_of.get(uses[0], uses[0])
                 self.count += 1
             return Step(code, name, tuple(uses), cat)

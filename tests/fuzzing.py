@@ -108,7 +108,13 @@ def run(source: str, mode: str, ignore=frozenset()) -> list:
                         loss.backward()
             except Exception as e:
                 msg = str(e).splitlines()[0] if str(e) else ""
-                records.append(("raises", type(e).__name__, msg))
+                # ...and the state the raising call left (eager's: the updates made before
+                # the failing op), compared as after any call
+                try:
+                    left = _snapshot((), args, state)
+                except Exception:  # noqa: BLE001 - args() itself raised
+                    left = {}
+                records.append(("raises", type(e).__name__, msg, left))
                 break
             consumed = ns["KIND"] in ("inside", "train") and "grad_after_backward" in ignore
             records.append(_snapshot(outs, args, state, not consumed))
@@ -180,6 +186,12 @@ def compare_runs(expected: list, got: list, mode: str) -> Finding | None:
             if e[1] != g[1]:
                 return Finding(mode, "mismatch", f"eager raised {e[1]}: {e[2]}; "
                                f"compiled raised {g[1]}: {g[2]}", call)
+            left_e, left_g = (e[3] if len(e) > 3 else {}), (g[3] if len(g) > 3 else {})
+            for key in left_e:
+                why = compare_values(left_e[key], left_g.get(key))
+                if why:
+                    return Finding(mode, "mismatch", f"after raising {e[1]}: {key}: {why}",
+                                   call)
             return None
         if g_raises:
             kind = ("unsupported" if g[1] == "TracingError" and "support" in g[2]

@@ -28,6 +28,10 @@ What it returns: an executable with
 - ``__call__(args, dests=None) -> list``: `args` are numpy arrays (inputs, then captures);
   returns one array per ``graph.results``. It may write an update into the array of the
   capture it updates (``UpdateKind.DATA``) when nothing reads the old value afterwards.
+  When a value check raises (an equation `tracer.ir.may_raise` names: a class index out of
+  range, an integer divisor 0), it must have changed no tensor yet: the tracer puts the
+  random generator back and runs the call eagerly, for eager's error and state. So nothing
+  is written into a target before the last equation that may raise.
   `dests`, when given, holds per ``dest_updates`` entry the array that update's target
   (a ``.grad``) holds now, or None: the update may be computed straight into it;
 - ``dest_updates``: the update indices whose target arrays ``__call__`` takes in `dests`,

@@ -180,6 +180,11 @@ def _find_sources(fn, args, kwargs, captured):
         elif isinstance(obj, Module):
             return visit_module(root_desc, get_root, obj)
         elif isinstance(obj, Optimizer):
+            # add_param_group() after tracing: the trace looped over the groups it saw
+            token = getattr(obj, "_groups_token", None)
+            if token is not None:
+                root_guards.append((f"{root_desc}.param_groups",
+                                    lambda o=obj: o._groups_token, token))
             found = False
             params = [p for g in obj.param_groups for p in g["params"]]
             for k, p in enumerate(params):

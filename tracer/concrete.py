@@ -11,6 +11,7 @@ import numpy as np
 
 from eager.errors import user_location
 from eager.protocol import STRUCTURE_EPOCH
+from eager.random import get_rng_state, set_rng_state
 from eager.ops import OPS
 from eager.tensor import Tensor
 
@@ -18,10 +19,13 @@ from .aliasing import AliasCheck
 from .autodiff import freed_node
 from .backends import get_backend
 from .guards import check_lines, first_failure
-from .ir import Graph, Var
+from .errors import ProgramRaised
+from .ir import Graph, Var, may_raise
 from .ownership import assign_grad as _assign_grad, unshared as _unshared
+from .passes import draws_random
 from .pystate import ItemState
 from .pytree import LEAF, flatten, unflatten
+from .symbolic import check_nonempty
 from .trace import TracingError
 
 
@@ -102,7 +106,12 @@ class ConcreteFunction:
                           and not self.input_layouts)
         # One array in, one fresh array out, nothing else to do: the one-argument fast path
         # of Function.__call__ calls this with the argument's array.
-        self.run1 = getattr(program, "call1", None) if self._plain else None
+        # A program that draws random numbers and may raise in a value check: the
+        # generator is saved before each call and restored if it raises (eager's run of
+        # the call draws them again).
+        self._rng_on_raise = draws_random(graph) and any(map(may_raise, graph.eqns))
+        self.run1 = getattr(program, "call1", None) if self._plain and \
+            not self._rng_on_raise else None
         self.writes_input_grads = any(t[0] == "input_grad" for t in update_targets)
         # Arguments whose .grad the program writes (a backward() inside reached them)
         self.input_grad_args = tuple(t[1] for t in update_targets if t[0] == "input_grad")
@@ -341,9 +350,9 @@ class ConcreteFunction:
                           f"        elif not unshared(g, 1 + (dseen[{k}] is x{k})):",
                           f"            x{k} = None"]
                 names.append(f"x{k}")
-            lines.append(f"    results = program(values, [{', '.join(names)}])")
+            lines += self._program_call_lines(f"values, [{', '.join(names)}]", ns)
         else:
-            lines.append("    results = program(values)")
+            lines += self._program_call_lines("values", ns)
         n_out = len(self.graph.outputs)
         outs = []
         for j in range(n_out):
@@ -396,7 +405,48 @@ class ConcreteFunction:
         exec(compile(source, f"<tracejit {kind} {self.name}>", "exec"), ns)
         return ns["call"], source
 
+    def _program_call_lines(self, call_args: str, ns: dict) -> list:
+        """The generated call's lines running the program: a value check that raises there
+        (before the program changed any tensor) becomes ProgramRaised, with the random
+        generator as it was before the call (see `call_program`)."""
+        ns["ProgramRaised"], ns["raised_by_check"] = ProgramRaised, raised_by_check
+        lines = []
+        if self._rng_on_raise:
+            ns["get_rng_state"], ns["set_rng_state"] = get_rng_state, set_rng_state
+            lines.append("    rng = get_rng_state()")
+        lines += ["    try:",
+                  f"        results = program({call_args})",
+                  "    except Exception as exc:",
+                  "        if not raised_by_check(exc):",
+                  "            raise"]
+        if self._rng_on_raise:
+            lines.append("        set_rng_state(rng)")
+        lines.append("        raise ProgramRaised(str(exc)) from exc")
+        return lines
+
+    def call_program(self, program, values):
+        """`program(values)` as the generated call runs it (for the other paths): a value
+        check raising inside becomes ProgramRaised (the caller runs the call eagerly), with
+        the random generator as before the call."""
+        rng = get_rng_state() if self._rng_on_raise else None
+        try:
+            return program(values)
+        except Exception as exc:
+            if not raised_by_check(exc):
+                raise
+            if rng is not None:
+                set_rng_state(rng)
+            raise ProgramRaised(str(exc)) from exc
+
     def __call__(self, *args, **kwargs):
+        try:
+            return self._call(args, kwargs)
+        except ProgramRaised as raised:
+            # Called directly there is no eager function to run: the check's own error,
+            # with every tensor as before the call.
+            raise raised.__cause__ from None
+
+    def _call(self, args, kwargs):
         leaves = []
         flatten((args, kwargs), leaves, "", [])
         # Called directly, nothing has checked the arguments against the trace: the program
@@ -460,7 +510,7 @@ class ConcreteFunction:
         from .autodiff import attach
 
         caps = self._captures
-        results = plan.fwd_program(self._input_values(leaves))
+        results = self.call_program(plan.fwd_program, self._input_values(leaves))
         n_out = len(self.graph.outputs)
         outs = self._output_tensors(results)
         wrt = [leaves[i] if kind == "input" else caps[i] for kind, i in plan.wrt]
@@ -527,6 +577,30 @@ class ConcreteFunction:
                 outs[j] = self._captures[i]._grad
             else:
                 outs[j] = leaves[i]._grad
+
+
+def raised_by_check(exc: BaseException) -> bool:
+    """True when `exc` was raised by a registry op that checks values (`OpDef.raises`) or
+    by a symbolic size check (tracer.symbolic.check_nonempty), seen from its traceback."""
+    codes = _check_codes()
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code in codes:
+            return True
+        tb = tb.tb_next
+    return False
+
+
+_CODES: list = []
+
+
+def _check_codes() -> frozenset:
+    if not _CODES:
+        codes = {check_nonempty.__code__}
+        codes.update(op.impl.__code__ for op in OPS.values()
+                     if op.raises and hasattr(op.impl, "__code__"))
+        _CODES.append(frozenset(codes))
+    return _CODES[0]
 
 
 def _no_references(slot, a) -> int:

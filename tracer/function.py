@@ -41,15 +41,17 @@ from . import logs
 from .pytree import LEAF, Static, flatten
 from .control import GradientThroughControlFlow
 from .discover import StateRebound, _where_defined
+from .errors import ProgramRaised
 from .trace import GradientBeforeTrace, TracingError, current_trace
 # The compiled specializations and the tracing of one signature live in their own modules;
 # these names stay importable from here (tests, tracer.check). Function calls
 # `trace_function` through this module's attribute, so patching
 # `tracer.function.trace_function` (tests/tracer/conftest.py) still takes effect.
-from .concrete import MISS, ConcreteFunction, _sig_text
+from .concrete import MISS, ConcreteFunction, _sig_text, raised_by_check
 from .tracing import trace_function
 
 from .run_mode import _RUN_EAGERLY, functions_run_eagerly, run_eagerly  # noqa: F401
+from .run_mode import eager_after_raise
 
 WARN_AFTER_TRACES = 8
 
@@ -195,6 +197,12 @@ class Function:
 
     # -------------------------------------------------------------- calling
     def __call__(self, *args, **kwargs):
+        try:
+            return self._call(*args, **kwargs)
+        except ProgramRaised as raised:
+            return eager_after_raise(self, args, kwargs, raised)
+
+    def _call(self, *args, **kwargs):
         self._calls += 1
         # Fast path: positional plain-tensor arguments whose signature already has a cached,
         # directly runnable trace. Skips flattening and the general key; guards still run.
@@ -220,7 +228,12 @@ class Function:
                         concrete._last_use = self._calls  # (max_traces' recency)
                         run1 = concrete.run1
                         if run1 is not None:  # (unguarded: nothing captured)
-                            return Tensor._wrap(run1(d))
+                            try:
+                                return Tensor._wrap(run1(d))
+                            except Exception as exc:
+                                if raised_by_check(exc):
+                                    raise ProgramRaised(str(exc)) from exc
+                                raise
                         out = concrete.call_fast(args)
                         if out is not MISS:
                             return out
@@ -412,7 +425,10 @@ class Function:
         key = self._key(leaves, tree)
         concrete = self._lookup(key, leaves)
         if concrete is None:
-            concrete = self._trace_new(args, kwargs, leaves, names, tree, key, force=True)
+            try:
+                concrete = self._trace_new(args, kwargs, leaves, names, tree, key, force=True)
+            except ProgramRaised as raised:  # (the function's own error, while tracing)
+                raise raised.__cause__ from None
         return concrete
 
     def _spec_hit(self, args):

@@ -159,6 +159,18 @@ class Graph:
         return counts
 
 
+def may_raise(eqn: Eqn) -> bool:
+    """True when `eqn` checks values as the program runs and may raise there (its op's row
+    says `raises`, or a sub-graph of a control op holds such an equation)."""
+    op = OPS.get(eqn.op)
+    if op is None:
+        return False
+    if op.raises:
+        return True
+    return op.control and any(isinstance(v, Graph) and any(map(may_raise, v.eqns))
+                              for v in eqn.params.values())
+
+
 def infer_eqn(op: str, in_types, params):
     """The output type of an equation, from the registry (a tuple for a control op's rows)."""
     return OPS[op].infer(*in_types, **params)

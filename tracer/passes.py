@@ -53,14 +53,21 @@ def _sub_graphs(eqn: Eqn) -> list:
 
 
 def _has_effect(eqn: Eqn) -> bool:
-    """True if removing `eqn` would change what the program observably does (RNG draws)."""
-    if _is_random(eqn):
+    """True if removing `eqn` would change what the program observably does (RNG draws;
+    a value check that may raise, as eager raises there even when the value goes unused)."""
+    if _is_random(eqn) or OPS[eqn.op].raises:
         return True
     return any(_graph_has_effect(g) for g in _sub_graphs(eqn))
 
 
 def _graph_has_effect(graph: Graph) -> bool:
     return any(_has_effect(e) for e in graph.eqns)
+
+
+def draws_random(graph: Graph) -> bool:
+    """True if running `graph` draws from the random generator (in a sub-graph too)."""
+    return any(_is_random(e) or any(draws_random(g) for g in _sub_graphs(e))
+               for e in graph.eqns)
 
 
 def _resolve(x, env: dict):

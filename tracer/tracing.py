@@ -12,6 +12,7 @@ import time
 
 import numpy as np
 
+from eager.autograd import Node
 from eager.tensor import Tensor
 
 from . import logs
@@ -20,11 +21,22 @@ from .captures import (_entry_grads, _find_sources, _link_grad_aliases,
                        _reachable_tensor_ids, _state_roots)
 from .concrete import ConcreteFunction
 from .discover import Recorder, Snapshot, collect_guards, refuse_rebinding
+from .errors import ProgramRaised
 from .guards import Guard
 from .ir import Graph, UpdateKind, verify
 from .pystate import ItemState, restore_items
 from .pytree import Static, flatten, unflatten
 from .trace import LiveScalar, Trace
+
+
+def _raised_in(exc: BaseException, code) -> bool:
+    """Whether `exc` was raised inside the function whose code object is `code`."""
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code is code:
+            return True
+        tb = tb.tb_next
+    return False
 
 
 # --------------------------------------------------------------------------------------
@@ -57,7 +69,19 @@ def trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
     try:
         with tr:
             with recorder:
-                out = fn(*targs, **tkwargs)
+                try:
+                    out = fn(*targs, **tkwargs)
+                except Exception as exc:
+                    # Autograd's own refusal (backward after an in-place write to a value
+                    # it saved, or through a freed graph), which eager raises as well:
+                    # eagerly it comes after the ops before it, whose updates stay; tracing
+                    # changed nothing, so the call runs eagerly. (Other errors raise here:
+                    # some are refusals made only while tracing.)
+                    if not _raised_in(exc, Node.check_saved.__code__):
+                        raise
+                    raised = ProgramRaised(str(exc))
+                    raised.while_tracing = True
+                    raise raised from exc
             out_leaves, out_names = [], []
             out_tree = flatten(out, out_leaves, "out", out_names)
             _refuse_symbolic_outputs(out_tree, name)

@@ -94,6 +94,9 @@ class Optimizer:
             if k not in group:
                 dict.__setitem__(group, k, v)
         self.param_groups.append(group)
+        # A new object per change of the groups: a compiled step guards its identity (its
+        # trace's zero_grad() and step() loop over the groups as they were).
+        self._groups_token = object()
 
     def zero_grad(self, set_to_none: bool = True):
         for group in self.param_groups:

@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from .. import dtypes
 from .. import functions as F
 from ..random import Generator, numpy_generator
 from ..tensor import Tensor
@@ -253,7 +254,7 @@ def default_collate(batch):
     if isinstance(elem, Tensor):
         return F.stack(list(batch), 0)
     if isinstance(elem, np.ndarray):
-        if elem.dtype.kind not in "biuf":
+        if elem.dtype.kind not in "biuf" and elem.dtype != dtypes.bfloat16:
             raise TypeError(f"default_collate: numpy arrays of dtype {elem.dtype} cannot be "
                             "batched")
         return F.stack([F.from_numpy(np.asarray(b)) for b in batch], 0)

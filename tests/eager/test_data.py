@@ -294,3 +294,20 @@ def test_gpt_training_resumed_from_a_checkpoint_matches_an_uninterrupted_run(mod
     if mode != "eager":
         eager_losses, _ = _run("eager", epochs=3)
         np.testing.assert_allclose(full, eager_losses, rtol=2e-5, atol=1e-6)
+
+
+def test_default_collate_batches_bfloat16_numpy_arrays():
+    # (issue 16 remainder: it raised "numpy arrays of dtype bfloat16 cannot be batched")
+    rows = (np.arange(8, dtype=np.float32).reshape(4, 2) / 3).astype(eager.bfloat16)
+    loader = DataLoader([(rows[i], rows[i, 0]) for i in range(4)], batch_size=2)
+    batches = list(loader)
+    assert [(x.dtype, x.shape) for x in batches[0]] == [(eager.bfloat16, (2, 2)),
+                                                        (eager.bfloat16, (2,))]
+    np.testing.assert_array_equal(batches[1][0].numpy(), rows[2:])
+
+    def f(x, y):
+        return (x * 2 + y[:, None]).float()
+
+    compiled = tracer.function(f)
+    for x, y in batches:
+        np.testing.assert_array_equal(compiled(x, y).numpy(), f(x, y).numpy())
