@@ -288,14 +288,12 @@ class Function:
             return concrete.run_with_grad(leaves, plan, lambda: fn(*args, **kwargs))
         if concrete.writes_input_grads and any(leaves[i].grad_fn is not None
                                                for i in concrete.input_grad_args):
-            # The trace's argument is a leaf, where its backward() stops; eager sends the
-            # gradient on through the non-leaf argument's graph to the leaves that made it.
-            return self._eager_for_grad(
-                args, kwargs, "an argument is a non-leaf tensor (it has a grad_fn: made "
-                "from other tensors that require grad, as a view or a product) and the "
-                "function's backward() would go on through the graph that made it",
-                "pass a leaf (x.detach().requires_grad_()) and send its .grad on yourself, "
-                "or call backward() outside the function")
+            # (the trace's backward() stops at its argument; eager's goes on through its graph)
+            return self._eager_for_grad(args, kwargs, "an argument is a non-leaf tensor (a "
+                                        "view or product of one that requires grad) and the "
+                                        "function's backward() would go on into its graph",
+                                        "pass a leaf (x.detach().requires_grad_()) or call "
+                                        "backward() outside the function")
         if concrete.writes_input_grads and any(t.grad is not None for t in leaves):
             # The trace began with every argument's .grad unset, so its backward assigns
             # .grad where eager would accumulate into the existing one.
@@ -498,8 +496,7 @@ class Function:
                 if self._refused[key] >= 2:
                     self._eager_keys.add(key)
                 return None
-            except GradientBeforeTrace as exc:
-                # Only eager autograd can continue the gradient into the outside graph.
+            except GradientBeforeTrace as exc:  # (only eager autograd can go on into it)
                 if self.fullgraph:
                     raise TracingError(str(exc)) from None
                 self._warn_once(f"{exc}. Running this signature eagerly instead")
