@@ -487,8 +487,14 @@ def _rows_function(ks: KernelSource, buffers: list, code: list, var: str) -> lis
         rng = f"{var}_block * {b}, min({var}_block * {b} + {b}, {n})"
     code = [f"{head}{rng}):"] + code[1:]
     params = _params(ks) + [f"{var}_block"]
+    # (the hidden constants are locals of the function whose loops read them: here)
     return [_decorator(_types(ks) + ["int64"], False), f"def rows({', '.join(params)}):"] \
-        + buffers + code
+        + _hidden_lines(ks) + buffers + code
+
+
+def _hidden_lines(ks: KernelSource) -> list:
+    return [f"    {local} = hidden({name})  # (a masked running max vectorizes)"
+            for name, local in getattr(ks, "hidden", {}).items()]
 
 
 def _row_blocks_call(ks: KernelSource) -> list:
@@ -620,8 +626,8 @@ def _module(ks: KernelSource, code: list, parallel: bool, doc: str, helper=()) -
         lines.append(f"    # {ks.arg_names[id(v)]}: {_describe_var(v)}{note}")
     for v in outputs:
         lines.append(f"    # {ks.out_names[id(v)]}: {_describe_var(v)}")
-    for name, local in getattr(ks, "hidden", {}).items():
-        lines.append(f"    {local} = hidden({name})  # (a masked running max vectorizes)")
+    if not helper:
+        lines.extend(_hidden_lines(ks))
     lines.extend(code)
     if not code:
         lines.append("    pass")
