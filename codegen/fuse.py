@@ -272,10 +272,12 @@ def _new_group(p: Partition, kind: str, shape: tuple, split: int = 0) -> KernelG
 
 def _join(p: Partition, g: KernelGroup, e):
     # A cheap value of an earlier kernel is computed again here rather than written out
-    # there and read back (_recompute_chain).
+    # there and read back (_recompute_chain); not one `e` also reads through a view (y.T +
+    # y): a kernel reads the values it computes only at the element it computes.
+    viewed = {id(b) for x, b in _deps(p, e) if x is not b}
     for x, b in _deps(p, e):
         if x is b and id(b) not in g.member_outs():
-            chain = _recompute_chain(p, g, b)
+            chain = _recompute_chain(p, g, b, viewed)
             if chain is not None:
                 g.members.extend(chain)
                 for m in chain:
@@ -308,12 +310,13 @@ def _in_memory(p: Partition, b) -> bool:
     return owner is not None and b in owner.outputs
 
 
-def _recompute_chain(p: Partition, g: KernelGroup, b) -> list | None:
+def _recompute_chain(p: Partition, g: KernelGroup, b, viewed=frozenset()) -> list | None:
     """Equations of an earlier elementwise kernel that compute `b` for `g` from values in
     memory (or computed in `g`), in program order; None when reading `b` is better: when
     `b` is in memory already, when a step is not a cheap kernel equation of `g`'s shape,
-    or when the chain would read more full-size arrays that `g` does not read yet than the
-    one array `b` (the expensive values it stops at are then written out instead of `b`)."""
+    when the chain would compute a value `g` reads through a view (ids `viewed`), or when
+    it would read more full-size arrays that `g` does not read yet than the one array `b`
+    (the expensive values it stops at are then written out instead of `b`)."""
     if g.kind not in ("elementwise", "col") or not _concrete(g.shape) or _in_memory(p, b):
         return None
     full = math.prod(g.shape)
@@ -351,7 +354,7 @@ def _recompute_chain(p: Partition, g: KernelGroup, b) -> list | None:
         chain[id(v)] = e
         return len(chain) <= RECOMPUTE_MAX
 
-    if not visit(b) or len(new_reads) > 1:
+    if not visit(b) or len(new_reads) > 1 or any(k in viewed for k in chain):
         return None
     order = {id(m): i for i, m in enumerate(p.graph.eqns)}
     return sorted(chain.values(), key=lambda m: order.get(id(m), 0))

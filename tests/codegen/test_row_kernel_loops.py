@@ -239,3 +239,19 @@ def test_causal_softmax_rows_in_parallel_blocks_build(monkeypatch):
                                                is_causal=True).numpy(), rtol=1e-5, atol=1e-6)
     sources = [k.source for k in f.get_concrete_function(eager.from_numpy(s)).kernels]
     assert any("def rows(" in src and "= hidden(" in src for src in sources), sources
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_value_read_through_a_view_is_not_recomputed(backend):
+    """`b + u.T` reads u through a view: u is read from memory, never recomputed in the
+    kernel (which could read only the element it computes), and b with it."""
+    def f(x):
+        u = x + 1.0
+        b = u * 2.0
+        return b + u.T, b.T * u
+
+    x = np.arange(12, dtype=np.float32).reshape(3, 4) @ np.ones((4, 3), np.float32) \
+        + np.arange(3, dtype=np.float32)
+    got = tracer.function(f, backend=backend)(eager.from_numpy(x))
+    for g, w in zip(got, f(eager.from_numpy(x))):
+        np.testing.assert_array_equal(g.numpy(), w.numpy())
