@@ -303,6 +303,10 @@ def _join(p: Partition, g: KernelGroup, e):
 RECOMPUTE_MAX = 12
 
 
+def _nbytes(v) -> int:
+    return math.prod(v.type.shape) * v.type.dtype.itemsize
+
+
 def _in_memory(p: Partition, b) -> bool:
     if id(b) in p.external or id(b) in p.step_of:
         return True
@@ -315,8 +319,9 @@ def _recompute_chain(p: Partition, g: KernelGroup, b, viewed=frozenset()) -> lis
     memory (or computed in `g`), in program order; None when reading `b` is better: when
     `b` is in memory already, when a step is not a cheap kernel equation of `g`'s shape,
     when the chain would compute a value `g` reads through a view (ids `viewed`), or when
-    it would read more full-size arrays that `g` does not read yet than the one array `b`
-    (the expensive values it stops at are then written out instead of `b`)."""
+    it would read more bytes of full-size arrays that `g` does not read yet than the one
+    array `b` has (the expensive values it stops at are then written out instead of `b`;
+    a ReLU's bool mask stays one byte an element read, not the float it compares)."""
     if g.kind not in ("elementwise", "col") or not _concrete(g.shape) or _in_memory(p, b):
         return None
     full = math.prod(g.shape)
@@ -354,7 +359,9 @@ def _recompute_chain(p: Partition, g: KernelGroup, b, viewed=frozenset()) -> lis
         chain[id(v)] = e
         return len(chain) <= RECOMPUTE_MAX
 
-    if not visit(b) or len(new_reads) > 1 or any(k in viewed for k in chain):
+    if not visit(b) or any(k in viewed for k in chain):
+        return None
+    if sum(_nbytes(c) for c in new_reads.values()) > _nbytes(b):
         return None
     order = {id(m): i for i, m in enumerate(p.graph.eqns)}
     return sorted(chain.values(), key=lambda m: order.get(id(m), 0))
