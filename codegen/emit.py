@@ -201,7 +201,7 @@ def _elementwise_body(ks: KernelSource, idx, members, outputs, first=0, scope=No
         flat = _flat(v.type.shape, idx)
         old = ks.io.get(id(v))
         name = ks.out_names[id(v)] if old is None else ks.arg(old)
-        body.append(f"{name}[{flat.render()}] = {scope[id(v)]}")
+        body.append(f"{name}[{ks.index(flat)}] = {scope[id(v)]}")
     return body
 
 
@@ -266,8 +266,16 @@ def _needed_full(ks: KernelSource, targets, row_ready: set, cached=()) -> list:
 
 
 # A row loop this long is not unrolled completely: LLVM would turn its vectorized
-# reduction into one dependency chain (layer_norm (4096,1024) serial: 1.6 -> 1.1 ms).
-UNROLL_MAX = 128
+# reduction into one dependency chain (layer_norm (4096,1024) serial: 1.6 -> 1.1 ms), and
+# a short row of literal length is unrolled before it is vectorized, into scalar code:
+# rows of 16 to ~100 elements ran 2-6x slower than with the count hidden (4096 rows,
+# medians of 100 calls: log_softmax + softmax of 64: 1290 -> 224 us, of 65: 1330 -> 256,
+# of 20: 600 -> 257; layer_norm of 64: 106 -> 47 us; the W9 cross-entropy row kernel
+# [1024, 65]: 326 -> 58 us). Below 16 the unrolled row stays faster (softmax of 8: 31 vs
+# 117 us). With the count hidden the vector loop does 64 elements a turn and the rest
+# runs scalar, so some lengths past 80 lose a little (softmax of 96: 240 -> 410 us,
+# layer_norm of 96 gains: 181 -> 90 us).
+UNROLL_MAX = 16
 
 # where a reduction's accumulator starts, by its kind (OpDef.reduce)
 _IDENTITY = {"sum": 0, "max": -np.inf}
@@ -289,7 +297,7 @@ def _row_code(ks: KernelSource, loop_vars, idx) -> tuple[list, list]:
     split = g.split
     outer_vars, inner_vars = loop_vars[:split], loop_vars[split:]
     outer_shape, inner_shape = g.shape[:split], g.shape[split:]
-    inner_flat = _flat(inner_shape, idx[split:]).render()
+    inner_flat = ks.index(_flat(inner_shape, idx[split:]))
     stage = _stages(ks)
     reductions = [e for e in g.members if _accumulates(e)]
     row_members = [e for e in g.members if not _accumulates(e)
@@ -479,8 +487,14 @@ def _rows_function(ks: KernelSource, buffers: list, code: list, var: str) -> lis
         rng = f"{var}_block * {b}, min({var}_block * {b} + {b}, {n})"
     code = [f"{head}{rng}):"] + code[1:]
     params = _params(ks) + [f"{var}_block"]
+    # (the hidden constants are locals of the function whose loops read them: here)
     return [_decorator(_types(ks) + ["int64"], False), f"def rows({', '.join(params)}):"] \
-        + buffers + code
+        + _hidden_lines(ks) + buffers + code
+
+
+def _hidden_lines(ks: KernelSource) -> list:
+    return [f"    {local} = hidden({name})  # (a masked running max vectorizes)"
+            for name, local in getattr(ks, "hidden", {}).items()]
 
 
 def _row_blocks_call(ks: KernelSource) -> list:
@@ -511,7 +525,7 @@ def _col_code(ks: KernelSource, loop_vars, idx) -> list:
             continue
         ks.compute(e, idx, scope, body, f"v{counter}")
         counter += 1
-    kept_flat = _flat(kept_shape, idx[split:]).render()
+    kept_flat = ks.index(_flat(kept_shape, idx[split:]))
     for e in reductions:
         x = e.inputs[0]
         val = scope.get(id(x)) or ks.load(x, idx, scope, body)
@@ -526,7 +540,7 @@ def _col_code(ks: KernelSource, loop_vars, idx) -> list:
         # (a keepdim reduction over size-1 leading dims has the group's shape too: it is
         # written above, per kept element)
         if v.type.shape == g.shape and id(v) not in reduced:
-            body.append(f"{ks.out_names[id(v)]}[{_flat(v.type.shape, idx).render()}] = "
+            body.append(f"{ks.out_names[id(v)]}[{ks.index(_flat(v.type.shape, idx))}] = "
                         f"{scope[id(v)]}")
     lines.extend(_nest(loop_vars, g.shape, body, False))
     return lines
@@ -612,8 +626,8 @@ def _module(ks: KernelSource, code: list, parallel: bool, doc: str, helper=()) -
         lines.append(f"    # {ks.arg_names[id(v)]}: {_describe_var(v)}{note}")
     for v in outputs:
         lines.append(f"    # {ks.out_names[id(v)]}: {_describe_var(v)}")
-    for name, local in getattr(ks, "hidden", {}).items():
-        lines.append(f"    {local} = hidden({name})  # (a masked running max vectorizes)")
+    if not helper:
+        lines.extend(_hidden_lines(ks))
     lines.extend(code)
     if not code:
         lines.append("    pass")

@@ -223,10 +223,31 @@ def _internal_read_ok(p: Partition, g: KernelGroup, x, b, role: str) -> bool:
         # Read at full size, `x` broadcasts from the right: a (3,) row value against
         # (3, 3) runs along the columns, so it must keep the row axes where they are.
         padded = (1,) * (len(full) - len(shape)) + tuple(shape)
-        if padded[:g.split] != tuple(outer) or any(d != 1 for d in padded[g.split:]):
-            return False
-        return _views_keep_rows(p, x, outer)
+        if padded[:g.split] == tuple(outer) and all(d == 1 for d in padded[g.split:]):
+            return _views_keep_rows(p, x, outer)
+        # A row value broadcast to the full shape by views (softmax's backward:
+        # broadcast_to(reshape(sum(...), (..., 1)))): it is read in place of the row value
+        # when the views read element (i0.., j..) at the row value's (i0..).
+        return tuple(shape) == tuple(full) and _reads_its_row(p, g, x, b)
     return False
+
+
+def _reads_its_row(p: Partition, g: KernelGroup, x, b) -> bool:
+    """Whether view `x` (of `g`'s full shape) reads row value `b` at element (i0.., j..)'s
+    row (i0..): the views' composed index into `b`, worked out as the emitter does."""
+    from .kernel_source import Aff, _view_index  # (kernel_source imports this module)
+
+    idx = [Aff.var(f"i{k}") for k in range(len(g.shape))]
+    while x is not b:
+        e = p.views.get(id(x)) if isinstance(x, Var) else None
+        if e is None:
+            return False
+        idx = _view_index(e, e.inputs[0].type.shape, idx)
+        if idx is None:
+            return False
+        x = e.inputs[0]
+    want = [Aff.var(f"i{k}") for k in range(g.split)] + [Aff(0)] * (len(b.type.shape) - g.split)
+    return [i.render() for i in idx] == [w.render() for w in want]
 
 
 def _views_keep_rows(p: Partition, x, outer) -> bool:
@@ -250,6 +271,19 @@ def _new_group(p: Partition, kind: str, shape: tuple, split: int = 0) -> KernelG
 
 
 def _join(p: Partition, g: KernelGroup, e):
+    # A cheap value of an earlier kernel is computed again here rather than written out
+    # there and read back (_recompute_chain); not one `e` also reads through a view (y.T +
+    # y): a kernel reads the values it computes only at the element it computes.
+    viewed = {id(b) for x, b in _deps(p, e) if x is not b}
+    for x, b in _deps(p, e):
+        if x is b and id(b) not in g.member_outs():
+            chain = _recompute_chain(p, g, b, viewed)
+            if chain is not None:
+                g.members.extend(chain)
+                for m in chain:
+                    for _, c in _deps(p, m):
+                        if id(c) not in g.member_outs():
+                            p.ensure_materialized(c)
     g.members.append(e)
     p.group_of[id(e.out)] = g
     members = g.member_outs()
@@ -257,6 +291,80 @@ def _join(p: Partition, g: KernelGroup, e):
     for x, b in _deps(p, e):
         if id(b) not in members:
             p.ensure_materialized(b)
+
+
+# Rematerialization, as torch.compile's min-cut partitioner does for a training step: a
+# backward kernel reading what a forward kernel computed from its inputs with a few cheap
+# elementwise operations (GELU's 0.5 * x, x * x, 1 + tanh(...): OpDef.recompute, and not
+# Lowering.expensive) computes them again from those inputs. The forward kernel then
+# writes fewer full-size arrays and the backward one reads fewer (GELU forward 6 outputs
+# -> 2 in W9). It is the same expression in the same kind of kernel, so the same bits.
+# At most this many equations are computed twice for one value.
+RECOMPUTE_MAX = 12
+
+
+def _nbytes(v) -> int:
+    return math.prod(v.type.shape) * v.type.dtype.itemsize
+
+
+def _in_memory(p: Partition, b) -> bool:
+    if id(b) in p.external or id(b) in p.step_of:
+        return True
+    owner = p.group_of.get(id(b))
+    return owner is not None and b in owner.outputs
+
+
+def _recompute_chain(p: Partition, g: KernelGroup, b, viewed=frozenset()) -> list | None:
+    """Equations of an earlier elementwise kernel that compute `b` for `g` from values in
+    memory (or computed in `g`), in program order; None when reading `b` is better: when
+    `b` is in memory already, when a step is not a cheap kernel equation of `g`'s shape,
+    when the chain would compute a value `g` reads through a view (ids `viewed`), or when
+    it would read more bytes of full-size arrays that `g` does not read yet than the one
+    array `b` has (the expensive values it stops at are then written out instead of `b`;
+    a ReLU's bool mask stays one byte an element read, not the float it compares)."""
+    if g.kind not in ("elementwise", "col") or not _concrete(g.shape) or _in_memory(p, b):
+        return None
+    full = math.prod(g.shape)
+    inside = g.member_outs()
+    reads = {id(c) for m in g.members for _, c in _deps(p, m) if id(c) not in inside}
+    chain: dict = {}
+    new_reads: dict = {}
+
+    def visit(v) -> bool:
+        if id(v) in chain or id(v) in inside:
+            return True
+        src = p.group_of.get(id(v))
+        e = next((m for m in src.members if m.out is v), None) if src is not None else None
+        row = LOWERING.get(e.op) if e is not None else None
+        if (e is None or src is g or src.kind != "elementwise" or row is None
+                or row.how != "kernel" or row.expensive or row.positions
+                or not OPS[e.op].recompute or tuple(v.type.shape) != tuple(g.shape)
+                or not _kernel_types_ok(e)):
+            return False
+        for x, c in _deps(p, e):
+            if id(c) in chain or id(c) in inside:
+                if x is not c:
+                    return False  # (a view of a value computed here: read it from memory)
+                continue
+            if x is c and not _in_memory(p, c):
+                kept = dict(chain), dict(new_reads)
+                if visit(c):
+                    continue
+                chain.clear(), new_reads.clear()  # (read `c` instead: forget its part)
+                chain.update(kept[0]), new_reads.update(kept[1])
+            if p.ready_index(c) >= g.index:
+                return False
+            if id(c) not in reads and math.prod(c.type.shape) >= full:
+                new_reads[id(c)] = c
+        chain[id(v)] = e
+        return len(chain) <= RECOMPUTE_MAX
+
+    if not visit(b) or any(k in viewed for k in chain):
+        return None
+    if sum(_nbytes(c) for c in new_reads.values()) > _nbytes(b):
+        return None
+    order = {id(m): i for i, m in enumerate(p.graph.eqns)}
+    return sorted(chain.values(), key=lambda m: order.get(id(m), 0))
 
 
 def _candidate_groups(p: Partition, e):
@@ -490,9 +598,10 @@ def describe(p: Partition) -> str:
     for i, step in enumerate(p.steps):
         if isinstance(step, KernelGroup):
             ms = step.members
+            inside = step.member_outs()  # (with values it computes again: _recompute_chain)
             reads = sorted({repr(p.base(x)) for m in ms for x in m.inputs
-                            if isinstance(p.base(x), Var) and p.group_of.get(id(p.base(x)))
-                            is not step}, key=_var_sort)
+                            if isinstance(p.base(x), Var) and id(p.base(x)) not in inside},
+                           key=_var_sort)
             writes = ", ".join(repr(v) for v in step.outputs)
             size = _size_text(step.shape)
             if step.kind == "multi":

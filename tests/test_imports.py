@@ -23,6 +23,9 @@ LAZY = {
     ("codegen.fuse", "codegen.emit"):
         "fuse's cost estimate asks emit whether a row kernel streams its output (emit._streams); "
         "goes with the split of emit.py",
+    ("codegen.fuse", "codegen.kernel_source"):
+        "fusion asks whether views read a row value at its own row with the emitter's own "
+        "index arithmetic (Aff, _view_index); kernel_source reads the partition's classes",
     # eager: the runtime's modules meet at run time; their module-level imports run one way
     ("eager.device", "eager.dtypes"): "parse_to reads dtypes; dtypes is imported by tensors",
     ("eager.device", "eager.functions"): "as_tensor makes a tensor through the front end",
