@@ -37,6 +37,13 @@ def _static(*types) -> bool:
         and all(math.prod(t.shape) > 0 for t in types)
 
 
+def _float_static(x, out) -> bool:
+    """Whether `x` (an operand) is a float32/float64 Var and it and `out` have static,
+    nonempty shapes: what these kernels take."""
+    return hasattr(x, "type") and _static(x.type, out.type) \
+        and np.dtype(x.type.dtype).name in _FLOATS
+
+
 def _module(doc: str, in_type, out_type: str, body: list, consts=(), more_ins=()) -> str:
     """`more_ins`: the Numba element types of inputs after the first (in1, in2, ...)."""
     in_sig = ", ".join([f"{_FLOATS[np.dtype(in_type.dtype).name]}[::1]"]
@@ -134,8 +141,7 @@ def _last_dim_range(ind, nd, stride, dilation, pad, size, count) -> list:
 
 def col2im(e) -> str | None:
     cols, y = e.inputs[0], e.out
-    if not hasattr(cols, "type") or not _static(cols.type, y.type) \
-            or np.dtype(cols.type.dtype).name not in _FLOATS:
+    if not _float_static(cols, y):
         return None
     nd, kernel, stride, dilation, pad, c, n, out = _window_geometry(e, tuple(cols.type.shape))
     shape = tuple(y.type.shape)       # (N, C, *spatial)
@@ -219,8 +225,7 @@ def scatter_add(e) -> tuple | None:
 def im2col(e) -> str | None:
     """The windows copied straight from x, padding written as `fill` (no padded copy)."""
     x, cols = e.inputs[0], e.out
-    if not hasattr(x, "type") or not _static(x.type, cols.type) \
-            or np.dtype(x.type.dtype).name not in _FLOATS:
+    if not _float_static(x, cols):
         return None
     nd, kernel, stride, dilation, pad, c, n, out = _window_geometry(e, tuple(cols.type.shape))
     shape = tuple(x.type.shape)       # (N, C, *spatial)
@@ -261,8 +266,7 @@ def im2col(e) -> str | None:
 
 def max_pool_index(e) -> str | None:
     x = e.inputs[0]
-    if not hasattr(x, "type") or not _static(x.type, e.out.type) \
-            or np.dtype(x.type.dtype).name not in _FLOATS:
+    if not _float_static(x, e.out):
         return None
     kernel, stride = tuple(e.params["kernel"]), tuple(e.params["stride"])
     dilation, pad = tuple(e.params["dilation"]), tuple(tuple(p) for p in e.params["pad"])

@@ -152,6 +152,14 @@ class Graph:
 
         return graph_to_dot(self)
 
+    def use_counts(self) -> dict:
+        """{id(var): how many times an equation or the results read it}."""
+        uses: dict = {}
+        for x in [x for e in self.eqns for x in e.inputs] + list(self.results):
+            if isinstance(x, Var):
+                uses[id(x)] = uses.get(id(x), 0) + 1
+        return uses
+
     def op_counts(self) -> dict:
         counts: dict = {}
         for e in self.eqns:

@@ -403,14 +403,7 @@ def transpose_products(graph: Graph) -> Graph:
     instead of striding across it.
     """
     producer = {id(e.out): e for e in graph.eqns if isinstance(e.out, Var)}
-    uses: dict = {}
-    for e in graph.eqns:
-        for x in e.inputs:
-            if isinstance(x, Var):
-                uses[id(x)] = uses.get(id(x), 0) + 1
-    for x in graph.results:
-        if isinstance(x, Var):
-            uses[id(x)] = uses.get(id(x), 0) + 1
+    uses = graph.use_counts()
     eqns = []
     env: dict = {}
     changed = False

@@ -29,18 +29,6 @@ from .ir import Eqn, Graph, Var
 MIN_PRODUCTS = 2
 
 
-def _use_counts(graph: Graph) -> dict:
-    uses: dict = {}
-    for e in graph.eqns:
-        for x in e.inputs:
-            if isinstance(x, Var):
-                uses[id(x)] = uses.get(id(x), 0) + 1
-    for x in graph.results:
-        if isinstance(x, Var):
-            uses[id(x)] = uses.get(id(x), 0) + 1
-    return uses
-
-
 def _is_sum(e: Eqn | None, typ) -> bool:
     """A same-type, non-broadcasting float add of two Vars."""
     return (e is not None and e.op == "add" and not isinstance(e.out, tuple)
@@ -168,7 +156,7 @@ def sum_products(graph: Graph) -> Graph:
     The products and inner adds it replaces are left dead, for `dce` (next in the pipeline).
     """
     producer = {id(e.out): e for e in graph.eqns if isinstance(e.out, Var)}
-    uses = _use_counts(graph)
+    uses = graph.use_counts()
     defs = {"_producer": producer, "cat": [e for e in graph.eqns if e.op == "cat"]}
     # an add tree's root: a sum whose value is not just one operand of a bigger sum
     consumer: dict = {}
