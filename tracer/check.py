@@ -321,7 +321,9 @@ def _checked_call(func, args, kwargs):
         if concrete is None:  # this signature runs eagerly: nothing to compare
             return _compiled_call(func, args, kwargs)
     done = getattr(concrete, "checks_done", 0)
-    if done >= func._check:
+    if done >= func._check or concrete.grads_go_outside(leaves):
+        # (nothing to compare: such a call runs eagerly, and a second eager run's
+        # backward would go through the outside graph the first one freed)
         return _compiled_call(func, args, kwargs)
     concrete.checks_done = done + 1
 

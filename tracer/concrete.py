@@ -114,7 +114,7 @@ class ConcreteFunction:
             not self._rng_on_raise else None
         self.writes_input_grads = any(t[0] == "input_grad" for t in update_targets)
         # Arguments whose .grad the program writes (a backward() inside reached them)
-        self.input_grad_args = tuple(t[1] for t in update_targets if t[0] == "input_grad")
+        self._input_grad_args = tuple(t[1] for t in update_targets if t[0] == "input_grad")
         # Updates of a .grad the program writes straight into the gradient's array
         # (codegen.inplace_plan._plan_inplace): (capture index, shape, dtype) per entry.
         self._dest_targets = tuple(
@@ -142,6 +142,12 @@ class ConcreteFunction:
             call, self.call_source = self._generate(guarded=True)
             if call is not None:
                 self.call_fast = call
+
+    def grads_go_outside(self, leaves) -> bool:
+        """Whether the backward() inside would, eagerly, go on from an argument into the
+        graph that made it (a non-leaf argument whose .grad this program writes): the
+        trace's argument is a leaf, so such a call must run eagerly."""
+        return any(leaves[i].grad_fn is not None for i in self._input_grad_args)
 
     # -------------------------------------------------------------- inspection
     @property

@@ -286,8 +286,7 @@ class Function:
                 return self._eager_for_grad(args, kwargs, concrete.plan_error)
             fn = self._fn
             return concrete.run_with_grad(leaves, plan, lambda: fn(*args, **kwargs))
-        if concrete.writes_input_grads and any(leaves[i].grad_fn is not None
-                                               for i in concrete.input_grad_args):
+        if concrete.writes_input_grads and concrete.grads_go_outside(leaves):
             # (the trace's backward() stops at its argument; eager's goes on through its graph)
             return self._eager_for_grad(args, kwargs, "an argument is a non-leaf tensor (a "
                                         "view or product of one that requires grad) and the "
