@@ -1,6 +1,6 @@
 """Where a compiled workload's time goes: CPU time per step of its program.
 
-    python -m benchmarks.step_profile W9 [--calls 20] [--top 25]
+    python -m benchmarks.step_profile W9 [--calls 20] [--top 25] [--wall]
 
 Builds the workload compiled (benchmarks.workloads), warms it up, then runs its
 program through the observing runner (the same generated lines as every call, with a
@@ -10,6 +10,8 @@ products, kernels, numpy steps by op, views that copy) and the slowest steps wit
 operand shapes. Thread CPU time, not wall time, so that other jobs on a shared machine
 move the figures less; run with OPENBLAS_NUM_THREADS=1 NUMBA_NUM_THREADS=1 to see all of
 the work on this thread (BLAS's and the kernels' worker threads are not counted).
+`--wall` records wall-clock time instead (perf_counter): what a user waits for with all
+threads, on a quiet machine only.
 """
 from __future__ import annotations
 
@@ -28,8 +30,8 @@ def _program(runner):
     return max(traces, key=lambda c: len(getattr(c.program, "steps", ()))).program
 
 
-def profile(key: str, calls: int = 20) -> tuple:
-    """(program, {step index: median seconds}, median seconds per call)."""
+def profile(key: str, calls: int = 20, clock=time.thread_time) -> tuple:
+    """(program, {step index: median seconds}, median seconds per call), timed by `clock`."""
     from codegen import runner as codegen_runner
 
     from .workloads import WORKLOADS, build_compiled
@@ -50,21 +52,21 @@ def profile(key: str, calls: int = 20) -> tuple:
     def note(slot, value):
         i = step_of[slot]
         if state["step"] != i:  # (a step writing several values is noted once)
-            times[i].append(time.thread_time() - state["t"])
+            times[i].append(clock() - state["t"])
             state["step"] = i
-        state["t"] = time.thread_time()
+        state["t"] = clock()
 
     def timed(args, dests=None):
-        state["t"], state["step"] = time.thread_time(), None
+        state["t"], state["step"] = clock(), None
         return observed(args, note, dests)
     plain = program._run
     program._run = timed
     try:
         totals = []
         for _ in range(calls):
-            t = time.thread_time()
+            t = clock()
             run.call()
-            totals.append(time.thread_time() - t)
+            totals.append(clock() - t)
     finally:
         program._run = plain
     return program, {i: float(np.median(v)) for i, v in times.items()}, float(np.median(totals))
@@ -93,10 +95,13 @@ def main(argv=None) -> None:
     parser.add_argument("workload")
     parser.add_argument("--calls", type=int, default=20)
     parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--wall", action="store_true", help="wall-clock time, not thread CPU")
     args = parser.parse_args(argv)
-    program, med, total = profile(args.workload, args.calls)
+    clock = time.perf_counter if args.wall else time.thread_time
+    program, med, total = profile(args.workload, args.calls, clock)
     steps = program.steps
-    print(f"{args.workload}: {total * 1e3:.2f} ms thread CPU per observed call; steps sum to "
+    what = "wall" if args.wall else "thread CPU"
+    print(f"{args.workload}: {total * 1e3:.2f} ms {what} per observed call; steps sum to "
           f"{sum(med.values()) * 1e3:.2f} ms; {len(steps)} steps, {len(program.kernels)} "
           f"kernels")
     by_kind = collections.Counter()
