@@ -160,6 +160,11 @@ def note_grad(t, write: bool):
     _state.protocol.grad_access(t, write)
 
 
+def note_value_read(t, what: str):
+    """Python reads concrete tensor `t`'s value (`.item()`, `.numpy()`, `bool()` ...)."""
+    _state.protocol.value_read(t, what)
+
+
 def note_mutated(t):
     """A concrete tensor is about to be updated in place by a traced value."""
     _state.protocol.tensor_mutated(t)

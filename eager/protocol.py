@@ -30,6 +30,10 @@ key)``                                  that may change between calls
 ``read_item(container, key, value,      `dispatch.read_item`: tracked Python state ``value``
 how, dtype, name)``                     (an optimizer's param groups)
 ``write_item(container, key, value)``   `dispatch.note_item_write`                 nothing
+``value_read(t, what)``                 `dispatch.note_value_read`: `.item()`,     nothing
+                                        `float()`, `bool()`, `.tolist()`,
+                                        `.numpy()`, `np.asarray` of a concrete
+                                        tensor (its value decides Python)
 ======================================  =========================================  ============
 
 `tracing` says whether the protocol records rather than runs: eager code that must take
@@ -105,6 +109,10 @@ class TraceProtocol:
     def backward_nodes(self, nodes) -> None:
         """A backward() is about to send gradients through autograd `nodes` (each an
         eager.autograd.Node; its `serial` tells the order they were made in)."""
+
+    def value_read(self, t, what: str) -> None:
+        """Python is about to read the value of concrete tensor `t` (`what`: ".item()",
+        "float()", ".numpy()" ...): whatever it then does depends on that value."""
 
 
 EAGER = TraceProtocol()

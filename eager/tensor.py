@@ -141,6 +141,8 @@ class Tensor:
         if self.requires_grad:
             raise RuntimeError("Can't call numpy() on a Tensor that requires grad; "
                                "use tensor.detach().numpy() instead")
+        if _dispatch._hooked_threads:
+            _dispatch.note_value_read(self, ".numpy()")
         return data
 
     def __array__(self, dtype=None, copy=None):
@@ -149,6 +151,8 @@ class Tensor:
         data = self._data
         if type(data) is not np.ndarray:
             data = data.to_numpy()
+        elif _dispatch._hooked_threads:
+            _dispatch.note_value_read(self, "np.asarray()")
         if dtype is not None and np.dtype(dtype) != data.dtype:
             return data.astype(dtype)
         return data.copy() if copy else data
@@ -160,12 +164,16 @@ class Tensor:
         if data.size != 1:
             raise ValueError(f"item(): a Tensor with {data.size} elements cannot be converted "
                              f"to a Python scalar; index it first (at {user_location()})")
+        if _dispatch._hooked_threads:
+            _dispatch.note_value_read(self, ".item()")
         return data.reshape(()).item()
 
     def tolist(self):
         data = self._data
         if type(data) is not np.ndarray:
             return data.tolist()
+        if _dispatch._hooked_threads:
+            _dispatch.note_value_read(self, ".tolist()")
         return data.tolist()
 
     def __bool__(self) -> bool:
@@ -175,6 +183,8 @@ class Tensor:
         if data.size != 1:
             raise RuntimeError(f"Boolean value of a Tensor with {data.size} elements is "
                                "ambiguous; use .any() or .all()")
+        if _dispatch._hooked_threads:
+            _dispatch.note_value_read(self, "bool()")
         return bool(data.reshape(()))
 
     def __float__(self) -> float:

@@ -48,6 +48,7 @@ from .trace import GradientBeforeTrace, TracingError, current_trace
 # `trace_function` through this module's attribute, so patching
 # `tracer.function.trace_function` (tests/tracer/conftest.py) still takes effect.
 from .concrete import MISS, ConcreteFunction, _sig_text, raised_by_check
+from .host_random import HostRandomInTrace
 from .tracing import trace_function
 
 from .run_mode import _RUN_EAGERLY, functions_run_eagerly, run_eagerly  # noqa: F401
@@ -495,7 +496,7 @@ class Function:
                 if self._refused[key] >= 2:
                     self._eager_keys.add(key)
                 return None
-            except GradientBeforeTrace as exc:  # (only eager autograd can go on into it)
+            except (GradientBeforeTrace, HostRandomInTrace) as exc:  # (only eager can)
                 if self.fullgraph:
                     raise TracingError(str(exc)) from None
                 self._warn_once(f"{exc}. Running this signature eagerly instead")

@@ -41,12 +41,20 @@ def same_value(a, b) -> bool:
         return False
 
 
+def same_contents(current, expected) -> bool:
+    """`current` is an array bit for bit equal to `expected` (NaN payloads and -0.0 too:
+    any difference could change what Python does with the value)."""
+    return (current.__class__ is np.ndarray and current.shape == expected.shape
+            and current.dtype == expected.dtype and current.tobytes() == expected.tobytes())
+
+
 @dataclass(frozen=True, eq=False)
 class Guard:
     """One assumption of a trace.
 
     kind: "value" (equal, same type), "identity" (the same object), "is_none" (whether the
-    value is None: a `.grad`'s presence).
+    value is None: a `.grad`'s presence), "contents" (a tensor's array, bit for bit: a
+    captured tensor whose value Python read, `if flag.item():`).
     source: where the value lives, as the user would write it (`G['SCALE']`,
     `model.0.training`, `params['w']`).
     template: a Python expression fetching the current value, `{0}`, `{1}` standing for
@@ -81,11 +89,17 @@ class Guard:
                 return f"{self.source} now names another object ({_short(current)})"
         elif self.kind == "is_none" and (current is None) != self.expected:
             return f"{self.source} is {'now set' if self.expected else 'now None'}"
+        elif self.kind == "contents" and not same_contents(current, self.expected):
+            return f"{self.source} changed"
         return None
 
     def __str__(self) -> str:
         if self.kind == "value":
             what = f"== {self.expected!r}"
+        elif self.kind == "contents":
+            e = self.expected
+            what = (f"holds {e.reshape(-1)[:4].tolist()}{' ...' if e.size > 4 else ''} "
+                    f"({e.dtype}{list(e.shape)})")
         elif self.kind == "identity":
             what = f"is {_short(self.expected)}"
         else:
@@ -135,6 +149,9 @@ def check_lines(guards, ns: dict, prefix: str = "g", indent: str = "    ",
         elif g.kind == "is_none":
             lines += [f"{inner}if ({expr} is None) is not {bool(g.expected)}:",
                       f"{inner}    {miss}"]
+        elif g.kind == "contents":
+            ns["same_contents"] = same_contents
+            lines += [f"{inner}if not same_contents({expr}, {exp}):", f"{inner}    {miss}"]
         elif g.expected is None or g.expected is True or g.expected is False:
             lines += [f"{inner}if {expr} is not {exp}:", f"{inner}    {miss}"]
         elif g.expected.__class__ in (int, float, str):

@@ -219,6 +219,9 @@ class Trace(TraceProtocol):
         self.wrote_in_place = False          # written in place in the trace
         self.item_writes: dict = {}
         self.item_entry: dict = {}
+        # Concrete tensors made before the call whose value Python read (`if t.item() > 0`,
+        # `float(scale)`): id -> (tensor, its array as read, how, where); guarded by contents
+        self.value_reads: dict = {}
         self._counter = 0
         self.lock = threading.Lock()
         # Autograd nodes made from here on are this call's (backward_nodes)
@@ -358,6 +361,21 @@ class Trace(TraceProtocol):
                     f"made it. Compute that tensor inside the function, or pass/capture "
                     f"it detached (t.detach(), or t.detach().requires_grad_() to get its "
                     f"own .grad)")
+
+    def value_read(self, t: Tensor, what: str) -> None:
+        """Python read the value of a concrete tensor. One made during the call (a
+        constant: the same every call) needs nothing; one made before it is outside state,
+        whose value the trace has now baked into its Python decisions: tracer.tracing
+        guards its contents, so a call that finds another value traces again."""
+        key = id(t)
+        tr = self
+        while tr is not None:
+            if key in tr.created:
+                return
+            tr = tr.parent
+        root = self._root()
+        if key not in root.value_reads:
+            root.value_reads[key] = (t, t._data.copy(), what, _short_where())
 
     def apply(self, op, inputs, params):
         """An op of eager code: an equation of the trace; returns its traced value."""

@@ -13,6 +13,7 @@ import time
 import numpy as np
 
 from eager.autograd import Node
+from eager.errors import describe
 from eager.tensor import Tensor
 
 from . import logs
@@ -22,6 +23,7 @@ from .captures import (_entry_grads, _find_sources, _link_grad_aliases,
 from .concrete import ConcreteFunction
 from .discover import Recorder, Snapshot, collect_guards, refuse_rebinding
 from .errors import ProgramRaised
+from .host_random import host_random_states, refuse_host_random
 from .guards import Guard
 from .ir import Graph, UpdateKind, verify
 from .pystate import ItemState, restore_items
@@ -69,8 +71,10 @@ def trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
     try:
         with tr:
             with recorder:
+                rng_before = host_random_states(roots)
                 try:
                     out = fn(*targs, **tkwargs)
+                    refuse_host_random(rng_before, fn, name)
                 except Exception as exc:
                     # Autograd's own refusal (backward after an in-place write to a value
                     # it saved, or through a freed graph), which eager raises as well:
@@ -107,10 +111,16 @@ def trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
     refuse_rebinding(fn, name, rebound, recorder, roots)
     caps = tr.capture_order
     _link_grad_aliases(caps)
-    capture_names, sources, root_guards = _find_sources(fn, args, kwargs,
-                                                        [s.tensor for s in caps])
-    found_guards, frozen = collect_guards(recorder, fn, [s.tensor for s in caps],
+    reads = list(tr.value_reads.values())
+    capture_names, sources, root_guards = _find_sources(
+        fn, args, kwargs, [s.tensor for s in caps] + [r[0] for r in reads])
+    found_guards, frozen = collect_guards(recorder, fn,
+                                          [s.tensor for s in caps] + [r[0] for r in reads],
                                           [r for r in roots if not isinstance(r[1], Tensor)])
+    read_guards = _value_read_guards(reads, capture_names[len(caps):], dict(
+        (i - len(caps), src) for i, src in sources if i >= len(caps)), frozen)
+    capture_names = capture_names[:len(caps)]
+    sources = [(i, src) for i, src in sources if i < len(caps)]
     grad_owner = []
     for s in caps:
         grad_owner.append(getattr(s, "grad_owner", None))
@@ -154,6 +164,7 @@ def trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
     guards += [Guard("is_none", f"{capture_names[i]}.grad", "{0}._grad", (caps[i].tensor,),
                      was_none) for i, was_none in grad_pattern]
     guards += found_guards
+    guards += read_guards
     return ConcreteFunction(
         name, graph, raw, program, tree, out_tree, names, signature,
         captures=[s.tensor for s in caps], capture_grad_owner=grad_owner,
@@ -164,6 +175,33 @@ def trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
         item_state=ItemState(tr.item_guards.values(), tr.item_writes.values()),
         saved_modified=modified, freed_outputs=freed,
         input_layouts=_read_layouts(tr, leaves))
+
+
+# Above this many elements a tensor whose value the trace read is not compared at every
+# call (a weight's .numpy()): its value is frozen at trace time, with a warning.
+VALUE_GUARD_ELEMENTS = 4096
+
+
+def _value_read_guards(reads, names, sources, frozen) -> list:
+    """Guards on the contents of the tensors made before the call whose value the trace's
+    Python read (Trace.value_read): `if flag.item():`, `float(scale)`, `n = int(count)`
+    decided what was recorded, so a call that finds another value must trace again. Each is
+    fetched where it was found (`model.flag`, a closure variable), so a rebound one is seen
+    too; a large one is reported frozen instead (fullgraph=True refuses it)."""
+    guards = []
+    for k, (t, seen, what, where) in enumerate(reads):
+        name = names[k] or f"a tensor made before the call ({describe(t)})"
+        if seen.size > VALUE_GUARD_ELEMENTS:
+            frozen.append((name, f"whose value Python reads ({what} at {where}): a tensor of "
+                                 f"{seen.size} elements, too large to compare at every call, "
+                                 f"so its value at trace time is used from now on; compute "
+                                 f"with it as a tensor, or pass it as an argument"))
+            continue
+        src = sources.get(k)
+        template, objects = ("{0}()._data", (src.resolve,)) if src else ("{0}._data", (t,))
+        guards.append(Guard("contents", f"{name} ({what} at {where})", template, objects,
+                            seen))
+    return guards
 
 
 def _output_aliases(tr: Trace, out_leaves, outputs, traced_leaves) -> dict:
