@@ -423,9 +423,6 @@ def test_capture_made_to_require_grad_in_place_then_called_again(backend):
     assert run(True) == run(False)
 
 
-@pytest.mark.xfail(strict=True, reason="open: fill_/zero_ of a value with autograd history "
-                   "keeps the old history eagerly (gradient 1, PyTorch's is 0) and gives an "
-                   "output that needs no grad compiled (the fuzzer's program 60039, check mode)")
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_zero_of_a_value_with_history_cuts_its_gradient(backend):
     def f(a0):
@@ -443,3 +440,47 @@ def test_zero_of_a_value_with_history_cuts_its_gradient(backend):
         grads.append(a.grad.numpy())
     np.testing.assert_array_equal(grads[0], np.zeros((4, 4), np.float32))  # as PyTorch
     np.testing.assert_array_equal(grads[1], grads[0])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_fill_with_a_tensor_value_sends_the_gradient_to_the_value(backend):
+    # As PyTorch: t.fill_(v) with a 0-d v that requires grad; v's gradient is the sum of the
+    # filled tensor's gradient, the old value's is 0 (and an inf in it stays out of both).
+    def f(a0, v):
+        t1 = a0 * 2
+        t1.fill_(v)
+        return (t1 * a0).sum()
+
+    results = []
+    for fn in (f, tracer.function(f, backend=backend)):
+        a = eager.tensor(np.array([[1.0, np.inf], [-2.0, 0.5]], np.float32),
+                         requires_grad=True)
+        v = eager.tensor(np.float32(3.0), requires_grad=True)
+        out = fn(a, v)
+        out.backward()
+        results.append((out.item(), a.grad.numpy(), v.grad.numpy()))
+    (eo, ea, ev), (co, ca, cv) = results
+    np.testing.assert_array_equal(ea, np.full((2, 2), 3.0, np.float32))  # only t1 * a0's
+    assert float(ev) == float(np.float32(np.inf))  # 1 + inf - 2 + 0.5 summed
+    assert eo == co or (np.isnan(eo) and np.isnan(co))
+    np.testing.assert_array_equal(ca, ea)
+    np.testing.assert_array_equal(cv, ev)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_zero_of_a_value_with_history_then_used_again(backend):
+    # A buffer zeroed in place and then accumulated into: only the accumulation's gradient.
+    def f(a0):
+        acc = a0 * 3
+        acc.zero_()
+        acc += a0 * a0
+        return acc
+
+    assert_same(f, lambda: [eager.tensor(np.linspace(-1, 1, 6, dtype=np.float32)
+                                         .reshape(2, 3), requires_grad=True)],
+                backend, backward=lambda outs: outs[0].sum())
+
+
+def test_fill_with_a_tensor_of_values_raises_as_pytorch():
+    with pytest.raises(RuntimeError, match="fill_: takes a number or a 0-dimensional"):
+        eager.zeros(3).fill_(eager.ones(3))
