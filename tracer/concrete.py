@@ -87,6 +87,9 @@ class ConcreteFunction:
             None if owner is not None else t.requires_grad
             for t, owner in zip(captures, capture_grad_owner))
         self.one_shot = one_shot
+        # Until its first run completes: takes back the optimizer state the trace made
+        # (set by tracing.trace_function; None when it made none)
+        self.undo_state = None
         self.differentiable = differentiable
         self.trace_seconds = trace_seconds
         self.compile_seconds = compile_seconds

@@ -42,7 +42,7 @@ from .pytree import LEAF, Static, flatten
 from .control import GradientThroughControlFlow
 from .discover import StateRebound, _where_defined
 from .errors import ProgramRaised
-from .trace import GradientBeforeTrace, TracingError, current_trace
+from .trace import GradientBeforeTrace, HistoryAfterCall, TracingError, current_trace
 # The compiled specializations and the tracing of one signature live in their own modules;
 # these names stay importable from here (tests, tracer.check). Function calls
 # `trace_function` through this module's attribute, so patching
@@ -276,6 +276,12 @@ class Function:
             if concrete is None:
                 self._eager_calls += 1
                 return self._fn(*args, **kwargs)
+        if concrete.undo_state is not None:
+            return self._first_run(concrete, key, leaves, args, kwargs)
+        return self._call_traced(concrete, key, leaves, args, kwargs)
+
+    def _call_traced(self, concrete, key, leaves, args, kwargs):
+        """Run trace `concrete` of these arguments (or eagerly, where it cannot serve)."""
         if concrete._alias is not None:
             why = concrete.alias_hazard(leaves)
             if why is not None:
@@ -347,6 +353,18 @@ class Function:
                 "misses": self._misses, "evictions": self._evictions,
                 "compile_seconds": self._compile_seconds}
 
+    def _first_run(self, concrete, key, leaves, args, kwargs):
+        """The first run of a trace that made optimizer state (a first step's moments): if
+        it raises, eager's failing call has made no state, so the trace's goes again, and
+        with it the trace, which holds that state (the next call traces anew)."""
+        undo, concrete.undo_state = concrete.undo_state, None
+        try:
+            return self._call_traced(concrete, key, leaves, args, kwargs)
+        except ProgramRaised:  # (before the program changed any tensor)
+            undo()
+            self._drop(key, concrete)
+            raise
+
     def _evict_least_recently_used(self) -> None:
         """Drop the trace used longest ago (with its program, kernels' entries and buffers:
         nothing else holds them) to make room for a new one."""
@@ -358,18 +376,23 @@ class Function:
                     victim_key, victim = key, concrete
         if victim is None:
             return
-        bucket = self._cache[victim_key]
-        bucket.remove(victim)
-        if not bucket:
-            del self._cache[victim_key]
+        self._drop(victim_key, victim)
+        self._evictions += 1
+        logs.log("recompiles", f"{self._name}: max_traces={self.max_traces} reached; "
+                 f"evicted the least recently used trace")
+
+    def _drop(self, victim_key, victim) -> None:
+        """Forget trace `victim` of key `victim_key` (every table that holds it)."""
+        bucket = self._cache.get(victim_key, [])
+        if victim in bucket:
+            bucket.remove(victim)
+            if not bucket:
+                del self._cache[victim_key]
         for table in (self._fast, self._fast_spec):
             for k in [k for k, c in table.items() if c is victim]:
                 del table[k]
         if self._last1 is not None and self._last1[4] is victim:
             self._last1 = None
-        self._evictions += 1
-        logs.log("recompiles", f"{self._name}: max_traces={self.max_traces} reached; "
-                 f"evicted the least recently used trace")
 
     def _eager_for_grad(self, args, kwargs,
                         why="outputs need gradients outside the function",
@@ -495,7 +518,8 @@ class Function:
                 if self._refused[key] >= 2:
                     self._eager_keys.add(key)
                 return None
-            except GradientBeforeTrace as exc:  # (only eager autograd can go on into it)
+            except (GradientBeforeTrace, HistoryAfterCall) as exc:  # (only eager autograd
+                # can go on into a graph made before the call, or give state a history)
                 if self.fullgraph:
                     raise TracingError(str(exc)) from None
                 self._warn_once(f"{exc}. Running this signature eagerly instead")

@@ -392,8 +392,6 @@ def test_backward_inside_through_a_captured_tensor_with_history(backend):
     assert compare_values(e_out, c_out) is None and compare_values(e_grad, c_grad) is None
 
 
-@pytest.mark.xfail(strict=True, reason="open: compiled does not raise where eager's second "
-                   "backward through a freed graph does (the fuzzer's program 50191)")
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_capture_made_to_require_grad_in_place_then_called_again(backend):
     # c0.add_(h) gives the captured c0 a history; the next call's backward reaches it again
@@ -421,6 +419,48 @@ def test_capture_made_to_require_grad_in_place_then_called_again(backend):
         return errors
 
     assert run(True) == run(False)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_argument_given_a_history_in_place_keeps_it_after_the_call(backend):
+    # x.add_(h) with h requiring grad: eager leaves the caller's x with h's history (a
+    # backward through x after the call reaches w); compiled wrote only x's values.
+    def run(compiled):
+        w = eager.nn.Parameter(eager.ones(3))
+
+        def f(x):
+            h = w * 3
+            x.mul_(2)
+            x.add_(h)
+            return h.sum().detach()
+
+        fn = tracer.function(f, backend=backend) if compiled else f
+        seen = []
+        for _ in range(2):
+            x = eager.ones(3)
+            out = fn(x)
+            (x * x).sum().backward()
+            seen.append((out.item(), x.detach().numpy().tolist(), x.requires_grad,
+                         w.grad.numpy().tolist()))
+        return seen
+
+    with pytest.warns(RuntimeWarning, match=r"test_fuzz_findings.py:\d+: x gets autograd "
+                      r"history inside f"):
+        compiled = run(True)
+    assert compiled == run(False)
+
+
+def test_capture_given_a_history_in_place_is_refused_with_fullgraph():
+    c0 = eager.zeros(2)
+    w = eager.nn.Parameter(eager.ones(2))
+
+    def f(x):
+        c0.add_(x * w)
+        return x.sum()
+
+    with pytest.raises(tracer.TracingError, match="c0 gets autograd history inside f"):
+        tracer.function(f, fullgraph=True)(eager.ones(2))
+    assert not c0.requires_grad and c0.numpy().tolist() == [0.0, 0.0]
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
