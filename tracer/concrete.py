@@ -19,7 +19,7 @@ from .aliasing import AliasCheck
 from .autodiff import freed_node
 from .backends import get_backend
 from .guards import check_lines, first_failure
-from .errors import ProgramRaised
+from .errors import ProgramRaised, step_error
 from .ir import Graph, Var, may_raise
 from .ownership import assign_grad as _assign_grad, unshared as _unshared
 from .passes import draws_random
@@ -419,6 +419,7 @@ class ConcreteFunction:
         (before the program changed any tensor) becomes ProgramRaised, with the random
         generator as it was before the call (see `call_program`)."""
         ns["ProgramRaised"], ns["raised_by_check"] = ProgramRaised, raised_by_check
+        ns["step_error"] = step_error
         lines = []
         if self._rng_on_raise:
             ns["get_rng_state"], ns["set_rng_state"] = get_rng_state, set_rng_state
@@ -427,7 +428,7 @@ class ConcreteFunction:
                   f"        results = program({call_args})",
                   "    except Exception as exc:",
                   "        if not raised_by_check(exc):",
-                  "            raise"]
+                  "            raise step_error(exc)"]
         if self._rng_on_raise:
             lines.append("        set_rng_state(rng)")
         lines.append("        raise ProgramRaised(str(exc)) from exc")
@@ -442,7 +443,7 @@ class ConcreteFunction:
             return program(values)
         except Exception as exc:
             if not raised_by_check(exc):
-                raise
+                raise step_error(exc)  # (an index out of range: named as eager names it)
             if rng is not None:
                 set_rng_state(rng)
             raise ProgramRaised(str(exc)) from exc

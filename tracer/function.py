@@ -41,7 +41,7 @@ from . import logs
 from .pytree import LEAF, Static, flatten
 from .control import GradientThroughControlFlow
 from .discover import StateRebound, _where_defined
-from .errors import ProgramRaised
+from .errors import ProgramRaised, step_error
 from .trace import GradientBeforeTrace, HistoryAfterCall, TracingError, current_trace
 # The compiled specializations and the tracing of one signature live in their own modules;
 # these names stay importable from here (tests, tracer.check). Function calls
@@ -233,7 +233,7 @@ class Function:
                             except Exception as exc:
                                 if raised_by_check(exc):
                                     raise ProgramRaised(str(exc)) from exc
-                                raise
+                                raise step_error(exc)
                         out = concrete.call_fast(args)
                         if out is not MISS:
                             return out

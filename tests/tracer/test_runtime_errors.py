@@ -299,3 +299,39 @@ def test_an_unused_integer_division_by_zero_still_raises(backend):
         c(zero, x)
     assert str(compiled_error.value).split(" (at ")[0] == \
         str(eager_error.value).split(" (at ")[0]
+
+
+def _first_line(exc):
+    return str(exc).splitlines()[0]
+
+
+@pytest.mark.parametrize("backend", ["numba", "interpret"])
+def test_index_out_of_range_in_a_compiled_numpy_step_names_the_op_and_line(backend):
+    # numba: scatter_add's step kernel refuses the index and numpy raises; it said only
+    # "index 7 is out of bounds for axis 0 with size 5" where eager names the op, the
+    # operands and the user's line. Also a gather (x[idx]) forward.
+    from eager import functions as EF
+
+    w = nn.Parameter(eager.ones(5, 3))
+
+    def scatter(g, idx):
+        return EF.scatter_add(g * 2, (idx,), (5, 3))
+
+    def lookup(idx):
+        loss = w[idx].sum()
+        loss.backward()
+        return loss.detach()
+
+    cases = [(scatter, lambda i: (eager.ones(3, 3), i), "scatter_add"),
+             (lookup, lambda i: (i,), "gather")]
+    for fn, args, op in cases:
+        compiled = tracer.function(fn, backend=backend)
+        compiled(*args(eager.tensor(np.array([0, 1, 2]))))
+        bad = eager.tensor(np.array([0, 7, 2]))
+        with pytest.raises(IndexError) as eager_info:
+            fn(*args(bad))
+        with pytest.raises(IndexError) as info:
+            compiled(*args(bad))
+        message = _first_line(info.value)
+        assert message.startswith(f"{op}: index 7 is out of bounds")
+        assert message.endswith(_first_line(eager_info.value).split("; operands: ")[1])
