@@ -428,10 +428,8 @@ class Tensor:
         else:
             fill = F.const(value, self.dtype)
         result = F.expand(fill, self.shape)
-        if _state.grad_enabled and self.requires_grad:
-            # As PyTorch: the filled tensor keeps requiring grad and its old value's gradient
-            # is 0. where(False, old, new) has exactly new's value and gives old a zero
-            # gradient (old * 0 + new would turn an inf or NaN in old into NaN).
+        if _state.grad_enabled and self.requires_grad:  # as PyTorch: old's gradient is 0
+            # where(False, old, new) is new exactly (old * 0 + new: NaN where old is inf)
             result = F.where(F.const(False, dtypes.bool_), self._snapshot(), result)
         return self._inplace("fill_", result)
 

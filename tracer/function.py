@@ -32,7 +32,6 @@ import numpy as np
 from eager import dispatch
 from eager.dispatch import _state as _grad_state
 from eager.errors import _is_library_file, user_location
-from eager.nn.module import Module
 from eager.optim import Optimizer  # noqa: F401 (imported here before the split; kept)
 from eager.tensor import Tensor
 
@@ -52,6 +51,7 @@ from .tracing import trace_function
 
 from .run_mode import _RUN_EAGERLY, functions_run_eagerly, run_eagerly  # noqa: F401
 from .run_mode import eager_after_raise
+from .retrace import changing_args, why_traced_again
 
 WARN_AFTER_TRACES = 8
 
@@ -566,75 +566,15 @@ class Function:
                               self.input_signature if self._symbolic else None)
 
     def _changing_args(self) -> str:
-        sigs = [k for k in self._cache]
-        if len(sigs) < 2:
-            return ""
-        first = sigs[0]
-        changed = []
-        names = self._last_names or []
-        for other in sigs[1:]:
-            for i, (a, b) in enumerate(zip(first[1], other[1])):
-                if a != b and i < len(names):
-                    changed.append(names[i])
-            if first[0] != other[0]:
-                changed.append("a static (non-tensor) argument")
-        return ", ".join(dict.fromkeys(changed))
+        return changing_args(list(self._cache), self._last_names or [])
 
     _last_names = None
 
     def _explain_retrace(self, key, names):
         self._last_names = names
-        if not self._cache or not logs.enabled("recompiles"):
-            return
-        best_diff = None
-        for other in self._cache:
-            diff = _describe_diff(other, key, names)
-            if best_diff is None or len(diff) < len(best_diff):
-                best_diff = diff
-        if not best_diff:
-            best_diff = ["captured state changed (a guard failed)"]
-            for c in self._cache.get(key, []):
-                why = c.guard_failure()
-                if why:
-                    best_diff = [why]
-        logs.log("recompiles", f"{self._name}: tracing again (trace #{self.trace_count + 1}): "
-                 + "; ".join(best_diff))
-
-
-def _describe_diff(old, new, names) -> list:
-    out = []
-    if old[2] != new[2]:
-        out.append(f"grad mode: {old[2]} -> {new[2]}")
-    if old[0] != new[0]:
-        out.append("static arguments or argument structure changed: "
-                   f"{_static_text(old[0])} -> {_static_text(new[0])}")
-    if len(old[1]) != len(new[1]):
-        out.append(f"number of tensor arguments: {len(old[1])} -> {len(new[1])}")
-        return out
-    for i, (a, b) in enumerate(zip(old[1], new[1])):
-        name = names[i] if i < len(names) else f"#{i}"
-        if a[0] != b[0]:
-            out.append(f"arg {name}: shape {tuple(a[0])} -> {tuple(b[0])}")
-        if a[1] != b[1]:
-            out.append(f"arg {name}: dtype {a[1]} -> {b[1]}")
-        if a[2] != b[2]:
-            out.append(f"arg {name}: requires_grad {a[2]} -> {b[2]}")
-    return out
-
-
-def _static_text(tree) -> str:
-    vals = []
-
-    def walk(t):
-        if isinstance(t, Static):
-            v = t.value
-            vals.append(type(v).__name__ if isinstance(v, Module) or callable(v) else repr(v))
-        elif isinstance(t, tuple):
-            for x in t:
-                walk(x)
-
-    walk(tree)
-    return "(" + ", ".join(vals) + ")"
+        if self._cache and logs.enabled("recompiles"):
+            logs.log("recompiles", f"{self._name}: tracing again (trace #{self.trace_count + 1})"
+                     f": {why_traced_again(self._cache, key, names)}")
 
 
 def _user_stacklevel() -> int:

@@ -139,6 +139,14 @@ def test_first_call_that_raises_leaves_no_optimizer_state(mode):
     _agree(mode, build, [(BAD, True)])
 
 
+@pytest.mark.parametrize("mode", ["numba", "check"])
+def test_first_call_that_raises_leaves_no_momentum_buffer_with_sgd(mode):
+    # SGD's first step copies the gradient into a new momentum buffer (a trace that runs
+    # once): a failing first call leaves opt.state empty, as eager does.
+    build = _bn_classifier(lambda ps: eager.optim.SGD(ps, lr=0.1, momentum=0.9))
+    _agree(mode, build, [(BAD, True), (GOOD, False), (GOOD, False)])
+
+
 @pytest.mark.parametrize("mode", ["numba", "interpret"])
 def test_first_calls_that_raise_twice_then_one_that_runs_with_adamw(mode):
     # Each failing call traces anew and takes its state back; the trace of the good call
