@@ -44,8 +44,8 @@ class _Diff:
 def computed_precision(graph, update_ids=()) -> tuple:
     """(per output, {id of an updated tensor: dtype}): the coarsest floating dtype each
     output's and update's value was computed at, where coarser than its own. A float64
-    cast of a float32 tan carries float32's rounding, so it gets float32's tolerance; casts
-    and shape ops compute nothing (a cast of an argument is exact). `update_ids`: per
+    cast of a float32 tan carries float32's rounding, so it gets float32's tolerance; shape
+    ops compute nothing, nor does a cast of an argument. `update_ids`: per
     entry of graph.update_targets, id of the tensor it is written into (or None)."""
     def coarser(a, b):
         if a is None or b is None:
@@ -55,10 +55,12 @@ def computed_precision(graph, update_ids=()) -> tuple:
     at = {}
     for e in graph.eqns:
         op = OPS.get(e.op)
-        exact = e.op == "cast" or (op is not None and (op.view or op.category == "shape"))
         worst = None
         for x in e.inputs:
             worst = coarser(worst, at.get(id(x)))
+        # (a cast of a computed value rounds it: float32(exp(x)) may round either way)
+        exact = (e.op == "cast" and worst is None) or (
+            op is not None and (op.view or op.category == "shape"))
         for v in e.outs:
             dtype = getattr(v.type, "dtype", None)
             own = dtype if not exact and dtype is not None and is_floating(dtype) else None

@@ -609,3 +609,5 @@ def test_computed_precision_follows_the_computation_not_the_cast():
     # a cast or reshape of an argument computes nothing: float64's tolerance
     assert precision(lambda x: x.double().tan()) == [None]
     assert precision(lambda x: x.reshape(2, 4).double().exp()) == [None]
+    # a float32 rounding of a float64 computation, cast back up
+    assert precision(lambda x: x.double().exp().float().double()) == [f32]
