@@ -392,7 +392,7 @@ def test_backward_inside_through_a_captured_tensor_with_history(backend):
     assert compare_values(e_out, c_out) is None and compare_values(e_grad, c_grad) is None
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", BACKENDS + ["check"])
 def test_capture_made_to_require_grad_in_place_then_called_again(backend):
     # c0.add_(h) gives the captured c0 a history; the next call's backward reaches it again
     # after the first call's backward freed it: eager raises, compiled returned a value.
@@ -409,7 +409,8 @@ def test_capture_made_to_require_grad_in_place_then_called_again(backend):
             loss.backward()
             return loss.detach()
 
-        fn = tracer.function(f, backend=backend) if compiled else f
+        fn = f if not compiled else tracer.function(f, check=True) if backend == "check" \
+            else tracer.function(f, backend=backend)
         errors = []
         for _ in range(2):
             try:
@@ -524,3 +525,31 @@ def test_zero_of_a_value_with_history_then_used_again(backend):
 def test_fill_with_a_tensor_of_values_raises_as_pytorch():
     with pytest.raises(RuntimeError, match="fill_: takes a number or a 0-dimensional"):
         eager.zeros(3).fill_(eager.ones(3))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_bool_add_in_a_fused_kernel_is_an_or(backend):
+    # The fuzzer's program 90284: numpy's True + True is True (PyTorch's too); the fused
+    # kernel computed 2, and the cat's float32 cast of it gave 2.0.
+    def f(a0, a1):
+        t0 = a1 + a1
+        return eager.cat([a0, t0], dim=-1), (a1 + a1).float() * 3
+
+    assert_same(f, lambda: [eager.ones(3, 1), eager.tensor(np.array([[True], [False],
+                                                                        [True]]))],
+                backend, requires_grad=False)
+
+
+@pytest.mark.xfail(strict=True, reason="open: an in-place write through an element of a "
+                   "diagonal view (offset 1) fails to trace: 'scatter: src shape () != index "
+                   "shape (1,)' where eager writes it (the fuzzer's program 91141; it raises, "
+                   "not a silent difference)")
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_inplace_write_through_an_element_of_a_diagonal_view(backend):
+    def f(a0):
+        t1 = a0.diagonal(offset=1, dim1=-2, dim2=-1)
+        t1[0].mul_(0.0)
+        return t1
+
+    assert_same(f, lambda: [eager.tensor(np.arange(1, 5, dtype=np.float32).reshape(1, 4))],
+                backend, requires_grad=False)
