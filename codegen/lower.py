@@ -333,6 +333,8 @@ def expression(e, args: list, imports: set, const, positions=None) -> str:
         a, b = args
         return f"np.int64(np.uint64({a}) {row.wrapping} np.uint64({b}))"
     text = _expression(e, args, imports, const, positions)
+    if dt == np.bool_ and row is not None and row.wrapping:
+        return f"({text} != 0)"  # (Numba: True + True is 2; numpy's bool add is an or)
     if dt.kind in "iu" and dt.itemsize < 8:
         return f"{np_type(dt)}({text})"
     return text

@@ -18,6 +18,7 @@ import numpy as np
 
 from eager.dispatch import quiet
 from eager.ops import OPS, Dim
+from tracer.errors import STEP_LINES
 from tracer.ir import Literal
 from tracer.symbolic import bind_params, check_nonempty, param_has_dims
 
@@ -53,6 +54,8 @@ def generate(program, observe: bool = False):
     if one:
         source += "\n\n" + "\n".join(["def run1(v0):"] + body
                                      + [f"    return {results[0]}"]) + "\n"
+    ns[STEP_LINES] = {n: gen.step_lines[line] for n, line in enumerate(source.splitlines(), 1)
+                      if line in gen.step_lines}
     exec(compile(source, f"<tracejit runner {program.graph.name}>", "exec"), ns)
     return source, ns["run"], ns["run1"] if one else None
 
@@ -74,6 +77,7 @@ class _Generator:
         self.flat_known: dict = {}  # slot -> the expression saying whether f<slot> is a view
         self.pooled: list = []      # (shape, dtype) of the per-thread buffers, in order
         self.rings = 0              # outputs recycled through per-thread rings (_recycled)
+        self.step_lines: dict = {}  # generated line of a numpy step -> its equation
         self.fortran: set = set()   # slots holding a Fortran-ordered array (as built)
         self.dim_names = {d: f"n{j}" for j, d in enumerate(program.dims)}
         # Capture slots no kernel writes into (io slots are parameters and optimizer state
@@ -168,7 +172,10 @@ class _Generator:
                 lines.append(f"    {''.join(f'v{s}, ' for s in step.outs)}= "
                              f"sub{k}(e{k}, [{ops}], {sizes})  # {step.eqn.op}")
             else:
+                first = len(lines)
                 self.numpy_step(k, step)
+                # (which equation each line runs: an index error names its op and line)
+                self.step_lines.update((line, step.eqn) for line in lines[first:])
             if self.observe:
                 lines.extend(f"    note({s}, v{s})" for s in _writes(step))
         prologue = []

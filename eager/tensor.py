@@ -428,7 +428,20 @@ class Tensor:
 
     def fill_(self, value) -> "Tensor":
         self._check_inplace("fill_")
-        return self._inplace("fill_", F.expand(F.const(value, self.dtype), self.shape))
+        if isinstance(value, Tensor):  # as PyTorch: a 0-d tensor, whose gradient is the sum
+            if value.ndim != 0:
+                raise op_error("fill_", f"takes a number or a 0-dimensional tensor, got a "
+                               f"tensor of shape {value.shape}", (self, value),
+                               hint="use copy_(value) to write a tensor of values",
+                               exc=RuntimeError)
+            fill = value if value.dtype == self.dtype else F.cast(value, self.dtype)
+        else:
+            fill = F.const(value, self.dtype)
+        result = F.expand(fill, self.shape)
+        if _state.grad_enabled and self.requires_grad:  # as PyTorch: old's gradient is 0
+            # where(False, old, new) is new exactly (old * 0 + new: NaN where old is inf)
+            result = F.where(F.const(False, dtypes.bool_), self._snapshot(), result)
+        return self._inplace("fill_", result)
 
     def zero_(self) -> "Tensor":
         return self.fill_(0)

@@ -31,7 +31,11 @@ What it returns: an executable with
   When a value check raises (an equation `tracer.ir.may_raise` names: a class index out of
   range, an integer divisor 0), it must have changed no tensor yet: the tracer puts the
   random generator back and runs the call eagerly, for eager's error and state. So nothing
-  is written into a target before the last equation that may raise.
+  is written into a target before the last equation that may raise. An IndexError of
+  an op's numpy implementation (a scatter_add index out of range) reaches the user with
+  eager's message (the op, its operands, the user's line) through
+  `tracer.errors.step_error`: generated code keeps ``{line number: Eqn}`` of its lines
+  under the name `tracer.errors.STEP_LINES` in its module globals;
   `dests`, when given, holds per ``dest_updates`` entry the array that update's target
   (a ``.grad``) holds now, or None: the update may be computed straight into it;
 - ``dest_updates``: the update indices whose target arrays ``__call__`` takes in `dests`,

@@ -59,7 +59,7 @@ from eager.tensor import Tensor
 from . import settings
 from .run_mode import _RUN_EAGERLY
 from .check_compare import (CAPTURED, TOLERANCES, _Diff, _live, _ObservedTensor,
-                            compare_arrays, differences, report)
+                            compare_arrays, computed_precision, differences, report)
 
 ENV_VAR = settings.CHECK.name
 DEFAULT_CALLS = 2
@@ -362,7 +362,7 @@ def _checked_call(func, args, kwargs):
     out_leaves, out_tree = _flat_outputs(out)
     seen = world().observe()
     diffs = differences(eager_tree, eager_leaves, out_tree, out_leaves, eager_seen, seen,
-                        steps.bind(eager_seen, seen))
+                        steps.bind(eager_seen, seen), _precision(concrete, leaves))
     diffs += grads.compare(out)
     if diffs:
         raise CheckError(report(func, concrete, diffs, inputs, records))
@@ -420,6 +420,21 @@ class _StepAllowance:
             return self.STEP_BOUND * lr * rel
 
         return allowance
+
+
+def _precision(concrete, leaves) -> tuple:
+    """check_compare.computed_precision of the trace, its updates by the tensor they
+    write (a captured tensor's data, an argument changed in place)."""
+    graph = concrete.raw_graph
+    ids = []
+    for kind, i in graph.update_targets:
+        if kind == "data":
+            ids.append(id(concrete._captures[i]))
+        elif kind == "input":
+            ids.append(id(leaves[i]))
+        else:
+            ids.append(None)
+    return computed_precision(graph, ids)
 
 
 def _compiled_call_after_eager_raised(func, args, kwargs, concrete, eager_error):

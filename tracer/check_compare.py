@@ -41,10 +41,52 @@ class _Diff:
         self.error = error      # (largest abs error, its rel error) or None
 
 
+def computed_precision(graph, update_ids=()) -> tuple:
+    """(per output, {id of an updated tensor: dtype}): the coarsest floating dtype each
+    output's and update's value was computed at, where coarser than its own. A float64
+    cast of a float32 tan carries float32's rounding, so it gets float32's tolerance; shape
+    ops compute nothing, nor does a cast of an argument. `update_ids`: per
+    entry of graph.update_targets, id of the tensor it is written into (or None)."""
+    def coarser(a, b):
+        if a is None or b is None:
+            return a if b is None else b
+        return a if finfo(a).eps >= finfo(b).eps else b
+
+    at = {}
+    for e in graph.eqns:
+        op = OPS.get(e.op)
+        worst = None
+        for x in e.inputs:
+            worst = coarser(worst, at.get(id(x)))
+        # (a cast of a computed value rounds it: float32(exp(x)) may round either way)
+        exact = (e.op == "cast" and worst is None) or (
+            op is not None and (op.view or op.category == "shape"))
+        for v in e.outs:
+            dtype = getattr(v.type, "dtype", None)
+            own = dtype if not exact and dtype is not None and is_floating(dtype) else None
+            at[id(v)] = coarser(worst, own)
+
+    def only_if_coarser(v):
+        dtype, own = at.get(id(v)), getattr(v.type, "dtype", None)
+        if dtype is None or own is None or not is_floating(own) or \
+                finfo(dtype).eps <= finfo(own).eps:
+            return None
+        return dtype
+
+    outputs = [only_if_coarser(v) for v in graph.outputs]
+    updates = {}
+    for v, ident in zip(graph.updates, update_ids):
+        dtype = only_if_coarser(v)
+        if dtype is not None and ident is not None:
+            updates[ident] = dtype
+    return outputs, updates
+
+
 def compare_arrays(expected: np.ndarray, got: np.ndarray, names=("eager", "compiled"),
-                   extra=None):
+                   extra=None, computed_at=None):
     """None if `got` matches `expected` (the eager value) within check mode's tolerances
-    (plus `extra`, a per-element allowance, where given), else (what differs, (largest
+    (plus `extra`, a per-element allowance, where given; those of dtype `computed_at`,
+    where the value was computed at that coarser dtype), else (what differs, (largest
     absolute error, relative error) or None)."""
     ref, new = names
     if expected.shape != got.shape or expected.dtype != got.dtype:
@@ -72,7 +114,7 @@ def compare_arrays(expected: np.ndarray, got: np.ndarray, names=("eager", "compi
     e = np.where(finite, expected, 0).astype(np.float64)
     g = np.where(finite, got, 0).astype(np.float64)
     err = np.abs(g - e)
-    rtol, atol = TOLERANCES.get(expected.dtype, (1e-4, 1e-5))
+    rtol, atol = TOLERANCES.get(computed_at or expected.dtype, (1e-4, 1e-5))
     # atol as torch.testing.assert_close uses it, scaled up for arrays of large values: a
     # sum that cancels to about 0 differs by rounding at the scale of its terms.
     scale = max(float(np.max(np.abs(e))), 1.0)
@@ -103,17 +145,20 @@ def _type_text(a) -> str:
 
 
 def differences(eager_tree, eager_leaves, tree, leaves, eager_seen, seen,
-                allowance=None) -> list:
+                allowance=None, precision=((), {})) -> list:
     """What differs between the eager and the compiled call's outputs and state.
     `allowance(path, eager, compiled)`: an extra per-element tolerance for a state tensor,
-    or None (check mode's optimizer-step allowance, tracer.check._StepAllowance)."""
+    or None (check mode's optimizer-step allowance, tracer.check._StepAllowance).
+    `precision`: computed_precision's (per output, per updated tensor) dtypes."""
     diffs = []
     if eager_tree != tree or len(eager_leaves) != len(leaves):
         diffs.append(_Diff("output", f"eager returns {eager_tree!r} with {len(eager_leaves)} "
                            f"tensors, compiled {tree!r} with {len(leaves)}"))
         return diffs
-    for (name, e), (_n, c) in zip(eager_leaves, leaves):
-        d = compare_arrays(e.data, c.data)
+    out_precision, state_precision = precision
+    for k, ((name, e), (_n, c)) in enumerate(zip(eager_leaves, leaves)):
+        d = compare_arrays(e.data, c.data, computed_at=out_precision[k]
+                           if k < len(out_precision) else None)
         if d is not None:
             diffs.append(_Diff(f"output {name}", *d))
         elif e.differentiable and not c.requires_grad:
@@ -129,7 +174,8 @@ def differences(eager_tree, eager_leaves, tree, leaves, eager_seen, seen,
             diffs.append(_Diff(f"state {path}", f"only the {which} call leaves a value here"))
         elif isinstance(e, _ObservedTensor) and isinstance(c, _ObservedTensor):
             extra = allowance(path, e, c) if allowance is not None else None
-            d = compare_arrays(e.data, c.data, extra=extra)
+            d = compare_arrays(e.data, c.data, extra=extra,
+                               computed_at=state_precision.get(e.ident))
             if d is not None:
                 diffs.append(_Diff(f"state {path}", *d))
         elif e is None or c is None or isinstance(e, _ObservedTensor) \

@@ -19,7 +19,7 @@ from .aliasing import AliasCheck
 from .autodiff import freed_node
 from .backends import get_backend
 from .guards import check_lines, first_failure
-from .errors import ProgramRaised
+from .errors import ProgramRaised, step_error
 from .ir import Graph, Var, may_raise
 from .ownership import assign_grad as _assign_grad, unshared as _unshared
 from .passes import draws_random
@@ -87,6 +87,9 @@ class ConcreteFunction:
             None if owner is not None else t.requires_grad
             for t, owner in zip(captures, capture_grad_owner))
         self.one_shot = one_shot
+        # Until its first run completes: takes back the optimizer state the trace made
+        # (set by tracing.trace_function; None when it made none)
+        self.undo_state = None
         self.differentiable = differentiable
         self.trace_seconds = trace_seconds
         self.compile_seconds = compile_seconds
@@ -416,6 +419,7 @@ class ConcreteFunction:
         (before the program changed any tensor) becomes ProgramRaised, with the random
         generator as it was before the call (see `call_program`)."""
         ns["ProgramRaised"], ns["raised_by_check"] = ProgramRaised, raised_by_check
+        ns["step_error"] = step_error
         lines = []
         if self._rng_on_raise:
             ns["get_rng_state"], ns["set_rng_state"] = get_rng_state, set_rng_state
@@ -424,7 +428,7 @@ class ConcreteFunction:
                   f"        results = program({call_args})",
                   "    except Exception as exc:",
                   "        if not raised_by_check(exc):",
-                  "            raise"]
+                  "            raise step_error(exc)"]
         if self._rng_on_raise:
             lines.append("        set_rng_state(rng)")
         lines.append("        raise ProgramRaised(str(exc)) from exc")
@@ -439,7 +443,7 @@ class ConcreteFunction:
             return program(values)
         except Exception as exc:
             if not raised_by_check(exc):
-                raise
+                raise step_error(exc)  # (an index out of range: named as eager names it)
             if rng is not None:
                 set_rng_state(rng)
             raise ProgramRaised(str(exc)) from exc

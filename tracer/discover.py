@@ -406,13 +406,23 @@ class Snapshot:
 
     def __init__(self, roots):
         self.entries: list = []   # (source, container, key, kind, value before)
+        # (opt.state, {param: (its state dict, a copy of it)}) of each optimizer reached
+        self.optimizer_states: list = []
         self._seen: set = set()
         for desc, obj in roots:
             self._take(desc, obj, 0)
 
     def _take(self, source, obj, depth):
-        if depth > MAX_DEPTH or id(obj) in self._seen or isinstance(
-                obj, (Tensor, Optimizer, types.ModuleType, type)) or is_scalar(obj):
+        if depth > MAX_DEPTH or id(obj) in self._seen:
+            return
+        if isinstance(obj, Optimizer):
+            self._seen.add(id(obj))
+            state = obj.__dict__.get("state")
+            if isinstance(state, dict):
+                self.optimizer_states.append(
+                    (state, {p: (s, dict(s)) for p, s in state.items() if isinstance(s, dict)}))
+            return
+        if isinstance(obj, (Tensor, types.ModuleType, type)) or is_scalar(obj):
             return
         self._seen.add(id(obj))
         if isinstance(obj, Module):
@@ -463,6 +473,25 @@ class Snapshot:
                 obj[key] = before
             else:
                 obj.__dict__[key] = before
+
+    def optimizer_state_changed(self) -> bool:
+        """Did the trace add to an optimizer's state (its first step's moments, counts)?"""
+        for state, before in self.optimizer_states:
+            if state.keys() != before.keys() or any(
+                    s.keys() != copy.keys() for s, copy in before.values()):
+                return True
+        return False
+
+    def restore_optimizer_state(self):
+        """Each optimizer's state as it was before the trace: the entries a traced first
+        step made go, for a call that then raised (eager's failing call makes none)."""
+        for state, before in self.optimizer_states:
+            for p in [p for p in state if p not in before]:
+                del state[p]
+            for p, (s, copy) in before.items():
+                s.clear()
+                s.update(copy)
+                state[p] = s
 
 
 _GONE = object()

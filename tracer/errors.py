@@ -41,4 +41,33 @@ def _short_where() -> str:
     return f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
 
 
-__all__ = ["TracingError", "ProgramRaised"]
+# The name under which a backend's generated code keeps, in its module globals, which
+# equation each of its lines runs ({line number: Eqn}): `step_error` reads it from the
+# traceback of a numpy failure to name the op and the user's line, as eager does.
+STEP_LINES = "__tracejit_steps__"
+
+
+def step_error(exc: BaseException, eqn=None) -> BaseException:
+    """`exc` (an IndexError a compiled numpy step raised: a scatter_add or gather index out
+    of range) with eager's message: the op, the operand types and the user's line of
+    equation `eqn`, or of the equation its traceback's generated line runs. Other
+    exceptions, and failures no equation is known for, come back as they are."""
+    if not isinstance(exc, IndexError):
+        return exc
+    if eqn is None:
+        tb = exc.__traceback__
+        while tb is not None and eqn is None:
+            lines = tb.tb_frame.f_globals.get(STEP_LINES)
+            if lines is not None:
+                eqn = lines.get(tb.tb_lineno)
+            tb = tb.tb_next
+        if eqn is None:
+            return exc
+    operands = ", ".join(str(x.type) for x in eqn.inputs)
+    named = IndexError(f"{eqn.op}: {exc}; operands: {operands}"
+                       + (f" (at {eqn.loc})" if eqn.loc else ""))
+    named.__cause__ = exc
+    return named
+
+
+__all__ = ["TracingError", "ProgramRaised", "step_error"]

@@ -32,7 +32,6 @@ import numpy as np
 from eager import dispatch
 from eager.dispatch import _state as _grad_state
 from eager.errors import _is_library_file, user_location
-from eager.nn.module import Module
 from eager.optim import Optimizer  # noqa: F401 (imported here before the split; kept)
 from eager.tensor import Tensor
 
@@ -41,8 +40,8 @@ from . import logs
 from .pytree import LEAF, Static, flatten
 from .control import GradientThroughControlFlow
 from .discover import StateRebound, _where_defined
-from .errors import ProgramRaised
-from .trace import GradientBeforeTrace, TracingError, current_trace
+from .errors import ProgramRaised, step_error
+from .trace import GradientBeforeTrace, HistoryAfterCall, TracingError, current_trace
 # The compiled specializations and the tracing of one signature live in their own modules;
 # these names stay importable from here (tests, tracer.check). Function calls
 # `trace_function` through this module's attribute, so patching
@@ -53,6 +52,7 @@ from .tracing import trace_function
 
 from .run_mode import _RUN_EAGERLY, functions_run_eagerly, run_eagerly  # noqa: F401
 from .run_mode import eager_after_raise
+from .retrace import changing_args, why_traced_again
 
 WARN_AFTER_TRACES = 8
 
@@ -234,7 +234,7 @@ class Function:
                             except Exception as exc:
                                 if raised_by_check(exc):
                                     raise ProgramRaised(str(exc)) from exc
-                                raise
+                                raise step_error(exc)
                         out = concrete.call_fast(args)
                         if out is not MISS:
                             return out
@@ -277,6 +277,12 @@ class Function:
             if concrete is None:
                 self._eager_calls += 1
                 return self._fn(*args, **kwargs)
+        if concrete.undo_state is not None:
+            return self._first_run(concrete, key, leaves, args, kwargs)
+        return self._call_traced(concrete, key, leaves, args, kwargs)
+
+    def _call_traced(self, concrete, key, leaves, args, kwargs):
+        """Run trace `concrete` of these arguments (or eagerly, where it cannot serve)."""
         if concrete._alias is not None:
             why = concrete.alias_hazard(leaves)
             if why is not None:
@@ -348,6 +354,18 @@ class Function:
                 "misses": self._misses, "evictions": self._evictions,
                 "compile_seconds": self._compile_seconds}
 
+    def _first_run(self, concrete, key, leaves, args, kwargs):
+        """The first run of a trace that made optimizer state (a first step's moments): if
+        it raises, eager's failing call has made no state, so the trace's goes again, and
+        with it the trace, which holds that state (the next call traces anew)."""
+        undo, concrete.undo_state = concrete.undo_state, None
+        try:
+            return self._call_traced(concrete, key, leaves, args, kwargs)
+        except ProgramRaised:  # (before the program changed any tensor)
+            undo()
+            self._drop(key, concrete)
+            raise
+
     def _evict_least_recently_used(self) -> None:
         """Drop the trace used longest ago (with its program, kernels' entries and buffers:
         nothing else holds them) to make room for a new one."""
@@ -359,18 +377,23 @@ class Function:
                     victim_key, victim = key, concrete
         if victim is None:
             return
-        bucket = self._cache[victim_key]
-        bucket.remove(victim)
-        if not bucket:
-            del self._cache[victim_key]
+        self._drop(victim_key, victim)
+        self._evictions += 1
+        logs.log("recompiles", f"{self._name}: max_traces={self.max_traces} reached; "
+                 f"evicted the least recently used trace")
+
+    def _drop(self, victim_key, victim) -> None:
+        """Forget trace `victim` of key `victim_key` (every table that holds it)."""
+        bucket = self._cache.get(victim_key, [])
+        if victim in bucket:
+            bucket.remove(victim)
+            if not bucket:
+                del self._cache[victim_key]
         for table in (self._fast, self._fast_spec):
             for k in [k for k, c in table.items() if c is victim]:
                 del table[k]
         if self._last1 is not None and self._last1[4] is victim:
             self._last1 = None
-        self._evictions += 1
-        logs.log("recompiles", f"{self._name}: max_traces={self.max_traces} reached; "
-                 f"evicted the least recently used trace")
 
     def _eager_for_grad(self, args, kwargs,
                         why="outputs need gradients outside the function",
@@ -496,7 +519,9 @@ class Function:
                 if self._refused[key] >= 2:
                     self._eager_keys.add(key)
                 return None
-            except (GradientBeforeTrace, HostRandomInTrace) as exc:  # (only eager can)
+            except (GradientBeforeTrace, HistoryAfterCall, HostRandomInTrace) as exc:
+                # (only eager autograd can go on into a graph made before the call, or give
+                # state a history; only eager draws new numbers from host generators)
                 if self.fullgraph:
                     raise TracingError(str(exc)) from None
                 self._warn_once(f"{exc}. Running this signature eagerly instead")
@@ -543,75 +568,15 @@ class Function:
                               self.input_signature if self._symbolic else None)
 
     def _changing_args(self) -> str:
-        sigs = [k for k in self._cache]
-        if len(sigs) < 2:
-            return ""
-        first = sigs[0]
-        changed = []
-        names = self._last_names or []
-        for other in sigs[1:]:
-            for i, (a, b) in enumerate(zip(first[1], other[1])):
-                if a != b and i < len(names):
-                    changed.append(names[i])
-            if first[0] != other[0]:
-                changed.append("a static (non-tensor) argument")
-        return ", ".join(dict.fromkeys(changed))
+        return changing_args(list(self._cache), self._last_names or [])
 
     _last_names = None
 
     def _explain_retrace(self, key, names):
         self._last_names = names
-        if not self._cache or not logs.enabled("recompiles"):
-            return
-        best_diff = None
-        for other in self._cache:
-            diff = _describe_diff(other, key, names)
-            if best_diff is None or len(diff) < len(best_diff):
-                best_diff = diff
-        if not best_diff:
-            best_diff = ["captured state changed (a guard failed)"]
-            for c in self._cache.get(key, []):
-                why = c.guard_failure()
-                if why:
-                    best_diff = [why]
-        logs.log("recompiles", f"{self._name}: tracing again (trace #{self.trace_count + 1}): "
-                 + "; ".join(best_diff))
-
-
-def _describe_diff(old, new, names) -> list:
-    out = []
-    if old[2] != new[2]:
-        out.append(f"grad mode: {old[2]} -> {new[2]}")
-    if old[0] != new[0]:
-        out.append("static arguments or argument structure changed: "
-                   f"{_static_text(old[0])} -> {_static_text(new[0])}")
-    if len(old[1]) != len(new[1]):
-        out.append(f"number of tensor arguments: {len(old[1])} -> {len(new[1])}")
-        return out
-    for i, (a, b) in enumerate(zip(old[1], new[1])):
-        name = names[i] if i < len(names) else f"#{i}"
-        if a[0] != b[0]:
-            out.append(f"arg {name}: shape {tuple(a[0])} -> {tuple(b[0])}")
-        if a[1] != b[1]:
-            out.append(f"arg {name}: dtype {a[1]} -> {b[1]}")
-        if a[2] != b[2]:
-            out.append(f"arg {name}: requires_grad {a[2]} -> {b[2]}")
-    return out
-
-
-def _static_text(tree) -> str:
-    vals = []
-
-    def walk(t):
-        if isinstance(t, Static):
-            v = t.value
-            vals.append(type(v).__name__ if isinstance(v, Module) or callable(v) else repr(v))
-        elif isinstance(t, tuple):
-            for x in t:
-                walk(x)
-
-    walk(tree)
-    return "(" + ", ".join(vals) + ")"
+        if self._cache and logs.enabled("recompiles"):
+            logs.log("recompiles", f"{self._name}: tracing again (trace #{self.trace_count + 1})"
+                     f": {why_traced_again(self._cache, key, names)}")
 
 
 def _user_stacklevel() -> int:

@@ -8,6 +8,7 @@ import numpy as np
 from eager.dispatch import quiet
 from eager.ops import OPS
 
+from .errors import step_error
 from .ir import Graph, Var
 from .symbolic import bind_params, binder, check_nonempty, nonempty_checks, param_has_dims
 
@@ -63,7 +64,12 @@ def run_graph(graph: Graph, args, sizes: dict | None = None, on_eqn=None) -> lis
             outs = op.run(e, vals, sizes)
         else:
             params = bind_params(e.params, sizes) if id(e) in bound_eqns else e.params
-            out = quiet(op.impl)(*vals, **params)
+            try:
+                out = quiet(op.impl)(*vals, **params)
+            except IndexError as exc:  # (an index out of range: named as eager names it;
+                if op.raises:            # a value check's own error stays as it is)
+                    raise
+                raise step_error(exc, e) from exc
             if out.__class__ is not np.ndarray:
                 out = np.asarray(out)
             outs = (out,)

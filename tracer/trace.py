@@ -182,6 +182,12 @@ class GradientBeforeTrace(TracingError):
     that graph, which a compiled call cannot; @function runs that signature eagerly."""
 
 
+class HistoryAfterCall(TracingError):
+    """An argument or captured tensor gets autograd history inside the call (c.add_(h) with
+    h requiring grad): eager leaves it with a grad_fn into the call's graph, which a compiled
+    call cannot give it; @function runs that signature eagerly."""
+
+
 class Trace(TraceProtocol):
     """One trace in progress (possibly nested inside a parent for cond/while bodies).
 

@@ -21,14 +21,14 @@ from .backends import get_backend
 from .captures import (_entry_grads, _find_sources, _link_grad_aliases,
                        _reachable_tensor_ids, _state_roots)
 from .concrete import ConcreteFunction
-from .discover import Recorder, Snapshot, collect_guards, refuse_rebinding
+from .discover import Recorder, Snapshot, _where_defined, collect_guards, refuse_rebinding
 from .errors import ProgramRaised
 from .host_random import host_random_states, refuse_host_random
 from .guards import Guard
 from .ir import Graph, UpdateKind, verify
 from .pystate import ItemState, restore_items
 from .pytree import Static, flatten, unflatten
-from .trace import LiveScalar, Trace
+from .trace import HistoryAfterCall, LiveScalar, Trace
 
 
 def _raised_in(exc: BaseException, code) -> bool:
@@ -44,11 +44,28 @@ def _raised_in(exc: BaseException, code) -> bool:
 # --------------------------------------------------------------------------------------
 # tracing one signature
 
-def trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
-                   static_argnames, param_names, backend, optimize=True,
-                   input_signature=None) -> ConcreteFunction:
+def trace_function(fn, name, args, kwargs, *rest, **options) -> ConcreteFunction:
     """Trace one signature. With `input_signature`, its None dims become symbolic sizes
-    (tracer.symbolic): the trace then serves every size of those dimensions."""
+    (tracer.symbolic): the trace then serves every size of those dimensions.
+
+    State an optimizer's traced first step made (Adam's moments) goes again if the trace
+    fails; if the trace's first run raises, the caller calls `concrete.undo_state()`."""
+    roots = _state_roots(fn, args, kwargs)
+    snapshot = Snapshot(roots)
+    try:
+        concrete = _trace_function(fn, name, args, kwargs, *rest, roots=roots,
+                                   snapshot=snapshot, **options)
+    except BaseException:
+        snapshot.restore_optimizer_state()
+        raise
+    concrete.undo_state = snapshot.restore_optimizer_state \
+        if snapshot.optimizer_state_changed() else None
+    return concrete
+
+
+def _trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
+                    static_argnames, param_names, backend, optimize=True,
+                    input_signature=None, *, roots, snapshot) -> ConcreteFunction:
     from .autodiff import freed_outputs, saved_modified
     from .symbolic import signature_type
 
@@ -65,8 +82,6 @@ def trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
     leaf_values = [t._data for t in traced_leaves]
     targs, tkwargs = _rebuild(tree, traced_leaves, args, kwargs, static_argnums,
                               static_argnames, param_names)
-    roots = _state_roots(fn, args, kwargs)
-    snapshot = Snapshot(roots)
     recorder = Recorder()
     try:
         with tr:
@@ -104,6 +119,7 @@ def trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
             _drop_temporaries(tr, _reachable_tensor_ids(fn, args, kwargs))
             updates, targets, created_targets = _collect_updates(tr, traced_leaves,
                                                                  leaf_values)
+            gained = _gained_history(tr, traced_leaves)
     finally:
         _restore_captures(tr)
         rebound = snapshot.changes()
@@ -114,6 +130,14 @@ def trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
     reads = list(tr.value_reads.values())
     capture_names, sources, root_guards = _find_sources(
         fn, args, kwargs, [s.tensor for s in caps] + [r[0] for r in reads])
+    if gained:
+        kind, k, loc = gained[0]
+        raise HistoryAfterCall(
+            f"{loc or _where_defined(fn)}: {names[k] if kind == 'input' else capture_names[k]}"
+            f" gets autograd history inside {name} (an in-place write of a value that "
+            f"requires grad): eager leaves it with a grad_fn into the call's graph, which a "
+            f"compiled call cannot give it. Write it under eager.no_grad(), or write a "
+            f"detached value (c.add_(h.detach()))")
     found_guards, frozen = collect_guards(recorder, fn,
                                           [s.tensor for s in caps] + [r[0] for r in reads],
                                           [r for r in roots if not isinstance(r[1], Tensor)])
@@ -338,6 +362,21 @@ def _collect_updates(tr: Trace, traced_leaves, leaf_values):
             updates.append(tr.lift(t))
             targets.append((UpdateKind.INPUT, i))
     return tuple(updates), tuple(targets), created
+
+
+def _gained_history(tr: Trace, traced_leaves) -> list:
+    """[(kind, index, user line)] of the arguments ("input") and captured tensors
+    ("capture") whose autograd history the call changed (an in-place write of a value
+    that requires grad): the program writes their values back, not their grad_fn."""
+    gained = [("input", k, t) for k, t in enumerate(traced_leaves) if t.grad_fn is not None]
+    gained += [("capture", s.index, s.tensor) for s in tr.capture_order
+               if s.tensor.grad_fn is not s.grad_fn]
+    out = []
+    for kind, k, t in gained:
+        var = tr.lift(t)
+        loc = next((e.loc for e in reversed(tr.eqns) if var in e.outs), "")
+        out.append((kind, k, loc))
+    return out
 
 
 def _drop_temporaries(tr: Trace, reachable: set):

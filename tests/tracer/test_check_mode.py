@@ -571,3 +571,43 @@ def test_thread_coordination_objects_are_not_put_back():
     ready.clear()
     g(eager.ones(2))            # a checked call: its eager run sets it, and it stays set
     assert ready.is_set()
+
+
+# ----------------------------------------------------------------- tolerance by precision
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_float64_cast_of_a_float32_computation_gets_float32s_tolerance(backend):
+    # The fuzzer's program 80023: float32 tan differs by an ulp between numpy and the
+    # compiled kernel; its float64 cast carries that float32 error, and was compared with
+    # float64's tolerance (a CheckError on a correct program). Also a float64 state.
+    acc = eager.zeros(64, dtype=eager.float64)
+
+    def f(a0):
+        t0 = (a0 * 0.5).tan()
+        acc.copy_(t0.double())
+        return t0.double(), (a0 * 0.5).double().tan()
+
+    x = eager.tensor(np.linspace(-2.5, 2.5, 64, dtype=np.float32))
+    outs = tracer.function(f, backend=backend, check=True)(x)
+    np.testing.assert_allclose(outs[0].numpy(), np.tan(x.numpy() * np.float32(0.5)),
+                               rtol=1e-6)
+    np.testing.assert_allclose(acc.numpy(), outs[0].numpy())
+
+
+def test_computed_precision_follows_the_computation_not_the_cast():
+    from tracer.check_compare import computed_precision
+
+    def precision(fn):
+        x = eager.tensor(np.linspace(-1, 1, 8, dtype=np.float32))
+        graph = tracer.function(fn, backend="interpret").get_concrete_function(x).raw_graph
+        return computed_precision(graph)[0]
+
+    f32 = np.dtype(np.float32)
+    assert precision(lambda x: x.tan().double()) == [f32]
+    assert precision(lambda x: x.tan().double() * 2) == [f32]
+    assert precision(lambda x: x.tan()) == [None]  # its own dtype's tolerance
+    # a cast or reshape of an argument computes nothing: float64's tolerance
+    assert precision(lambda x: x.double().tan()) == [None]
+    assert precision(lambda x: x.reshape(2, 4).double().exp()) == [None]
+    # a float32 rounding of a float64 computation, cast back up
+    assert precision(lambda x: x.double().exp().float().double()) == [f32]

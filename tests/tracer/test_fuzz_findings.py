@@ -392,9 +392,7 @@ def test_backward_inside_through_a_captured_tensor_with_history(backend):
     assert compare_values(e_out, c_out) is None and compare_values(e_grad, c_grad) is None
 
 
-@pytest.mark.xfail(strict=True, reason="open: compiled does not raise where eager's second "
-                   "backward through a freed graph does (the fuzzer's program 50191)")
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", BACKENDS + ["check"])
 def test_capture_made_to_require_grad_in_place_then_called_again(backend):
     # c0.add_(h) gives the captured c0 a history; the next call's backward reaches it again
     # after the first call's backward freed it: eager raises, compiled returned a value.
@@ -411,7 +409,8 @@ def test_capture_made_to_require_grad_in_place_then_called_again(backend):
             loss.backward()
             return loss.detach()
 
-        fn = tracer.function(f, backend=backend) if compiled else f
+        fn = f if not compiled else tracer.function(f, check=True) if backend == "check" \
+            else tracer.function(f, backend=backend)
         errors = []
         for _ in range(2):
             try:
@@ -423,9 +422,48 @@ def test_capture_made_to_require_grad_in_place_then_called_again(backend):
     assert run(True) == run(False)
 
 
-@pytest.mark.xfail(strict=True, reason="open: fill_/zero_ of a value with autograd history "
-                   "keeps the old history eagerly (gradient 1, PyTorch's is 0) and gives an "
-                   "output that needs no grad compiled (the fuzzer's program 60039, check mode)")
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_argument_given_a_history_in_place_keeps_it_after_the_call(backend):
+    # x.add_(h) with h requiring grad: eager leaves the caller's x with h's history (a
+    # backward through x after the call reaches w); compiled wrote only x's values.
+    def run(compiled):
+        w = eager.nn.Parameter(eager.ones(3))
+
+        def f(x):
+            h = w * 3
+            x.mul_(2)
+            x.add_(h)
+            return h.sum().detach()
+
+        fn = tracer.function(f, backend=backend) if compiled else f
+        seen = []
+        for _ in range(2):
+            x = eager.ones(3)
+            out = fn(x)
+            (x * x).sum().backward()
+            seen.append((out.item(), x.detach().numpy().tolist(), x.requires_grad,
+                         w.grad.numpy().tolist()))
+        return seen
+
+    with pytest.warns(RuntimeWarning, match=r"test_fuzz_findings.py:\d+: x gets autograd "
+                      r"history inside f"):
+        compiled = run(True)
+    assert compiled == run(False)
+
+
+def test_capture_given_a_history_in_place_is_refused_with_fullgraph():
+    c0 = eager.zeros(2)
+    w = eager.nn.Parameter(eager.ones(2))
+
+    def f(x):
+        c0.add_(x * w)
+        return x.sum()
+
+    with pytest.raises(tracer.TracingError, match="c0 gets autograd history inside f"):
+        tracer.function(f, fullgraph=True)(eager.ones(2))
+    assert not c0.requires_grad and c0.numpy().tolist() == [0.0, 0.0]
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_zero_of_a_value_with_history_cuts_its_gradient(backend):
     def f(a0):
@@ -443,3 +481,75 @@ def test_zero_of_a_value_with_history_cuts_its_gradient(backend):
         grads.append(a.grad.numpy())
     np.testing.assert_array_equal(grads[0], np.zeros((4, 4), np.float32))  # as PyTorch
     np.testing.assert_array_equal(grads[1], grads[0])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_fill_with_a_tensor_value_sends_the_gradient_to_the_value(backend):
+    # As PyTorch: t.fill_(v) with a 0-d v that requires grad; v's gradient is the sum of the
+    # filled tensor's gradient, the old value's is 0 (and an inf in it stays out of both).
+    def f(a0, v):
+        t1 = a0 * 2
+        t1.fill_(v)
+        return (t1 * a0).sum()
+
+    results = []
+    for fn in (f, tracer.function(f, backend=backend)):
+        a = eager.tensor(np.array([[1.0, np.inf], [-2.0, 0.5]], np.float32),
+                         requires_grad=True)
+        v = eager.tensor(np.float32(3.0), requires_grad=True)
+        out = fn(a, v)
+        out.backward()
+        results.append((out.item(), a.grad.numpy(), v.grad.numpy()))
+    (eo, ea, ev), (co, ca, cv) = results
+    np.testing.assert_array_equal(ea, np.full((2, 2), 3.0, np.float32))  # only t1 * a0's
+    assert float(ev) == float(np.float32(np.inf))  # 1 + inf - 2 + 0.5 summed
+    assert eo == co or (np.isnan(eo) and np.isnan(co))
+    np.testing.assert_array_equal(ca, ea)
+    np.testing.assert_array_equal(cv, ev)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_zero_of_a_value_with_history_then_used_again(backend):
+    # A buffer zeroed in place and then accumulated into: only the accumulation's gradient.
+    def f(a0):
+        acc = a0 * 3
+        acc.zero_()
+        acc += a0 * a0
+        return acc
+
+    assert_same(f, lambda: [eager.tensor(np.linspace(-1, 1, 6, dtype=np.float32)
+                                         .reshape(2, 3), requires_grad=True)],
+                backend, backward=lambda outs: outs[0].sum())
+
+
+def test_fill_with_a_tensor_of_values_raises_as_pytorch():
+    with pytest.raises(RuntimeError, match="fill_: takes a number or a 0-dimensional"):
+        eager.zeros(3).fill_(eager.ones(3))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_bool_add_in_a_fused_kernel_is_an_or(backend):
+    # The fuzzer's program 90284: numpy's True + True is True (PyTorch's too); the fused
+    # kernel computed 2, and the cat's float32 cast of it gave 2.0.
+    def f(a0, a1):
+        t0 = a1 + a1
+        return eager.cat([a0, t0], dim=-1), (a1 + a1).float() * 3
+
+    assert_same(f, lambda: [eager.ones(3, 1), eager.tensor(np.array([[True], [False],
+                                                                        [True]]))],
+                backend, requires_grad=False)
+
+
+@pytest.mark.xfail(strict=True, reason="open: an in-place write through an element of a "
+                   "diagonal view (offset 1) fails to trace: 'scatter: src shape () != index "
+                   "shape (1,)' where eager writes it (the fuzzer's program 91141; it raises, "
+                   "not a silent difference)")
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_inplace_write_through_an_element_of_a_diagonal_view(backend):
+    def f(a0):
+        t1 = a0.diagonal(offset=1, dim1=-2, dim2=-1)
+        t1[0].mul_(0.0)
+        return t1
+
+    assert_same(f, lambda: [eager.tensor(np.arange(1, 5, dtype=np.float32).reshape(1, 4))],
+                backend, requires_grad=False)
