@@ -2,9 +2,19 @@
 
 Float32 functions use float32 constants only (module-level ``np.float32``), so their
 LLVM IR contains no ``double`` operations."""
+from typing import NamedTuple
+
 import numpy as np
 
 __all__: list = []  # all private: the modules that compute with them import them by name
+
+
+class _Twin(NamedTuple):
+    """One name for a float32 and a float64 member: a constant's two roundings, or the two
+    compilations of a function written once for both dtypes (`intrinsics._twins` gives each
+    compilation the members of its dtype)."""
+    f32: object
+    f64: object
 
 
 # ---------------------------------------------------------------------------
@@ -14,35 +24,25 @@ __all__: list = []  # all private: the modules that compute with them import the
 _F = np.float32
 _D = np.float64
 
-_ZERO_F32, _HALF_F32, _ONE_F32, _TWO_F32 = _F(0.0), _F(0.5), _F(1.0), _F(2.0)
-_ZERO_F64, _HALF_F64, _ONE_F64, _TWO_F64 = _D(0.0), _D(0.5), _D(1.0), _D(2.0)
-_INF_F32, _NAN_F32 = _F(np.inf), _F(np.nan)
-_INF_F64, _NAN_F64 = _D(np.inf), _D(np.nan)
+_ZERO, _HALF, _ONE, _TWO = (_Twin(_F(v), _D(v)) for v in (0.0, 0.5, 1.0, 2.0))
+_INF, _NAN, _MINUS_ONE = (_Twin(_F(v), _D(v)) for v in (np.inf, np.nan, -1.0))
+_ZERO_F32, _ONE_F32 = _ZERO.f32, _ONE.f32   # for erf_f32 (tanh_erf.py; erf_f64 is libm's)
 
-_LOG2E_F32 = _F(1.4426950408889634)
-_LOG2E_F64 = _D(1.4426950408889634)
+_LOG2E = _Twin(_F(1.4426950408889634), _D(1.4426950408889634))
 # ln2 = HI + LO with HI having few significant bits (n * HI exact).
-_LN2HI_F32 = _F(0.693359375)
-_LN2LO_F32 = _F(-0.00021219444170128554)
-_LN2HI_F64 = _D(0.6931471803691238)
-_LN2LO_F64 = _D(1.9082149292705877e-10)
+_LN2HI = _Twin(_F(0.693359375), _D(0.6931471803691238))
+_LN2LO = _Twin(_F(-0.00021219444170128554), _D(1.9082149292705877e-10))
 # round-to-nearest-integer shifters (1.5 * 2**mantissa_bits)
-_RND_F32 = _F(12582912.0)
-_RND_F64 = _D(6755399441055744.0)
+_RND = _Twin(_F(12582912.0), _D(6755399441055744.0))
 
 # exp / expm1 argument clamps (beyond: result is inf / 0 / -1 anyway)
-_EXP_HI_F32, _EXP_LO_F32 = _F(89.0), _F(-104.0)
-_EXP_HI_F64, _EXP_LO_F64 = _D(710.0), _D(-746.0)
-_EM1_LO_F32 = _F(-20.0)
-_EM1_LO_F64 = _D(-40.0)
-_EM1_TINY_F32 = _F(2.0 ** -25)
-_EM1_TINY_F64 = _D(2.0 ** -54)
-_EM1_NBIG_F32 = _F(25.0)
-_EM1_NBIG_F64 = _D(54.0)
-_EM1_NCLAMP_F32 = _F(64.0)
-_EM1_NCLAMP_F64 = _D(512.0)
-_EM1_TCLAMP_F32 = _RND_F32 + _EM1_NCLAMP_F32   # the same clamp, on n + RND (exact)
-_EM1_TCLAMP_F64 = _RND_F64 + _EM1_NCLAMP_F64
+_EXP_HI, _EXP_LO = _Twin(_F(89.0), _D(710.0)), _Twin(_F(-104.0), _D(-746.0))
+_EM1_LO = _Twin(_F(-20.0), _D(-40.0))
+_EM1_TINY = _Twin(_F(2.0 ** -25), _D(2.0 ** -54))
+_EM1_NBIG = _Twin(_F(25.0), _D(54.0))
+_EM1_NCLAMP = _Twin(_F(64.0), _D(512.0))
+# the same clamp, on n + RND (exact)
+_EM1_TCLAMP = _Twin(_RND.f32 + _EM1_NCLAMP.f32, _RND.f64 + _EM1_NCLAMP.f64)
 
 # (e^r - 1 - r) / r^2 on |r| <= ln2/2: minimax, relative error of e^r - 1
 # float32: 5.1e-10, float64: 1.5e-18
@@ -66,39 +66,31 @@ _LG1_F64, _LG2_F64, _LG3_F64, _LG4_F64, _LG5_F64, _LG6_F64, _LG7_F64 = (
     _D(0.6666666666666735), _D(0.399999999994128), _D(0.2857142874288815),
     _D(0.22222198513796304), _D(0.18183567809858608),
     _D(0.15313951708178183), _D(0.14797031887822992))
-_MIN_NORMAL_F32 = _F(2.0 ** -126)
-_MIN_NORMAL_F64 = _D(2.0 ** -1022)
-_DENORM_SCALE_F32, _DENORM_EXP_F32 = _F(2.0 ** 23), _F(23.0)
-_DENORM_SCALE_F64, _DENORM_EXP_F64 = _D(2.0 ** 54), _D(54.0)
-_L1P_TINY_F32 = _F(2.0 ** -25)
-_L1P_TINY_F64 = _D(2.0 ** -54)
-_MINUS_ONE_F32 = _F(-1.0)
-_MINUS_ONE_F64 = _D(-1.0)
+_MIN_NORMAL = _Twin(_F(2.0 ** -126), _D(2.0 ** -1022))
+_DENORM_SCALE, _DENORM_EXP = _Twin(_F(2.0 ** 23), _D(2.0 ** 54)), _Twin(_F(23.0), _D(54.0))
+_L1P_TINY = _Twin(_F(2.0 ** -25), _D(2.0 ** -54))
 
-_TANH_TINY_F32 = _F(2.0 ** -13)
-_TANH_LO_F32 = _F(-20.0)          # expm1(-20) rounds to -1 -> tanh = 1
-_TANH_TINY_F64 = _D(2.0 ** -28)
-_TANH_LO_F64 = _D(-40.0)          # expm1(-40) rounds to -1 -> tanh = 1
+_TANH_TINY = _Twin(_F(2.0 ** -13), _D(2.0 ** -28))
+_TANH_LO = _Twin(_F(-20.0), _D(-40.0))     # expm1(TANH_LO) rounds to -1 -> tanh = 1
 
 # sinh / cosh: tiny |x| -> x; |x| >= BIG: e^|x|/2 = 2^(n-1) (1 + p), e^-|x| below half an ULP;
 # |x| is clamped at CLAMP (beyond the overflow threshold: the scaling gives inf)
-_SINH_TINY_F32, _SINH_BIG_F32, _SINH_CLAMP_F32 = _F(2.0 ** -12), _F(16.0), _F(90.0)
-_SINH_TINY_F64, _SINH_BIG_F64, _SINH_CLAMP_F64 = _D(2.0 ** -28), _D(32.0), _D(712.0)
+_SINH_TINY = _Twin(_F(2.0 ** -12), _D(2.0 ** -28))
+_SINH_BIG = _Twin(_F(16.0), _D(32.0))
+_SINH_CLAMP = _Twin(_F(90.0), _D(712.0))
 # asinh / acosh: |x| <= SPLIT: log1p form; |x| > HUGE: log(|x|) + ln2
-_ASINH_SPLIT_F32, _ASINH_HUGE_F32 = _F(2.0), _F(2.0 ** 12)
-_ASINH_SPLIT_F64, _ASINH_HUGE_F64 = _D(2.0), _D(2.0 ** 28)
-_LN2_F32, _LN2_F64 = _F(0.6931471805599453), _D(0.6931471805599453)
+_ASINH_SPLIT, _ASINH_HUGE = _Twin(_F(2.0), _D(2.0)), _Twin(_F(2.0 ** 12), _D(2.0 ** 28))
+_LN2 = _Twin(_F(0.6931471805599453), _D(0.6931471805599453))
 # log2 / log10: 1/ln2, 1/ln10 and log10(2) as HI + LO, HI with 12 (float32) or 32 (float64)
 # significant bits, so that HI times a value of 12 or 21 bits (`_clear_low_half`) is exact
-_IVLN2HI_F32, _IVLN2LO_F32 = _F(1.44287109375), _F(-0.00017605285393074155)
-_IVLN2HI_F64, _IVLN2LO_F64 = _D(1.4426950407214463), _D(1.6751713164886512e-10)
-_IVLN10HI_F32, _IVLN10LO_F32 = _F(0.434326171875), _F(-3.168997136526741e-05)
-_IVLN10HI_F64, _IVLN10LO_F64 = _D(0.4342944818781689), _D(2.5082946711645275e-11)
-_LOG10_2HI_F32, _LOG10_2LO_F32 = _F(0.301025390625), _F(4.605039066518657e-06)
-_LOG10_2HI_F64, _LOG10_2LO_F64 = _D(0.3010299956658855), _D(-1.9043128467164274e-12)
+_IVLN2HI = _Twin(_F(1.44287109375), _D(1.4426950407214463))
+_IVLN2LO = _Twin(_F(-0.00017605285393074155), _D(1.6751713164886512e-10))
+_IVLN10HI = _Twin(_F(0.434326171875), _D(0.4342944818781689))
+_IVLN10LO = _Twin(_F(-3.168997136526741e-05), _D(2.5082946711645275e-11))
+_LOG10_2HI = _Twin(_F(0.301025390625), _D(0.3010299956658855))
+_LOG10_2LO = _Twin(_F(4.605039066518657e-06), _D(-1.9043128467164274e-12))
 # exp2 argument clamps (beyond: the result is 0 or inf anyway)
-_EXP2_LO_F32, _EXP2_HI_F32 = _F(-160.0), _F(130.0)
-_EXP2_LO_F64, _EXP2_HI_F64 = _D(-1080.0), _D(1030.0)
+_EXP2_LO, _EXP2_HI = _Twin(_F(-160.0), _D(-1080.0)), _Twin(_F(130.0), _D(1030.0))
 
 # erf, float32: |x| <= 1: erf(x) = x + x*PA(x^2);  1 < |x|: erfc = exp(Q(|x|-1))
 _ERF_SPLIT_F32 = _F(1.0)

@@ -1,22 +1,18 @@
-"""exp, expm1, log, log1p, log2, log10, exp2 and logaddexp (float32 and float64)."""
-from .constants import (_DENORM_EXP_F32, _DENORM_EXP_F64, _DENORM_SCALE_F32, _DENORM_SCALE_F64,
-                        _E2_F32, _E2_F64, _E3_F32, _E3_F64, _E4_F32, _E4_F64, _E5_F32, _E5_F64,
+"""exp, expm1, log, log1p, log2, log10, exp2 and logaddexp (float32 and float64).
+
+Each algorithm is written once for both dtypes (`intrinsics._twins`: `exp` is the pair
+`exp_f32`, `exp_f64`); only the polynomials, of different degrees, are written per dtype."""
+from .constants import (_E2_F32, _E2_F64, _E3_F32, _E3_F64, _E4_F32, _E4_F64, _E5_F32, _E5_F64,
                         _E6_F32, _E6_F64, _E7_F32, _E7_F64, _E8_F64, _E9_F64, _E10_F64, _E11_F64,
-                        _E12_F64, _E13_F64, _EM1_LO_F32, _EM1_LO_F64, _EM1_NBIG_F32, _EM1_NBIG_F64,
-                        _EM1_TCLAMP_F32, _EM1_TCLAMP_F64, _EM1_TINY_F32, _EM1_TINY_F64,
-                        _EXP_HI_F32, _EXP_HI_F64, _EXP_LO_F32, _EXP_LO_F64, _HALF_F32, _HALF_F64,
-                        _INF_F32, _INF_F64, _L1P_TINY_F32, _L1P_TINY_F64, _LG1_F32, _LG1_F64,
-                        _LG2_F32, _LG2_F64, _LG3_F32, _LG3_F64, _LG4_F64, _LG5_F64, _LG6_F64,
-                        _LG7_F64, _LN2HI_F32, _LN2HI_F64, _LN2LO_F32, _LN2LO_F64, _LOG2E_F32,
-                        _LOG2E_F64, _MIN_NORMAL_F32, _MIN_NORMAL_F64, _MINUS_ONE_F32,
-                        _MINUS_ONE_F64, _NAN_F32, _NAN_F64, _ONE_F32, _ONE_F64, _RND_F32, _RND_F64,
-                        _TWO_F32, _TWO_F64, _ZERO_F32, _ZERO_F64)
-from .constants import (_EXP2_HI_F32, _EXP2_HI_F64, _EXP2_LO_F32, _EXP2_LO_F64, _IVLN2HI_F32,
-                        _IVLN2HI_F64, _IVLN2LO_F32, _IVLN2LO_F64, _IVLN10HI_F32, _IVLN10HI_F64,
-                        _IVLN10LO_F32, _IVLN10LO_F64, _LN2_F32, _LN2_F64, _LOG10_2HI_F32,
-                        _LOG10_2HI_F64, _LOG10_2LO_F32, _LOG10_2LO_F64)
+                        _E12_F64, _E13_F64, _LG1_F32, _LG1_F64, _LG2_F32, _LG2_F64, _LG3_F32,
+                        _LG3_F64, _LG4_F64, _LG5_F64, _LG6_F64, _LG7_F64, _Twin)
+from .constants import (_DENORM_EXP, _DENORM_SCALE, _EM1_LO, _EM1_NBIG, _EM1_TCLAMP, _EM1_TINY,
+                        _EXP2_HI, _EXP2_LO, _EXP_HI, _EXP_LO, _HALF, _INF, _IVLN2HI, _IVLN2LO,
+                        _IVLN10HI, _IVLN10LO, _L1P_TINY, _LN2, _LN2HI, _LN2LO, _LOG2E,
+                        _LOG10_2HI, _LOG10_2LO, _MIN_NORMAL, _MINUS_ONE, _NAN, _ONE, _RND, _TWO,
+                        _ZERO)
 from .intrinsics import (_always_inline, _clear_low_half, _ldexp_rnd, _pow2_rnd, _split_sqrt2,
-                         _vjit)
+                         _twins, _vjit)
 
 __all__ = ["exp_f32", "exp_f64", "expm1_f32", "expm1_f64", "log1p_f32", "log1p_f64", "log_f32",
            "log_f64", "log2_f32", "log2_f64", "log10_f32", "log10_f64", "exp2_f32", "exp2_f64",
@@ -58,76 +54,48 @@ def _em1_poly_f64(r):
     return r + (r * r) * p
 
 
-@_vjit
-def _exp_core_f32(v):
-    """exp(v) for finite v in [-87, 88] (normal results, no special cases)."""
-    _always_inline()
-    t = v * _LOG2E_F32 + _RND_F32
-    n = t - _RND_F32
-    r = v - n * _LN2HI_F32
-    r = r - n * _LN2LO_F32
-    return _pow2_rnd(t) * (_ONE_F32 + _em1_poly_f32(r))
+_em1_poly = _Twin(_em1_poly_f32, _em1_poly_f64)
 
 
-@_vjit
-def exp_f32(x):
-    """exp for float32 (vectorizable, <= 1 ULP)."""
+@_twins
+def _exp_core(v):
+    """exp(v) for finite v in [-87, 88] (float32; normal results, no special cases)."""
     _always_inline()
-    xc = min(max(x, _EXP_LO_F32), _EXP_HI_F32)  # a nan stays nan (vmaxps, vminps)
-    t = xc * _LOG2E_F32 + _RND_F32
-    n = t - _RND_F32
-    r = xc - n * _LN2HI_F32
-    r = r - n * _LN2LO_F32
-    y = _ldexp_rnd(_ONE_F32 + _em1_poly_f32(r), t)
+    t = v * _LOG2E + _RND
+    n = t - _RND
+    r = v - n * _LN2HI
+    r = r - n * _LN2LO
+    return _pow2_rnd(t) * (_ONE + _em1_poly(r))
+
+
+@_twins
+def exp(x):
+    """exp (vectorizable, <= 1 ULP)."""
+    _always_inline()
+    xc = min(max(x, _EXP_LO), _EXP_HI)  # a nan stays nan (vmaxps, vminps)
+    t = xc * _LOG2E + _RND
+    n = t - _RND
+    r = xc - n * _LN2HI
+    r = r - n * _LN2LO
+    y = _ldexp_rnd(_ONE + _em1_poly(r), t)
     return y if x == x else x
 
 
-@_vjit
-def exp_f64(x):
-    """exp for float64 (vectorizable, <= 1 ULP)."""
+@_twins
+def expm1(x):
+    """expm1 (vectorizable)."""
     _always_inline()
-    xc = min(max(x, _EXP_LO_F64), _EXP_HI_F64)
-    t = xc * _LOG2E_F64 + _RND_F64
-    n = t - _RND_F64
-    r = xc - n * _LN2HI_F64
-    r = r - n * _LN2LO_F64
-    y = _ldexp_rnd(_ONE_F64 + _em1_poly_f64(r), t)
-    return y if x == x else x
-
-
-@_vjit
-def expm1_f32(x):
-    """expm1 for float32 (vectorizable)."""
-    _always_inline()
-    xc = min(max(x, _EM1_LO_F32), _EXP_HI_F32)
-    t = xc * _LOG2E_F32 + _RND_F32
-    n = t - _RND_F32
-    r = xc - n * _LN2HI_F32
-    r = r - n * _LN2LO_F32
-    p = _em1_poly_f32(r)
-    s = _pow2_rnd(min(t, _EM1_TCLAMP_F32))   # 2**min(n, NCLAMP)
-    y_small = s * p + (s - _ONE_F32)
-    y_big = _ldexp_rnd(p + _ONE_F32, t) - _ONE_F32
-    y = y_small if n < _EM1_NBIG_F32 else y_big
-    y = x if abs(x) < _EM1_TINY_F32 else y
-    return y if x == x else x
-
-
-@_vjit
-def expm1_f64(x):
-    """expm1 for float64 (vectorizable)."""
-    _always_inline()
-    xc = min(max(x, _EM1_LO_F64), _EXP_HI_F64)
-    t = xc * _LOG2E_F64 + _RND_F64
-    n = t - _RND_F64
-    r = xc - n * _LN2HI_F64
-    r = r - n * _LN2LO_F64
-    p = _em1_poly_f64(r)
-    s = _pow2_rnd(min(t, _EM1_TCLAMP_F64))   # 2**min(n, NCLAMP)
-    y_small = s * p + (s - _ONE_F64)
-    y_big = _ldexp_rnd(p + _ONE_F64, t) - _ONE_F64
-    y = y_small if n < _EM1_NBIG_F64 else y_big
-    y = x if abs(x) < _EM1_TINY_F64 else y
+    xc = min(max(x, _EM1_LO), _EXP_HI)
+    t = xc * _LOG2E + _RND
+    n = t - _RND
+    r = xc - n * _LN2HI
+    r = r - n * _LN2LO
+    p = _em1_poly(r)
+    s = _pow2_rnd(min(t, _EM1_TCLAMP))   # 2**min(n, NCLAMP)
+    y_small = s * p + (s - _ONE)
+    y_big = _ldexp_rnd(p + _ONE, t) - _ONE
+    y = y_small if n < _EM1_NBIG else y_big
+    y = x if abs(x) < _EM1_TINY else y
     return y if x == x else x
 
 
@@ -136,22 +104,15 @@ def expm1_f64(x):
 # ---------------------------------------------------------------------------
 
 @_vjit
-def _log_kernel_f32(f, e, corr):
-    """e*ln2 + log(1+f) + corr for f in [sqrt(.5)-1, sqrt(2)-1]."""
+def _lg_poly_f32(z):
+    """z*R(z) of log(1+f) = 2s + s*R(s^2), z = s^2."""
     _always_inline()
-    s = f / (_TWO_F32 + f)
-    z = s * s
-    rr = z * (_LG1_F32 + z * (_LG2_F32 + z * _LG3_F32))
-    hfsq = _HALF_F32 * f * f
-    lo = (e * _LN2LO_F32 + corr) + s * (hfsq + rr)
-    return e * _LN2HI_F32 + ((lo - hfsq) + f)
+    return z * (_LG1_F32 + z * (_LG2_F32 + z * _LG3_F32))
 
 
 @_vjit
-def _log_kernel_f64(f, e, corr):
+def _lg_poly_f64(z):
     _always_inline()
-    s = f / (_TWO_F64 + f)
-    z = s * s
     rr = _LG7_F64
     rr = rr * z + _LG6_F64
     rr = rr * z + _LG5_F64
@@ -159,76 +120,55 @@ def _log_kernel_f64(f, e, corr):
     rr = rr * z + _LG3_F64
     rr = rr * z + _LG2_F64
     rr = rr * z + _LG1_F64
-    rr = rr * z
-    hfsq = _HALF_F64 * f * f
-    lo = (e * _LN2LO_F64 + corr) + s * (hfsq + rr)
-    return e * _LN2HI_F64 + ((lo - hfsq) + f)
+    return rr * z
 
 
-@_vjit
-def log_f32(x):
-    """Natural log for float32 (vectorizable)."""
+_lg_poly = _Twin(_lg_poly_f32, _lg_poly_f64)
+
+
+@_twins
+def _log_kernel(f, e, corr):
+    """e*ln2 + log(1+f) + corr for f in [sqrt(.5)-1, sqrt(2)-1]."""
     _always_inline()
-    den = x < _MIN_NORMAL_F32
-    xs = x * _DENORM_SCALE_F32 if den else x
+    s = f / (_TWO + f)
+    z = s * s
+    rr = _lg_poly(z)
+    hfsq = _HALF * f * f
+    lo = (e * _LN2LO + corr) + s * (hfsq + rr)
+    return e * _LN2HI + ((lo - hfsq) + f)
+
+
+@_twins
+def log(x):
+    """Natural log (vectorizable)."""
+    _always_inline()
+    den = x < _MIN_NORMAL
+    xs = x * _DENORM_SCALE if den else x
     m, e = _split_sqrt2(xs)
-    e = e - _DENORM_EXP_F32 if den else e
-    y = _log_kernel_f32(m - _ONE_F32, e, _ZERO_F32)
-    y = _NAN_F32 if x < _ZERO_F32 else y
-    y = -_INF_F32 if x == _ZERO_F32 else y
-    y = _INF_F32 if x == _INF_F32 else y
+    e = e - _DENORM_EXP if den else e
+    y = _log_kernel(m - _ONE, e, _ZERO)
+    y = _NAN if x < _ZERO else y
+    y = -_INF if x == _ZERO else y
+    y = _INF if x == _INF else y
     return y if x == x else x
 
 
-@_vjit
-def log_f64(x):
-    """Natural log for float64 (vectorizable)."""
+@_twins
+def log1p(x):
+    """log(1 + x) (vectorizable)."""
     _always_inline()
-    den = x < _MIN_NORMAL_F64
-    xs = x * _DENORM_SCALE_F64 if den else x
-    m, e = _split_sqrt2(xs)
-    e = e - _DENORM_EXP_F64 if den else e
-    y = _log_kernel_f64(m - _ONE_F64, e, _ZERO_F64)
-    y = _NAN_F64 if x < _ZERO_F64 else y
-    y = -_INF_F64 if x == _ZERO_F64 else y
-    y = _INF_F64 if x == _INF_F64 else y
-    return y if x == x else x
-
-
-@_vjit
-def log1p_f32(x):
-    """log(1 + x) for float32 (vectorizable)."""
-    _always_inline()
-    u = _ONE_F32 + x
+    u = _ONE + x
     # u + c == 1 + x exactly (for finite x > -1)
-    c = (x - (u - _ONE_F32)) if u < _TWO_F32 else (_ONE_F32 - (u - x))
+    c = (x - (u - _ONE)) if u < _TWO else (_ONE - (u - x))
     m, e = _split_sqrt2(u)
-    ez = e == _ZERO_F32
-    f = x if ez else m - _ONE_F32
-    corr = _ZERO_F32 if ez else c / u
-    y = _log_kernel_f32(f, e, corr)
-    y = x if abs(x) < _L1P_TINY_F32 else y
-    y = _INF_F32 if x == _INF_F32 else y
-    y = -_INF_F32 if x == _MINUS_ONE_F32 else y
-    y = _NAN_F32 if x < _MINUS_ONE_F32 else y
-    return y if x == x else x
-
-
-@_vjit
-def log1p_f64(x):
-    """log(1 + x) for float64 (vectorizable)."""
-    _always_inline()
-    u = _ONE_F64 + x
-    c = (x - (u - _ONE_F64)) if u < _TWO_F64 else (_ONE_F64 - (u - x))
-    m, e = _split_sqrt2(u)
-    ez = e == _ZERO_F64
-    f = x if ez else m - _ONE_F64
-    corr = _ZERO_F64 if ez else c / u
-    y = _log_kernel_f64(f, e, corr)
-    y = x if abs(x) < _L1P_TINY_F64 else y
-    y = _INF_F64 if x == _INF_F64 else y
-    y = -_INF_F64 if x == _MINUS_ONE_F64 else y
-    y = _NAN_F64 if x < _MINUS_ONE_F64 else y
+    ez = e == _ZERO
+    f = x if ez else m - _ONE
+    corr = _ZERO if ez else c / u
+    y = _log_kernel(f, e, corr)
+    y = x if abs(x) < _L1P_TINY else y
+    y = _INF if x == _INF else y
+    y = -_INF if x == _MINUS_ONE else y
+    y = _NAN if x < _MINUS_ONE else y
     return y if x == x else x
 
 
@@ -236,23 +176,23 @@ def log1p_f64(x):
 # log2 / log10 (the log reduction, its result kept as hi + lo) and exp2
 # ---------------------------------------------------------------------------
 
-@_vjit
-def _log_scaled_f32(x, c_hi, c_lo, e_hi, e_lo):
+@_twins
+def _log_scaled(x, c_hi, c_lo, e_hi, e_lo):
     """log(x) * (c_hi + c_lo), for log(x) = e*ln2 + log(1+f) and c*ln2 = e_hi + e_lo.
 
-    log(1+f) is split into hi (12 bits: `_clear_low_half`) + lo, so hi*c_hi is exact; the
-    integer part e*e_hi is added last with its rounding error carried (exact at powers
-    of two for log2)."""
+    log(1+f) is split into hi (12 bits for float32, 21 for float64: `_clear_low_half`) +
+    lo, so hi*c_hi is exact; the integer part e*e_hi is added last with its rounding error
+    carried (exact at powers of two for log2)."""
     _always_inline()
-    den = x < _MIN_NORMAL_F32
-    xs = x * _DENORM_SCALE_F32 if den else x
+    den = x < _MIN_NORMAL
+    xs = x * _DENORM_SCALE if den else x
     m, e = _split_sqrt2(xs)
-    e = e - _DENORM_EXP_F32 if den else e
-    f = m - _ONE_F32
-    s = f / (_TWO_F32 + f)
+    e = e - _DENORM_EXP if den else e
+    f = m - _ONE
+    s = f / (_TWO + f)
     z = s * s
-    hfsq = _HALF_F32 * f * f
-    r = s * (hfsq + z * (_LG1_F32 + z * (_LG2_F32 + z * _LG3_F32)))   # log(1+f) - f + hfsq
+    hfsq = _HALF * f * f
+    r = s * (hfsq + _lg_poly(z))   # log(1+f) - f + hfsq
     hi = _clear_low_half(f - hfsq)
     lo = ((f - hi) - hfsq) + r
     val_hi = hi * c_hi
@@ -261,93 +201,35 @@ def _log_scaled_f32(x, c_hi, c_lo, e_hi, e_lo):
     w = y2 + val_hi
     val_lo = val_lo + ((y2 - w) + val_hi)
     y = val_lo + w
-    y = _NAN_F32 if x < _ZERO_F32 else y
-    y = -_INF_F32 if x == _ZERO_F32 else y
-    y = _INF_F32 if x == _INF_F32 else y
+    y = _NAN if x < _ZERO else y
+    y = -_INF if x == _ZERO else y
+    y = _INF if x == _INF else y
     return y if x == x else x
 
 
-@_vjit
-def _log_scaled_f64(x, c_hi, c_lo, e_hi, e_lo):
+@_twins
+def log2(x):
+    """Base-2 log (vectorizable; exact at powers of two)."""
     _always_inline()
-    den = x < _MIN_NORMAL_F64
-    xs = x * _DENORM_SCALE_F64 if den else x
-    m, e = _split_sqrt2(xs)
-    e = e - _DENORM_EXP_F64 if den else e
-    f = m - _ONE_F64
-    s = f / (_TWO_F64 + f)
-    z = s * s
-    rr = _LG7_F64
-    rr = rr * z + _LG6_F64
-    rr = rr * z + _LG5_F64
-    rr = rr * z + _LG4_F64
-    rr = rr * z + _LG3_F64
-    rr = rr * z + _LG2_F64
-    rr = rr * z + _LG1_F64
-    hfsq = _HALF_F64 * f * f
-    r = s * (hfsq + rr * z)
-    hi = _clear_low_half(f - hfsq)
-    lo = ((f - hi) - hfsq) + r
-    val_hi = hi * c_hi
-    val_lo = (e * e_lo + (lo + hi) * c_lo) + lo * c_hi
-    y2 = e * e_hi
-    w = y2 + val_hi
-    val_lo = val_lo + ((y2 - w) + val_hi)
-    y = val_lo + w
-    y = _NAN_F64 if x < _ZERO_F64 else y
-    y = -_INF_F64 if x == _ZERO_F64 else y
-    y = _INF_F64 if x == _INF_F64 else y
-    return y if x == x else x
+    return _log_scaled(x, _IVLN2HI, _IVLN2LO, _ONE, _ZERO)
 
 
-@_vjit
-def log2_f32(x):
-    """Base-2 log for float32 (vectorizable; exact at powers of two)."""
+@_twins
+def log10(x):
+    """Base-10 log (vectorizable)."""
     _always_inline()
-    return _log_scaled_f32(x, _IVLN2HI_F32, _IVLN2LO_F32, _ONE_F32, _ZERO_F32)
+    return _log_scaled(x, _IVLN10HI, _IVLN10LO, _LOG10_2HI, _LOG10_2LO)
 
 
-@_vjit
-def log2_f64(x):
-    """Base-2 log for float64 (vectorizable; exact at powers of two)."""
-    _always_inline()
-    return _log_scaled_f64(x, _IVLN2HI_F64, _IVLN2LO_F64, _ONE_F64, _ZERO_F64)
-
-
-@_vjit
-def log10_f32(x):
-    """Base-10 log for float32 (vectorizable)."""
-    _always_inline()
-    return _log_scaled_f32(x, _IVLN10HI_F32, _IVLN10LO_F32, _LOG10_2HI_F32, _LOG10_2LO_F32)
-
-
-@_vjit
-def log10_f64(x):
-    """Base-10 log for float64 (vectorizable)."""
-    _always_inline()
-    return _log_scaled_f64(x, _IVLN10HI_F64, _IVLN10LO_F64, _LOG10_2HI_F64, _LOG10_2LO_F64)
-
-
-@_vjit
-def exp2_f32(x):
-    """2**x for float32 (vectorizable; exact at integers): n = rint(x), r = x - n exact,
+@_twins
+def exp2(x):
+    """2**x (vectorizable; exact at integers): n = rint(x), r = x - n exact,
     2^r = 1 + (e^(r ln2) - 1) by exp's polynomial, scaled by 2^n."""
     _always_inline()
-    xc = min(max(x, _EXP2_LO_F32), _EXP2_HI_F32)
-    t = xc + _RND_F32
-    r = xc - (t - _RND_F32)
-    y = _ldexp_rnd(_ONE_F32 + _em1_poly_f32(r * _LN2_F32), t)
-    return y if x == x else x
-
-
-@_vjit
-def exp2_f64(x):
-    """2**x for float64 (vectorizable; exact at integers)."""
-    _always_inline()
-    xc = min(max(x, _EXP2_LO_F64), _EXP2_HI_F64)
-    t = xc + _RND_F64
-    r = xc - (t - _RND_F64)
-    y = _ldexp_rnd(_ONE_F64 + _em1_poly_f64(r * _LN2_F64), t)
+    xc = min(max(x, _EXP2_LO), _EXP2_HI)
+    t = xc + _RND
+    r = xc - (t - _RND)
+    y = _ldexp_rnd(_ONE + _em1_poly(r * _LN2), t)
     return y if x == x else x
 
 
@@ -355,20 +237,21 @@ def exp2_f64(x):
 # logaddexp
 # ---------------------------------------------------------------------------
 
-@_vjit
-def logaddexp_f32(a, b):
-    """log(e^a + e^b) for float32 (vectorizable): max + log1p(exp(-|a - b|)); numpy's
-    special cases: equal operands give a + ln2 (so ±inf for two equal infinities)."""
+@_twins
+def logaddexp(a, b):
+    """log(e^a + e^b) (vectorizable): max + log1p(exp(-|a - b|)); numpy's special cases:
+    equal operands give a + ln2 (so ±inf for two equal infinities)."""
     _always_inline()
     mx = a if a > b else b
-    y = mx + log1p_f32(exp_f32(-abs(a - b)))   # a NaN operand: a - b is NaN
-    return a + _LN2_F32 if a == b else y
+    y = mx + log1p(exp(-abs(a - b)))   # a NaN operand: a - b is NaN
+    return a + _LN2 if a == b else y
 
 
-@_vjit
-def logaddexp_f64(a, b):
-    """log(e^a + e^b) for float64 (vectorizable)."""
-    _always_inline()
-    mx = a if a > b else b
-    y = mx + log1p_f64(exp_f64(-abs(a - b)))
-    return a + _LN2_F64 if a == b else y
+exp_f32, exp_f64 = exp
+expm1_f32, expm1_f64 = expm1
+log_f32, log_f64 = log
+log1p_f32, log1p_f64 = log1p
+log2_f32, log2_f64 = log2
+log10_f32, log10_f64 = log10
+exp2_f32, exp2_f64 = exp2
+logaddexp_f32, logaddexp_f64 = logaddexp

@@ -4,6 +4,7 @@ streaming stores, and `_vjit`, how every vmath function is compiled."""
 import functools
 import hashlib
 from pathlib import Path
+from types import FunctionType
 
 import numpy as np
 from llvmlite import ir
@@ -11,7 +12,7 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from .constants import _RND_F32, _RND_F64
+from .constants import _RND, _Twin
 
 __all__ = ["FASTMATH_FLAGS", "hidden", "maximum", "store_fence", "stream_copy", "trip_count"]
 
@@ -27,6 +28,33 @@ FASTMATH_FLAGS = {"contract", "arcp", "nsz", "afn", "reassoc"}  # do not mutate
 def _vjit(fn):
     return _stamp_with_package(
         njit(fastmath=_OWN_FLAGS, error_model="numpy", nogil=True, cache=True)(fn))
+
+
+def _twins(fn):
+    """`fn`, one algorithm written once for float32 and float64, as the `_Twin` of two `_vjit`
+    functions `<name>_f32` and `<name>_f64`: fn's code, in which each global name bound to a
+    `_Twin` (a constant, or a function made here) reads the member of the function's dtype.
+    So the float32 function reads float32 constants only and calls float32 functions (its
+    LLVM IR holds no double operation), the float64 one the float64 members, from one
+    text. Both live in fn's module under their own names at fn's lines (Numba's disk cache
+    finds a function by file, name and line). A member reads the globals fn's module has
+    when it is made: what it calls is defined above it."""
+    members = []
+    for dtype in _Twin._fields:
+        env = dict(fn.__globals__)
+        for name in fn.__code__.co_names:
+            value = env.get(name)
+            if isinstance(value, _Twin):
+                env[name] = getattr(value, dtype)
+            elif dtype == "f32" and isinstance(value, (float, np.float64)):
+                raise TypeError(f"{fn.__qualname__} reads the float64 {name!r}: a float32 "
+                                f"function reads float32 constants only (make it a _Twin)")
+        member = FunctionType(fn.__code__, env, f"{fn.__name__}_{dtype}", fn.__defaults__,
+                              fn.__closure__)
+        member.__qualname__ = member.__name__
+        member.__doc__ = fn.__doc__
+        members.append(_vjit(member))
+    return _Twin(*members)
 
 
 @functools.cache
@@ -95,7 +123,7 @@ def _shifted_exponent(builder, t, ity):
     |n| < 2**(mantissa bits - 1)): the difference of the two bit patterns. Integer
     arithmetic only, so no float-to-int conversion, which LLVM leaves undefined (poison)
     for a NaN; a NaN's pattern gives some integer, and the scaled NaN stays NaN."""
-    rnd = _RND_F32 if ity.width == 32 else _RND_F64
+    rnd = _RND.f32 if ity.width == 32 else _RND.f64
     pattern = int(rnd.view(np.int32 if ity.width == 32 else np.int64))
     k = builder.sub(builder.bitcast(t, ity), ir.Constant(ity, pattern))
     return k if ity.width == 32 else builder.trunc(k, ir.IntType(32))

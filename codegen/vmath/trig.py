@@ -7,7 +7,8 @@ of pi/2 are tested), and vectorizable (64-bit integer multiplies, variable shift
 no table loads). |x| <= pi/4 skips it (q = 0, r = x); both are computed, and a select picks.
 The reduced argument is a pair r + rl; the kernels are minimax polynomials in r^2, and the
 quadrant q picks sin or cos and the sign. tan: float32 its own polynomial (and -1/tan for
-odd q), float64 the quotient of the sin and cos kernels.
+odd q), float64 the quotient of the sin and cos kernels. Each algorithm is written once
+for both dtypes (`intrinsics._twins`), the polynomials per dtype.
 """
 
 import numpy as np
@@ -15,9 +16,8 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
-from .constants import (_HALF_F32, _HALF_F64, _INF_F32, _INF_F64, _NAN_F32, _NAN_F64, _ONE_F32,
-                        _ONE_F64, _TWO_F32, _TWO_F64, _ZERO_F32, _ZERO_F64)
-from .intrinsics import _always_inline, _vjit
+from .constants import _HALF, _INF, _NAN, _ONE, _ONE_F32, _TWO, _ZERO, _Twin
+from .intrinsics import _always_inline, _twins, _vjit
 
 __all__ = ["cos_f32", "cos_f64", "sin_f32", "sin_f64", "tan_f32", "tan_f64"]
 
@@ -247,6 +247,7 @@ def _rem_pio2_f64(typingctx, ax):
 
 
 _PIO2_HI_F64_VALUE, _PIO2_LO_F64_VALUE = 1.5707963267948966, 6.123233995736766e-17
+_rem_pio2 = _Twin(_rem_pio2_f32, _rem_pio2_f64)
 
 
 # ---------------------------------------------------------------------------
@@ -255,9 +256,9 @@ _PIO2_HI_F64_VALUE, _PIO2_LO_F64_VALUE = 1.5707963267948966, 6.123233995736766e-
 # refit, the float64 ones rounded once)
 # ---------------------------------------------------------------------------
 
-_THREE_F32, _THREE_F64 = _F(3.0), _D(3.0)
-_PIO4_HI_F32 = _F(0.7853981852531433)       # pi/4 rounded up: the reduction's threshold
-_PIO4_HI_F64 = _D(0.7853981633974483)
+_THREE = _Twin(_F(3.0), _D(3.0))
+# pi/4 rounded up (float32): the reduction's threshold
+_PIO4_HI = _Twin(_F(0.7853981852531433), _D(0.7853981633974483))
 
 # sin(r) = r + r^3 S(r^2), |r| <= pi/4
 (_S1_F32, _S2_F32, _S3_F32, _S4_F32) = (
@@ -283,84 +284,132 @@ _PIO4_HI_F64 = _D(0.7853981633974483)
 
 
 # ---------------------------------------------------------------------------
-# float32
+# the polynomials (per dtype)
 # ---------------------------------------------------------------------------
 
 @_vjit
-def _reduce_f32(x):
-    """(q, r, rl, a) for x: |x| = (q + 4k)*pi/2 + r + rl, a = |x|."""
-    _always_inline()
-    a = abs(x)
-    qb, rb, lb = _rem_pio2_f32(a)
-    small = a <= _PIO4_HI_F32
-    q = _ZERO_F32 if small else qb
-    r = a if small else rb
-    rl = _ZERO_F32 if small else lb
-    return q, r, rl, a
-
-
-@_vjit
-def _sin_kernel_f32(r, rl, z):
-    """sin(r + rl), z = r*r."""
+def _sin_poly_f32(z):
+    """S(z) of sin(r) = r + r^3 S(r^2), z = r*r."""
     _always_inline()
     p = _S4_F32
     p = p * z + _S3_F32
     p = p * z + _S2_F32
-    p = p * z + _S1_F32
-    return r + ((r * z) * p + (rl - (_HALF_F32 * z) * rl))
+    return p * z + _S1_F32
 
 
 @_vjit
-def _cos_kernel_f32(r, rl, z):
-    """cos(r + rl), z = r*r."""
+def _sin_poly_f64(z):
+    _always_inline()
+    p = _S7_F64
+    p = p * z + _S6_F64
+    p = p * z + _S5_F64
+    p = p * z + _S4_F64
+    p = p * z + _S3_F64
+    p = p * z + _S2_F64
+    return p * z + _S1_F64
+
+
+@_vjit
+def _cos_poly_f32(z):
+    """C(z) of cos(r) = 1 - r^2/2 + r^4 C(r^2), z = r*r."""
     _always_inline()
     p = _C3_F32
     p = p * z + _C2_F32
-    p = p * z + _C1_F32
-    hz = _HALF_F32 * z
-    w = _ONE_F32 - hz
-    return w + (((_ONE_F32 - w) - hz) + ((z * z) * p - r * rl))
+    return p * z + _C1_F32
 
 
 @_vjit
-def sin_f32(x):
-    """sin for float32 (vectorizable)."""
+def _cos_poly_f64(z):
     _always_inline()
-    q, r, rl, a = _reduce_f32(x)
+    p = _C7_F64
+    p = p * z + _C6_F64
+    p = p * z + _C5_F64
+    p = p * z + _C4_F64
+    p = p * z + _C3_F64
+    p = p * z + _C2_F64
+    return p * z + _C1_F64
+
+
+_sin_poly = _Twin(_sin_poly_f32, _sin_poly_f64)
+_cos_poly = _Twin(_cos_poly_f32, _cos_poly_f64)
+
+
+# ---------------------------------------------------------------------------
+# sin, cos
+# ---------------------------------------------------------------------------
+
+@_twins
+def _reduce(x):
+    """(q, r, rl, a) for x: |x| = (q + 4k)*pi/2 + r + rl, a = |x|."""
+    _always_inline()
+    a = abs(x)
+    qb, rb, lb = _rem_pio2(a)
+    small = a <= _PIO4_HI
+    q = _ZERO if small else qb
+    r = a if small else rb
+    rl = _ZERO if small else lb
+    return q, r, rl, a
+
+
+@_twins
+def _sin_kernel(r, rl, z):
+    """sin(r + rl), z = r*r."""
+    _always_inline()
+    p = _sin_poly(z)
+    return r + ((r * z) * p + (rl - (_HALF * z) * rl))
+
+
+@_twins
+def _cos_kernel(r, rl, z):
+    """cos(r + rl), z = r*r."""
+    _always_inline()
+    p = _cos_poly(z)
+    hz = _HALF * z
+    w = _ONE - hz
+    return w + (((_ONE - w) - hz) + ((z * z) * p - r * rl))
+
+
+@_twins
+def sin(x):
+    """sin (vectorizable)."""
+    _always_inline()
+    q, r, rl, a = _reduce(x)
     z = r * r
-    s = _sin_kernel_f32(r, rl, z)
-    c = _cos_kernel_f32(r, rl, z)
-    odd = (q == _ONE_F32) | (q == _THREE_F32)
+    s = _sin_kernel(r, rl, z)
+    c = _cos_kernel(r, rl, z)
+    odd = (q == _ONE) | (q == _THREE)
     y = c if odd else s
-    flip = (q >= _TWO_F32) != (x < _ZERO_F32)
+    flip = (q >= _TWO) != (x < _ZERO)
     y = -y if flip else y
-    y = x if a == _ZERO_F32 else y                  # keeps -0.0
-    y = _NAN_F32 if a == _INF_F32 else y
+    y = x if a == _ZERO else y                  # keeps -0.0
+    y = _NAN if a == _INF else y
     return y if x == x else x
 
 
-@_vjit
-def cos_f32(x):
-    """cos for float32 (vectorizable)."""
+@_twins
+def cos(x):
+    """cos (vectorizable)."""
     _always_inline()
-    q, r, rl, a = _reduce_f32(x)
+    q, r, rl, a = _reduce(x)
     z = r * r
-    s = _sin_kernel_f32(r, rl, z)
-    c = _cos_kernel_f32(r, rl, z)
-    odd = (q == _ONE_F32) | (q == _THREE_F32)
+    s = _sin_kernel(r, rl, z)
+    c = _cos_kernel(r, rl, z)
+    odd = (q == _ONE) | (q == _THREE)
     y = s if odd else c
-    flip = (q == _ONE_F32) | (q == _TWO_F32)
+    flip = (q == _ONE) | (q == _TWO)
     y = -y if flip else y
-    y = _NAN_F32 if a == _INF_F32 else y
+    y = _NAN if a == _INF else y
     return y if x == x else x
 
 
+# ---------------------------------------------------------------------------
+# tan: its own polynomial for float32, the sin/cos kernels' quotient for float64
+# ---------------------------------------------------------------------------
+
 @_vjit
-def tan_f32(x):
-    """tan for float32 (vectorizable)."""
+def _tan_reduced_f32(r, rl, z, odd):
+    """tan(r + rl) (z = r*r), or -1/tan(r + rl) if odd."""
     _always_inline()
-    q, r, rl, a = _reduce_f32(x)
-    z = r * r
     p = _T7_F32
     p = p * z + _T6_F32
     p = p * z + _T5_F32
@@ -369,105 +418,38 @@ def tan_f32(x):
     p = p * z + _T2_F32
     p = p * z + _T1_F32
     t = r + ((r * z) * p + rl * (_ONE_F32 + z))
-    odd = (q == _ONE_F32) | (q == _THREE_F32)
-    y = -_ONE_F32 / t if odd else t
-    y = -y if x < _ZERO_F32 else y
-    y = x if a == _ZERO_F32 else y
-    y = _NAN_F32 if a == _INF_F32 else y
-    return y if x == x else x
+    return -_ONE_F32 / t if odd else t
 
 
-# ---------------------------------------------------------------------------
-# float64
-# ---------------------------------------------------------------------------
-
-@_vjit
-def _reduce_f64(x):
-    """(q, r, rl, a) for x: |x| = (q + 4k)*pi/2 + r + rl, a = |x|."""
-    _always_inline()
-    a = abs(x)
-    qb, rb, lb = _rem_pio2_f64(a)
-    small = a <= _PIO4_HI_F64
-    q = _ZERO_F64 if small else qb
-    r = a if small else rb
-    rl = _ZERO_F64 if small else lb
-    return q, r, rl, a
+_sin_kernel_f64, _cos_kernel_f64 = _sin_kernel.f64, _cos_kernel.f64
 
 
 @_vjit
-def _sin_kernel_f64(r, rl, z):
-    """sin(r + rl), z = r*r."""
+def _tan_reduced_f64(r, rl, z, odd):
+    """sin(r + rl)/cos(r + rl) (z = r*r), or -cos/sin if odd."""
     _always_inline()
-    p = _S7_F64
-    p = p * z + _S6_F64
-    p = p * z + _S5_F64
-    p = p * z + _S4_F64
-    p = p * z + _S3_F64
-    p = p * z + _S2_F64
-    p = p * z + _S1_F64
-    return r + ((r * z) * p + (rl - (_HALF_F64 * z) * rl))
-
-
-@_vjit
-def _cos_kernel_f64(r, rl, z):
-    """cos(r + rl), z = r*r."""
-    _always_inline()
-    p = _C7_F64
-    p = p * z + _C6_F64
-    p = p * z + _C5_F64
-    p = p * z + _C4_F64
-    p = p * z + _C3_F64
-    p = p * z + _C2_F64
-    p = p * z + _C1_F64
-    hz = _HALF_F64 * z
-    w = _ONE_F64 - hz
-    return w + (((_ONE_F64 - w) - hz) + ((z * z) * p - r * rl))
-
-
-@_vjit
-def sin_f64(x):
-    """sin for float64 (vectorizable)."""
-    _always_inline()
-    q, r, rl, a = _reduce_f64(x)
-    z = r * r
     s = _sin_kernel_f64(r, rl, z)
     c = _cos_kernel_f64(r, rl, z)
-    odd = (q == _ONE_F64) | (q == _THREE_F64)
-    y = c if odd else s
-    flip = (q >= _TWO_F64) != (x < _ZERO_F64)
-    y = -y if flip else y
-    y = x if a == _ZERO_F64 else y                  # keeps -0.0
-    y = _NAN_F64 if a == _INF_F64 else y
-    return y if x == x else x
+    return -c / s if odd else s / c
 
 
-@_vjit
-def cos_f64(x):
-    """cos for float64 (vectorizable)."""
+_tan_reduced = _Twin(_tan_reduced_f32, _tan_reduced_f64)
+
+
+@_twins
+def tan(x):
+    """tan (vectorizable)."""
     _always_inline()
-    q, r, rl, a = _reduce_f64(x)
+    q, r, rl, a = _reduce(x)
     z = r * r
-    s = _sin_kernel_f64(r, rl, z)
-    c = _cos_kernel_f64(r, rl, z)
-    odd = (q == _ONE_F64) | (q == _THREE_F64)
-    y = s if odd else c
-    flip = (q == _ONE_F64) | (q == _TWO_F64)
-    y = -y if flip else y
-    y = _NAN_F64 if a == _INF_F64 else y
+    odd = (q == _ONE) | (q == _THREE)
+    y = _tan_reduced(r, rl, z, odd)
+    y = -y if x < _ZERO else y
+    y = x if a == _ZERO else y
+    y = _NAN if a == _INF else y
     return y if x == x else x
 
 
-@_vjit
-def tan_f64(x):
-    """tan for float64 (vectorizable): sin(r)/cos(r), or -cos(r)/sin(r) for odd q."""
-    _always_inline()
-    q, r, rl, a = _reduce_f64(x)
-    z = r * r
-    s = _sin_kernel_f64(r, rl, z)
-    c = _cos_kernel_f64(r, rl, z)
-    odd = (q == _ONE_F64) | (q == _THREE_F64)
-    y = -c / s if odd else s / c
-    y = -y if x < _ZERO_F64 else y
-    y = x if a == _ZERO_F64 else y
-    y = _NAN_F64 if a == _INF_F64 else y
-    return y if x == x else x
+sin_f32, sin_f64 = sin
+cos_f32, cos_f64 = cos
+tan_f32, tan_f64 = tan

@@ -85,10 +85,11 @@ def assert_reaped(pid):
         os.waitpid(pid, os.WNOHANG)
 
 
-@pytest.fixture
-def reference(tmp_path_factory, monkeypatch):
-    """The same program compiled without compiling ahead, in a cache of its own."""
-    with monkeypatch.context() as m:
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """The same program compiled without compiling ahead, in a cache of its own (once for
+    the module: what it gives does not depend on the test)."""
+    with pytest.MonkeyPatch.context() as m:
         m.setenv("TRACEJIT_CACHE_DIR", str(tmp_path_factory.mktemp("ref") / "cache"))
         m.setattr(ahead, "ENABLED", False)
         return run_compiled()
@@ -326,6 +327,10 @@ def test_a_build_that_raises_stops_the_child_at_once(fresh_cache, started, close
     from codegen import runtime
 
     monkeypatch.setattr(ahead, "_compile_in_child", lambda source, name: time.sleep(600))
+    # The first kernel is the own-share child's: the program waits for it until the stall
+    # stops that child (as after STALL_SECONDS' 20 s); the later child is still running
+    # when the second kernel's build raises.
+    monkeypatch.setattr(ahead, "STALL_SECONDS", 0.5)
     original, calls = runtime.Program._kernel_op, []
 
     def kernel_op(self, group):

@@ -51,3 +51,38 @@ def test_numba_cache_stamp_covers_every_vmath_file():
     for name in ("exp_f32", "tanh_f64", "erf_f32", "div_invariant_f32", "log1p_f64"):
         stamp = getattr(V, name)._cache._cache_file._source_stamp
         assert stamp[1] == h.hexdigest(), name
+
+
+def test_twins_compile_one_text_per_dtype_and_refuse_a_float64_constant_in_float32():
+    """`intrinsics._twins` makes `<name>_f32` and `<name>_f64` from one function: each reads
+    its dtype's member of every `_Twin` global, lives in the module under its own name (so
+    Numba's disk cache and pickling find it), and a float32 member may not read a float64."""
+    import numpy as np
+
+    from codegen.vmath.constants import _Twin
+    from codegen.vmath.intrinsics import _twins
+
+    f32, f64 = V.explog.exp
+    assert (f32, f64) == (V.exp_f32, V.exp_f64)
+    for fn, suffix in ((f32, "f32"), (f64, "f64")):
+        assert fn.py_func.__qualname__ == fn.py_func.__name__ == f"exp_{suffix}"
+        assert fn.py_func.__module__ == "codegen.vmath.explog"
+        assert fn.py_func.__code__ is V.explog.exp.f32.py_func.__code__
+        assert getattr(V.explog, f"exp_{suffix}") is fn
+    assert f32.py_func.__globals__["_ONE"] is V.constants._ONE.f32
+    assert type(f32.py_func.__globals__["_ONE"]) is np.float32
+    assert type(f64.py_func.__globals__["_ONE"]) is np.float64
+
+    def uses_a_double(x):
+        return x * _DOUBLE
+
+    uses_a_double.__globals__["_DOUBLE"] = 2.0
+    try:
+        with pytest.raises(TypeError, match="reads the float64 '_DOUBLE'"):
+            _twins(uses_a_double)
+        uses_a_double.__globals__["_DOUBLE"] = _Twin(np.float32(2.0), np.float64(2.0))
+        pair = _twins(uses_a_double)
+        assert pair.f32(np.float32(1.5)) == np.float32(3.0)
+        assert pair.f64(1.5) == 3.0
+    finally:
+        del uses_a_double.__globals__["_DOUBLE"]

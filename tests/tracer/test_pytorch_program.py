@@ -22,7 +22,7 @@ from eager.utils.data import DataLoader, TensorDataset
 
 BACKENDS = ["numba", "interpret"]
 
-VOCAB, BLOCK, EMBD, HEADS, LAYERS = 17, 8, 16, 2, 2
+VOCAB, BLOCK, EMBD, HEADS, LAYERS = 17, 4, 16, 2, 2
 
 
 class CausalSelfAttention(nn.Module):
@@ -229,10 +229,11 @@ def test_gpt_script_compiled_matches_eager(backend, tmp_path):
                              static_argnames=("top_k",), backend=backend)
     start = eager.zeros((1, 1), dtype=eager.long)
     eager.manual_seed(7)
-    want = model.generate(start, 10, top_k=5)
+    want = model.generate(start, BLOCK + 2, top_k=5)
     eager.manual_seed(7)
-    got = c_model.generate(start, 10, top_k=5, sample=sample)
-    assert got.shape == (1, 11)
+    got = c_model.generate(start, BLOCK + 2, top_k=5, sample=sample)
+    assert got.shape == (1, BLOCK + 3)
     np.testing.assert_array_equal(got.numpy(), want.numpy())
-    # windows of 1..8 tokens, then a cropped window of 8
+    # windows of 1..BLOCK tokens (one trace each: BLOCK is small, so that they are few),
+    # then cropped windows of BLOCK
     assert sample.trace_count == BLOCK
