@@ -26,10 +26,21 @@ registry's numpy implementation computes, bit for bit:
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
 _FLOATS = {"float32": "float32", "float64": "float64"}
+
+
+@dataclass(frozen=True)
+class Split:
+    """A step kernel's source whose kernel takes ``lo, hi`` after its arguments: the
+    program runs [0, n) in pieces on the split threads (codegen.parallel._split_call);
+    each piece must write outputs of its own, in an order that does not depend on them."""
+
+    source: str
+    n: int
 
 
 def _static(*types) -> bool:
@@ -376,5 +387,5 @@ def plane_scatter_add(e) -> str | None:
     return _plane_loop(e, add=True)
 
 
-__all__ = ["argmax", "col2im", "im2col", "max_pool_index", "plane_gather", "plane_scatter_add",
+__all__ = ["Split", "argmax", "col2im", "im2col", "max_pool_index", "plane_gather", "plane_scatter_add",
            "scatter_add"]

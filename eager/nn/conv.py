@@ -20,6 +20,7 @@ import math
 from .. import functions as T
 from ..errors import op_error
 from ..ops_conv import col2im, im2col, window_count
+from ..ops_conv_direct import conv_direct
 from ..dtypes import is_floating
 
 
@@ -88,6 +89,20 @@ def _prologue(op, nd, x, weight, groups, layout):
     return x, unbatched, int(groups), tuple(weight.shape[2:])
 
 
+# The direct rows (eager/ops_conv_direct.py) take 2-d, stride-1, ungrouped convolutions
+# with at most this many input channels and at most DIRECT_MAX_TAPS kernel positions.
+DIRECT_MAX_IN_CHANNELS = 3
+DIRECT_MAX_TAPS = 49
+
+
+def direct_conv(nd: int, in_channels, kernel: tuple, stride: tuple, groups: int) -> bool:
+    """Whether a convolution takes the direct rows rather than im2col + BLAS: a rule on
+    its static geometry (never timed at run time), so eager and every trace choose alike."""
+    return nd == 2 and groups == 1 and tuple(stride) == (1, 1) \
+        and isinstance(in_channels, int) and in_channels <= DIRECT_MAX_IN_CHANNELS \
+        and math.prod(kernel) <= DIRECT_MAX_TAPS
+
+
 def _convnd(op, nd, x, weight, bias, stride, padding, dilation, groups):
     x, unbatched, groups, kernel = _prologue(op, nd, x, weight, groups,
                                              "out_channels, in_channels/groups")
@@ -103,6 +118,11 @@ def _convnd(op, nd, x, weight, bias, stride, padding, dilation, groups):
     stride = ntuple(stride, nd, op, "stride")
     dilation = ntuple(dilation, nd, op, "dilation")
     pad = _padding(op, padding, kernel, stride, dilation, nd)
+    if direct_conv(nd, in_per_group, kernel, stride, groups):
+        y = conv_direct(x, weight, stride, dilation, pad)
+        if bias is not None:
+            y = T.add(y, T.reshape(bias, (out_ch,) + (1,) * nd))
+        return T.squeeze(y, 0) if unbatched else y
     cols = im2col(x, kernel, stride, dilation, pad)            # (C, *k, N, *out)
     n, out = x.shape[0], tuple(cols.shape[2 + nd:])
     ck = in_per_group * math.prod(kernel)
