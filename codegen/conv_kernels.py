@@ -24,7 +24,9 @@ The forward and the input gradient split over the batch, the weight gradient ove
 output channels (codegen.parallel: each piece owns its outputs, and every output is summed
 in one fixed order, so the result does not depend on the thread count).  Sums are in a
 different order than im2col + BLAS (eager's numpy implementation): the results agree to
-float rounding, not bit for bit.
+float rounding, not bit for bit.  The input gradient multiplies the weights, the weight
+gradient the input, by zeros around and between rows too (terms eager never forms): given
+a NaN or inf there they return 1 and the numpy implementation computes the value.
 """
 from __future__ import annotations
 
@@ -115,10 +117,10 @@ def _module(doc: str, dt: str, body: list) -> str:
              "from codegen.build import njit  # numba.njit with a leaner cache load",
              "from codegen.vmath import add_reassoc", "", "",
              # (contract: each tap an FMA into the running sum; nothing else is relaxed)
-             f'@njit("void({dt}[::1], {dt}[::1], {dt}[::1], int64, int64)", cache=True, '
+             f'@njit("int64({dt}[::1], {dt}[::1], {dt}[::1], int64, int64)", cache=True, '
              f"fastmath={{'contract'}}, error_model=\"numpy\", nogil=True)",
              "def kernel(in0, in1, out0, lo, hi):"]
-    return "\n".join(lines + body) + "\n"
+    return "\n".join(lines + body + ["    return 0"]) + "\n"
 
 
 def _pad_plane(g: Geometry, ind: str, src: str, dst: str) -> list:
@@ -130,6 +132,17 @@ def _pad_plane(g: Geometry, ind: str, src: str, dst: str) -> list:
             f"{ind}        d = (c * {g.hp} + y + {g.pt}) * {g.wp} + {g.pl}",
             f"{ind}        for x in range({g.w}):",
             f"{ind}            {dst}[d + x] = {src}[s + x]"]
+
+
+def _refuse_nonfinite(g: Geometry, src: str, start: str, count: str, ind: str) -> list:
+    """Lines returning 1 (the numpy implementation runs) when src[start:start + count]
+    holds NaN or inf: the kernel multiplies those values by the zeros between and around
+    the rows as well, terms eager never forms (0 * inf would be NaN)."""
+    return [f"{ind}z = np.{g.dtype}(0.0)",
+            f"{ind}for j in range(np.uint64({start}), np.uint64({start}) + np.uint64({count})):",
+            f"{ind}    z = add_reassoc(z, {src}[j] * np.{g.dtype}(0.0))",
+            f"{ind}if z != z:",
+            f"{ind}    return 1"]
 
 
 def _taps_sum(g: Geometry, src: str, base: str, offsets: list, sign: int) -> str:
@@ -186,7 +199,8 @@ def input_grad(g: Geometry) -> Split:
     span = z + plane                 # one output channel's gq
     rows = g.h * g.wp                # the rows of dxp holding dx, at width Wp
     m0 = g.pt * g.wp                 # (their first position in the padded plane)
-    body = [f"    gq = np.zeros({g.o * span}, np.{g.dtype})",
+    body = _refuse_nonfinite(g, "in1", "0", str(g.o * g.c * g.kh * g.kw), "    ")
+    body += [f"    gq = np.zeros({g.o * span}, np.{g.dtype})",
             f"    acc = np.empty({rows}, np.{g.dtype})",
             "    for n in range(lo, hi):",
             f"        for o in range({g.o}):",
@@ -225,6 +239,8 @@ def weight_grad(g: Geometry) -> Split:
     if g.padded:
         body.append(f"    xp = np.zeros({g.c * plane}, np.{g.dtype})")
     body.append(f"    for n in range({g.n}):")
+    body += _refuse_nonfinite(g, "in1", f"n * {g.c * g.h * g.w}", str(g.c * g.h * g.w),
+                              "        ")
     if g.padded:
         body += _pad_plane(g, "        ", "in1", "xp")
         body.append("        xb = np.uint64(0)")

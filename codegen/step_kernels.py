@@ -9,8 +9,9 @@ or None where the op's numpy implementation serves (symbolic sizes, other dtypes
 empty array); scatter_add returns (source, sizes): one kernel for every size, the sizes
 passed after the output.  Inputs and output are flat C-ordered arrays (as fused kernels
 take them); the runner allocates the output.  A kernel that returns a true value refused
-its inputs (scatter_add: an index out of range); the runner then calls the numpy
-implementation, which raises eager's error.  Each kernel computes exactly what the
+its inputs (scatter_add: an index out of range; codegen.conv_kernels: a non-finite value
+where it would add terms eager does not); the runner then calls the numpy implementation,
+which raises eager's error or computes the value.  Each kernel computes exactly what the
 registry's numpy implementation computes, bit for bit:
 
 * argmax: the FIRST maximum, and the first NaN if there is one (numpy's rule);

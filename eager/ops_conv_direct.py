@@ -26,29 +26,37 @@ from .ops_conv import _check_geometry, _col2im_impl, _im2col_impl
 _GEOMETRY = ("stride", "dilation", "pad")
 
 
+# (matrices reshaped with both sizes given: a zero-size batch has no -1 to infer)
+
 def _flat_grad(g):
     """(O, N * L) of g (N, O, *out)."""
-    return np.ascontiguousarray(np.swapaxes(g, 0, 1)).reshape(g.shape[1], -1)
+    return np.ascontiguousarray(np.swapaxes(g, 0, 1)).reshape(g.shape[1], g.size // g.shape[1])
+
+
+def _weight_matrix(w):
+    """(O, C * K) of w (O, C, *kernel)."""
+    return w.reshape(w.shape[0], math.prod(w.shape[1:]))
 
 
 def _conv_impl(x, w, stride, dilation, pad):
     kernel = tuple(w.shape[2:])
     cols = _im2col_impl(x, kernel, stride, dilation, pad, 0.0)      # (C, *k, N, *out)
     n, out = x.shape[0], cols.shape[2 + len(kernel):]
-    y = w.reshape(w.shape[0], -1) @ cols.reshape(-1, n * math.prod(out))
+    y = _weight_matrix(w) @ cols.reshape(math.prod(w.shape[1:]), n * math.prod(out))
     return np.ascontiguousarray(np.swapaxes(y.reshape((w.shape[0], n) + tuple(out)), 0, 1))
 
 
 def _input_grad_impl(g, w, shape, stride, dilation, pad):
     kernel = tuple(w.shape[2:])
-    cols = w.reshape(w.shape[0], -1).T @ _flat_grad(g)              # (C*K, N*L)
+    cols = _weight_matrix(w).T @ _flat_grad(g)                      # (C*K, N*L)
     cols = cols.reshape((w.shape[1],) + kernel + (g.shape[0],) + tuple(g.shape[2:]))
     return _col2im_impl(cols, shape, kernel, stride, dilation, pad)
 
 
 def _weight_grad_impl(g, x, kernel, stride, dilation, pad):
     cols = _im2col_impl(x, kernel, stride, dilation, pad, 0.0)
-    dw = _flat_grad(g) @ cols.reshape(-1, g.shape[0] * math.prod(g.shape[2:])).T
+    ck = x.shape[1] * math.prod(kernel)
+    dw = _flat_grad(g) @ cols.reshape(ck, cols.size // ck).T
     return dw.reshape((g.shape[1], x.shape[1]) + tuple(kernel))
 
 
