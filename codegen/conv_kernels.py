@@ -26,7 +26,8 @@ in one fixed order, so the result does not depend on the thread count).  Sums ar
 different order than im2col + BLAS (eager's numpy implementation): the results agree to
 float rounding, not bit for bit.  The input gradient multiplies the weights, the weight
 gradient the input, by zeros around and between rows too (terms eager never forms): given
-a NaN or inf there they return 1 and the numpy implementation computes the value.
+a NaN or inf weight (input gradient) or non-finite results (weight gradient: a NaN or inf
+read leaves them so) they return 1 and the numpy implementation computes the value.
 """
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .parallel import _split_threads
 from .step_kernels import Split
 
 _FLOATS = {"float32": "float32", "float64": "float64"}
@@ -136,8 +138,9 @@ def _pad_plane(g: Geometry, ind: str, src: str, dst: str) -> list:
 
 def _refuse_nonfinite(g: Geometry, src: str, start: str, count: str, ind: str) -> list:
     """Lines returning 1 (the numpy implementation runs) when src[start:start + count]
-    holds NaN or inf: the kernel multiplies those values by the zeros between and around
-    the rows as well, terms eager never forms (0 * inf would be NaN)."""
+    holds NaN or inf: the input gradient's weights, which it multiplies by the zeros
+    between and around the rows as well, terms eager never forms (0 * inf would be NaN);
+    the weight gradient's results, non-finite when such a term was."""
     return [f"{ind}z = np.{g.dtype}(0.0)",
             f"{ind}for j in range(np.uint64({start}), np.uint64({start}) + np.uint64({count})):",
             f"{ind}    z = add_reassoc(z, {src}[j] * np.{g.dtype}(0.0))",
@@ -239,8 +242,6 @@ def weight_grad(g: Geometry) -> Split:
     if g.padded:
         body.append(f"    xp = np.zeros({g.c * plane}, np.{g.dtype})")
     body.append(f"    for n in range({g.n}):")
-    body += _refuse_nonfinite(g, "in1", f"n * {g.c * g.h * g.w}", str(g.c * g.h * g.w),
-                              "        ")
     if g.padded:
         body += _pad_plane(g, "        ", "in1", "xp")
         body.append("        xb = np.uint64(0)")
@@ -261,10 +262,14 @@ def weight_grad(g: Geometry) -> Split:
              for t, off in enumerate(g.offsets())]
     body.append(f"                wb = (o * {g.c} + c) * {kk}")
     body += [f"                out0[wb + {t}] += s{t}" for t in range(kk)]
+    # (a NaN or inf read anywhere, between rows too, leaves its sums non-finite: only then
+    # can they differ from eager's, and then numpy computes them)
+    body += _refuse_nonfinite(g, "out0", f"lo * {g.c * kk}", f"(hi - lo) * {g.c * kk}", "    ")
     doc = (f"conv_direct_weight_grad [{g.o}, {g.c}, {g.kh}, {g.kw}] from "
            f"[{g.n}, {g.o}, {g.oh}, {g.ow}] and [{g.n}, {g.c}, {g.h}, {g.w}], dilation "
            f"({g.dh}, {g.dw}), padding (({g.pt}, {g.pb}), ({g.pl}, {g.pr})).")
-    return Split(_module(doc, g.dtype, body), g.o)
+    # (pieces of whole shares of the output channels: each piece pads every sample again)
+    return Split(_module(doc, g.dtype, body), g.o, -(-g.o // _split_threads()))
 
 
 def _static_floats(e) -> bool:

@@ -218,14 +218,14 @@ class Program:
             source, step.kernel_sizes = source
         split = None
         if isinstance(source, Split):  # (a kernel run in pieces of [0, n) on the threads)
-            source, split = source.source, source.n
+            source, split = source.source, source
         name = f"{self.graph.name}_{step.eqn.op}"
         logs.log("kernels", lambda: f"step kernel {name}:\n{source}")
         try:
             # (its file named for the op: every function with this kernel shares it)
             step.kernel = build.load_kernel(source, step.eqn.op)[0]
             if split is not None:
-                step.kernel = _split_call(step.kernel, split, 1)
+                step.kernel = _split_call(step.kernel, split.n, split.align)
             step.kernel_name = name
         except Exception as exc:  # noqa: BLE001 - never a crash: numpy computes it
             message = f"step kernel {name} not built ({exc}): numpy runs it"

@@ -42,6 +42,7 @@ class Split:
 
     source: str
     n: int
+    align: int = 1  # (pieces start at multiples of it)
 
 
 def _static(*types) -> bool:
