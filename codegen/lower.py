@@ -26,7 +26,7 @@ from typing import Callable
 
 import numpy as np
 
-from . import runner_forms, step_kernels
+from . import conv_kernels, runner_forms, step_kernels
 
 
 @dataclass(frozen=True)
@@ -266,6 +266,10 @@ LOWERING: dict[str, Lowering] = {
     # where it is not built, numpy's copies into reused buffers)
     "im2col": Lowering("numpy", inline=runner_forms.im2col, step_kernel=step_kernels.im2col),
     "col2im": Lowering("numpy", step_kernel=step_kernels.col2im),
+    # eager/ops_conv_direct.py (convolutions read where the input lies; codegen.conv_kernels)
+    "conv_direct": Lowering("numpy", step_kernel=conv_kernels.forward_kernel),
+    "conv_direct_input_grad": Lowering("numpy", step_kernel=conv_kernels.input_grad_kernel),
+    "conv_direct_weight_grad": Lowering("numpy", step_kernel=conv_kernels.weight_grad_kernel),
     # eager/ops_pool.py (max pooling: windows read where they lie, no copies)
     "max_pool_index": Lowering("numpy", step_kernel=step_kernels.max_pool_index),
     "plane_gather": Lowering("numpy", step_kernel=step_kernels.plane_gather),

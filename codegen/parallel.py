@@ -79,11 +79,13 @@ def _split_call(entry, n: int, align: int):
 
     def run(*arrays):
         take = itertools.count().__next__  # (atomic: one piece to one thread)
+        refused = []  # (a step kernel's pieces that returned true: codegen.step_kernels)
 
         def work():
             i = take()
             while i < len(pieces):
-                entry(*arrays, *pieces[i])
+                if entry(*arrays, *pieces[i]):
+                    refused.append(i)
                 i = take()
 
         pool = _SPLIT_POOL or _split_pool()
@@ -93,4 +95,5 @@ def _split_call(entry, n: int, align: int):
         finally:
             for f in futures:
                 f.result()
+        return bool(refused)
     return run

@@ -28,6 +28,7 @@ from .inplace_plan import _plan_inplace
 from .kernel_source import canonical
 from .lower import LOWERING
 from .parallel import _split_call
+from .step_kernels import Split
 from .steps import (subgraph_runner, FallbackStep, Kernel, KernelCall, KernelOut, NumpyStep,
                     SubgraphStep, step_counts, step_text)
 
@@ -215,11 +216,16 @@ class Program:
             return
         if isinstance(source, tuple):  # (a kernel for any sizes, and this step's sizes)
             source, step.kernel_sizes = source
+        split = None
+        if isinstance(source, Split):  # (a kernel run in pieces of [0, n) on the threads)
+            source, split = source.source, source
         name = f"{self.graph.name}_{step.eqn.op}"
         logs.log("kernels", lambda: f"step kernel {name}:\n{source}")
         try:
             # (its file named for the op: every function with this kernel shares it)
             step.kernel = build.load_kernel(source, step.eqn.op)[0]
+            if split is not None:
+                step.kernel = _split_call(step.kernel, split.n, split.align)
             step.kernel_name = name
         except Exception as exc:  # noqa: BLE001 - never a crash: numpy computes it
             message = f"step kernel {name} not built ({exc}): numpy runs it"

@@ -271,8 +271,9 @@ class _Generator:
             sizes = ""
             if step.kernel_sizes is not None:  # (a kernel for any sizes: these ones)
                 ns[f"z{k}"], sizes = step.kernel_sizes, f", z{k}"
-            # (a kernel that refuses its inputs returns true: the implementation raises)
-            lines.append(f"    if k{k}({ins}v{out}.reshape(-1){sizes}): "
+            # (a kernel that refuses its inputs returns true: the implementation raises,
+            # or computes the value)
+            lines.append(f"    if k{k}({ins}v{out}.reshape(-1){sizes}): v{out}[...] = "
                          f"op{k}({', '.join(f'v{s}' for s in slots)}, **p{k})"
                          f"  # {step.kernel_name}")
             return

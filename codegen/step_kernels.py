@@ -9,8 +9,9 @@ or None where the op's numpy implementation serves (symbolic sizes, other dtypes
 empty array); scatter_add returns (source, sizes): one kernel for every size, the sizes
 passed after the output.  Inputs and output are flat C-ordered arrays (as fused kernels
 take them); the runner allocates the output.  A kernel that returns a true value refused
-its inputs (scatter_add: an index out of range); the runner then calls the numpy
-implementation, which raises eager's error.  Each kernel computes exactly what the
+its inputs (scatter_add: an index out of range; codegen.conv_kernels: a non-finite value
+where it would add terms eager does not); the runner then calls the numpy implementation,
+which raises eager's error or computes the value.  Each kernel computes exactly what the
 registry's numpy implementation computes, bit for bit:
 
 * argmax: the FIRST maximum, and the first NaN if there is one (numpy's rule);
@@ -26,10 +27,22 @@ registry's numpy implementation computes, bit for bit:
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
 _FLOATS = {"float32": "float32", "float64": "float64"}
+
+
+@dataclass(frozen=True)
+class Split:
+    """A step kernel's source whose kernel takes ``lo, hi`` after its arguments: the
+    program runs [0, n) in pieces on the split threads (codegen.parallel._split_call);
+    each piece must write outputs of its own, in an order that does not depend on them."""
+
+    source: str
+    n: int
+    align: int = 1  # (pieces start at multiples of it)
 
 
 def _static(*types) -> bool:
@@ -376,5 +389,5 @@ def plane_scatter_add(e) -> str | None:
     return _plane_loop(e, add=True)
 
 
-__all__ = ["argmax", "col2im", "im2col", "max_pool_index", "plane_gather", "plane_scatter_add",
+__all__ = ["Split", "argmax", "col2im", "im2col", "max_pool_index", "plane_gather", "plane_scatter_add",
            "scatter_add"]

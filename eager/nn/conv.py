@@ -1,13 +1,28 @@
 """Convolutions (1-d, 2-d, 3-d, transposed) and F.unfold / F.fold, PyTorch's signatures.
 
-Lowering: `im2col` (eager/ops_conv.py) lays the input's windows out as columns
-(C, *k, N, *out); a convolution is then ONE matrix product (BLAS) of the weight
-(O, C*K) with the columns (C*K, N*L) (per group: a batched product over groups), and a
-view back to (N, O, *out); the bias add fuses into the consumer's elementwise kernel.  A
-transposed convolution is the transpose of that: the product W^T @ x, then `col2im`.
-Measured on W8's shapes (one thread, forward), im2col + one BLAS call beat a direct Numba
-loop nest at both: 1 -> 6 channels 0.55 ms against 1.0 ms, 6 -> 16 0.91 ms against 4.8
-ms; so every shape takes this one lowering (no per-shape choice at build time).
+Lowering, picked per shape (`direct_conv`, a rule on the static geometry: eager and every
+trace pick alike, nothing is timed at run time):
+
+* 2-d, stride 1, groups 1, at most DIRECT_MAX_IN_CHANNELS input channels and
+  DIRECT_MAX_TAPS kernel positions: the direct rows (eager/ops_conv_direct.py), whose
+  compiled kernels (codegen/conv_kernels.py) read the input where it lies, all K*K taps
+  of a channel pair per vectorized pass over a row, with no im2col columns;
+* everything else: `im2col` (eager/ops_conv.py) lays the input's windows out as columns
+  (C, *k, N, *out); a convolution is then ONE matrix product (BLAS) of the weight
+  (O, C*K) with the columns (C*K, N*L) (per group: a batched product over groups), and a
+  view back to (N, O, *out).  A transposed convolution is the transpose of that: the
+  product W^T @ x, then `col2im`.
+The bias add fuses into the consumer's elementwise kernel either way.
+
+Measured (compiled forward + backward of relu(conv2d) with a sum-of-squares loss, one
+thread, thread CPU medians of 200 interleaved calls, a busy shared machine):
+W8's conv 1 (64x1x28x28, 6 5x5, pad 2; no input gradient) direct 0.67 ms, im2col + BLAS
+1.27; W8's conv 2 (64x6x14x14, 16 5x5) 1.97 against 2.49; 32x8x16x16 by 16 3x3 pad 1
+1.27 against 1.85; 32x16x14x14 by 32 3x3 pad 1 2.34 against 3.02.  Per pass on W8's
+conv 1 (kernel alone): forward 0.23 ms, weight gradient 0.21 (im2col + BLAS about 0.56
+and 0.65).  Wider inputs than 16 channels were not measured: they keep im2col + BLAS,
+whose products get faster per FLOP as C*K grows.  (An earlier direct loop nest that did
+not vectorize lost at both W8 convs: 1.0 and 4.8 ms against 0.55 and 0.91 forward.)
 
 >>> import eager, eager.nn.functional as F
 >>> F.conv2d(eager.ones(1, 1, 3, 3), eager.ones(1, 1, 2, 2)).shape
@@ -20,6 +35,7 @@ import math
 from .. import functions as T
 from ..errors import op_error
 from ..ops_conv import col2im, im2col, window_count
+from ..ops_conv_direct import conv_direct
 from ..dtypes import is_floating
 
 
@@ -88,6 +104,20 @@ def _prologue(op, nd, x, weight, groups, layout):
     return x, unbatched, int(groups), tuple(weight.shape[2:])
 
 
+# The direct rows (eager/ops_conv_direct.py) take 2-d, stride-1, ungrouped convolutions
+# with at most this many input channels and at most DIRECT_MAX_TAPS kernel positions.
+DIRECT_MAX_IN_CHANNELS = 16
+DIRECT_MAX_TAPS = 49
+
+
+def direct_conv(nd: int, in_channels, kernel: tuple, stride: tuple, groups: int) -> bool:
+    """Whether a convolution takes the direct rows rather than im2col + BLAS: a rule on
+    its static geometry (never timed at run time), so eager and every trace choose alike."""
+    return nd == 2 and groups == 1 and tuple(stride) == (1, 1) \
+        and isinstance(in_channels, int) and in_channels <= DIRECT_MAX_IN_CHANNELS \
+        and math.prod(kernel) <= DIRECT_MAX_TAPS
+
+
 def _convnd(op, nd, x, weight, bias, stride, padding, dilation, groups):
     x, unbatched, groups, kernel = _prologue(op, nd, x, weight, groups,
                                              "out_channels, in_channels/groups")
@@ -103,6 +133,11 @@ def _convnd(op, nd, x, weight, bias, stride, padding, dilation, groups):
     stride = ntuple(stride, nd, op, "stride")
     dilation = ntuple(dilation, nd, op, "dilation")
     pad = _padding(op, padding, kernel, stride, dilation, nd)
+    if direct_conv(nd, in_per_group, kernel, stride, groups):
+        y = conv_direct(x, weight, stride, dilation, pad)
+        if bias is not None:
+            y = T.add(y, T.reshape(bias, (out_ch,) + (1,) * nd))
+        return T.squeeze(y, 0) if unbatched else y
     cols = im2col(x, kernel, stride, dilation, pad)            # (C, *k, N, *out)
     n, out = x.shape[0], tuple(cols.shape[2 + nd:])
     ck = in_per_group * math.prod(kernel)

@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 import eager.nn.functional as NF
-from eager import ops_conv, ops_pool
+from eager import ops_conv, ops_conv_direct, ops_pool
 from opinfo import F32, F64, FLOATS, Case, OpInfo, Raw, Sample, shapes, values
 
 TOL = {F32: (1e-4, 1e-5)}
@@ -286,6 +286,72 @@ def _col2im_samples(rng, dtype):
     return out
 
 
+def _conv_direct_ref(x, w, stride, dilation, pad):
+    return ref_conv(_padded(x, pad, 0.0), w, stride=stride, dilation=dilation).astype(x.dtype)
+
+
+def _conv_direct_input_grad_ref(g, w, shape, stride, dilation, pad):
+    """The sum of each output gradient times the weight, placed back on the window's
+    positions: loops over (n, o, output position, kernel offset)."""
+    dxp = np.zeros((g.shape[0], w.shape[1]) + tuple(s + lo + hi for s, (lo, hi) in
+                                                    zip(shape, pad)))
+    for n, o in itertools.product(range(g.shape[0]), range(g.shape[1])):
+        for pos in itertools.product(*(range(m) for m in g.shape[2:])):
+            for kp in itertools.product(*(range(k) for k in w.shape[2:])):
+                at = tuple(p * s + j * d for p, s, j, d in zip(pos, stride, kp, dilation))
+                dxp[(n, slice(None)) + at] += g[(n, o) + pos] * w[(o, slice(None)) + kp]
+    crop = tuple(slice(lo, lo + s) for s, (lo, _) in zip(shape, pad))
+    return dxp[(slice(None), slice(None)) + crop].astype(g.dtype)
+
+
+def _conv_direct_weight_grad_ref(g, x, kernel, stride, dilation, pad):
+    xp = _padded(x, pad, 0.0)
+    dw = np.zeros((g.shape[1], x.shape[1]) + tuple(kernel))
+    for o, kp in itertools.product(range(g.shape[1]),
+                                   itertools.product(*(range(k) for k in kernel))):
+        for n in range(g.shape[0]):
+            for pos in itertools.product(*(range(m) for m in g.shape[2:])):
+                at = tuple(p * s + j * d for p, s, j, d in zip(pos, stride, kp, dilation))
+                dw[(o, slice(None)) + kp] += g[(n, o) + pos] * xp[(n, slice(None)) + at]
+    return dw.astype(g.dtype)
+
+
+_DIRECT_CASES = [  # (x shape, weight shape, stride, dilation, pad)
+    ((2, 1, 6, 7), (3, 1, 3, 3), (1, 1), (1, 1), ((1, 1), (2, 0))),
+    ((1, 2, 7, 5), (2, 2, 2, 3), (2, 1), (2, 1), ((0, 1), (1, 1))),
+]
+
+
+def _direct_out(xs, ws, stride, dilation, pad):
+    return (xs[0], ws[0]) + tuple(_out_len(n, k, s, lo, hi, d) for n, k, s, d, (lo, hi) in
+                                  zip(xs[2:], ws[2:], stride, dilation, pad))
+
+
+def _conv_direct_samples(rng, dtype):
+    return [Sample((values(rng, xs, dtype), values(rng, ws, dtype), Raw(s), Raw(d), Raw(p)))
+            for xs, ws, s, d, p in _DIRECT_CASES]
+
+
+def _conv_direct_input_grad_samples(rng, dtype):
+    return [Sample((values(rng, _direct_out(xs, ws, s, d, p), dtype), values(rng, ws, dtype),
+                    Raw(xs[2:]), Raw(s), Raw(d), Raw(p))) for xs, ws, s, d, p in _DIRECT_CASES]
+
+
+def _conv_direct_weight_grad_samples(rng, dtype):
+    return [Sample((values(rng, _direct_out(xs, ws, s, d, p), dtype), values(rng, xs, dtype),
+                    Raw(ws[2:]), Raw(s), Raw(d), Raw(p))) for xs, ws, s, d, p in _DIRECT_CASES]
+
+
+# The compiled cases of the direct rows share one geometry (their kernels compile once):
+# x (2, 2, 6, 7), w (3, 2, 5, 5), padding 2; an empty batch takes the numpy rows.
+_DIRECT_PAD = ((2, 2), (2, 2))
+
+
+def _direct_convs(x, w, b):
+    return (NF.conv2d(x, w, b, padding=2),
+            NF.conv2d(x, w[:, :, 1:, ::2], padding="same", dilation=(2, 1)))
+
+
 def _max_pool_index_ref(x, kernel, stride, dilation, pad):
     """PyTorch's loop per window: from its first position inside the input with -inf, keep
     `v > best or isnan(v)`."""
@@ -374,6 +440,9 @@ def _conv2d_samples(rng, dtype):
                {"dilation": 2, "padding": (2, 1), "groups": 2}, desc="groups, dilation"),
         Sample((values(rng, (1, 3, 5, 4), dtype), values(rng, (3, 1, 2, 2), dtype)),
                {"padding": "same", "groups": 3}, desc="depthwise, even kernel same"),
+        Sample((values(rng, (2, 2, 5, 6), dtype), values(rng, (3, 2, 2, 3), dtype),
+                values(rng, (3,), dtype)), {"padding": "same", "dilation": (2, 1)},
+               desc="2 channels, stride 1: the direct rows"),
     ]
 
 
@@ -508,6 +577,25 @@ CONV_OPINFOS = [
        compiled=[Case("plane_scatter_add",
                       lambda g, i: (ops_pool.plane_scatter_add(g * 2, i, (4, 5)) + 1,),
                       shapes([(2, 3, 2, 3), (2, 3, 2, 3)], ints={1: (0, 20)}))]),
+    _e("conv_direct", "conv_direct", ops_conv_direct.conv_direct, _conv_direct_ref,
+       _conv_direct_samples,
+       compiled=[Case("conv_direct", _direct_convs,
+                      shapes([(2, 2, 6, 7), (3, 2, 5, 5), (3,)], None,
+                             [(0, 2, 6, 7), (3, 2, 5, 5), (3,)]), tol="reduce")]),
+    _e("conv_direct_input_grad", "conv_direct_input_grad",
+       ops_conv_direct.conv_direct_input_grad, _conv_direct_input_grad_ref,
+       _conv_direct_input_grad_samples,
+       compiled=[Case("conv_direct_input_grad",
+                      lambda g, w: ops_conv_direct.conv_direct_input_grad(
+                          g * 2, w, (6, 7), (1, 1), (1, 1), _DIRECT_PAD),
+                      shapes([(2, 3, 6, 7), (3, 2, 5, 5)]), tol="reduce")]),
+    _e("conv_direct_weight_grad", "conv_direct_weight_grad",
+       ops_conv_direct.conv_direct_weight_grad, _conv_direct_weight_grad_ref,
+       _conv_direct_weight_grad_samples,
+       compiled=[Case("conv_direct_weight_grad",
+                      lambda g, x: ops_conv_direct.conv_direct_weight_grad(
+                          g, x, (5, 5), (1, 1), (1, 1), _DIRECT_PAD),
+                      shapes([(2, 3, 6, 7), (2, 2, 6, 7)]), tol="reduce")]),
     _e("conv2d", None, NF.conv2d, ref_conv, _conv2d_samples),
     _e("conv1d", None, NF.conv1d, ref_conv, _conv1d_samples),
     _e("conv3d", None, NF.conv3d, ref_conv, _conv3d_samples),

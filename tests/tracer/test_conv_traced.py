@@ -235,3 +235,130 @@ def test_conv_modules_initialize_and_map_state_dicts_like_pytorch():
     assert nn.ReflectionPad2d(1)(x).shape == (1, 4, 7, 7)
     assert nn.Conv2d(4, 4, 3, padding=1, padding_mode="circular")(x).shape == (1, 4, 5, 5)
 
+
+
+# The direct rows (eager/ops_conv_direct.py, codegen/conv_kernels.py): 2-d, stride-1,
+# ungrouped convolutions of at most DIRECT_MAX_IN_CHANNELS input channels. The first
+# geometry is the op-info cases' (tests/eager/opinfo_conv.py): its kernels are shared.
+DIRECT_CASES = [
+    ((2, 2, 6, 7), (3, 2, 5, 5), dict(padding=2)),
+    ((3, 1, 9, 11), (2, 1, 2, 3), dict(padding="same", dilation=(2, 1))),  # asymmetric pad
+    ((2, 3, 6, 5), (4, 3, 3, 3), dict()),
+]
+DIRECT_OPS = {"conv_direct", "conv_direct_input_grad", "conv_direct_weight_grad"}
+
+
+def _direct_step(kw):
+    def step(x, w, b):
+        y = F.relu(F.conv2d(x, w, b, **kw))
+        (y * y).sum().backward()
+        return y.detach()
+    return step
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("case", range(len(DIRECT_CASES)))
+def test_direct_conv_compiled_matches_eager(backend, case):
+    xs, ws, kw = DIRECT_CASES[case]
+    rng = np.random.default_rng(10 + case)
+    arrays = [rng.standard_normal(s).astype(np.float32) for s in (xs, ws, ws[:1])]
+    step = _direct_step(kw)
+    fn = tracer.function(step, backend=backend)
+    results = []
+    for run in (step, fn):
+        ts = [eager.tensor(a, requires_grad=True) for a in arrays]
+        results.append([run(*ts)] + [t.grad for t in ts])
+    for got, want in zip(results[1], results[0]):
+        _close(got, want, rtol=1e-5, atol=1e-5)
+    cf = fn.get_concrete_function(*[eager.tensor(a, requires_grad=True) for a in arrays])
+    assert DIRECT_OPS <= {e.op for e in cf.graph.eqns}
+    assert "im2col" not in {e.op for e in cf.graph.eqns}
+    if backend == "numba":  # each ran as its Numba step kernel
+        for op in DIRECT_OPS:
+            assert f"= {op}(" in str(cf) and f"by step_{op}" in str(cf), str(cf)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_direct_conv_with_nan_and_inf_matches_eager(backend):
+    """NaN and inf in the input and the weight: the kernels refuse what they would multiply
+    by the zeros between rows (the numpy rows run), so NaN lands where eager puts it."""
+    xs, ws, kw = DIRECT_CASES[0]
+    rng = np.random.default_rng(20)
+    step = _direct_step(kw)
+    fn = tracer.function(step, backend=backend)
+    for where in ("x", "w"):
+        arrays = [rng.standard_normal(s).astype(np.float32) for s in (xs, ws, ws[:1])]
+        if where == "x":
+            arrays[0][0, 1, 3, 6], arrays[0][1, 0, 0, 0] = np.inf, np.nan
+        else:
+            arrays[1][1, 0, 4, 2] = -np.inf
+        results = []
+        for run in (step, fn):
+            ts = [eager.tensor(a, requires_grad=True) for a in arrays]
+            results.append([run(*ts).numpy()] + [t.grad.numpy() for t in ts])
+        for got, want in zip(results[1], results[0]):
+            np.testing.assert_array_equal(np.isnan(got), np.isnan(want), err_msg=where)
+            np.testing.assert_array_equal(np.isinf(got), np.isinf(want), err_msg=where)
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5, err_msg=where)
+        assert not all(np.isfinite(r).all() for r in results[0][1:]), where
+
+
+def test_direct_conv_rule_and_fallbacks():
+    """Which convolutions take the direct rows: the rule of eager/nn/conv.py, the same
+    eagerly and traced; stride 2, groups and more channels keep im2col + BLAS."""
+    from eager.nn.conv import DIRECT_MAX_IN_CHANNELS, direct_conv
+
+    assert direct_conv(2, 1, (5, 5), (1, 1), 1) and direct_conv(2, 3, (7, 7), (1, 1), 1)
+    assert not direct_conv(2, DIRECT_MAX_IN_CHANNELS + 1, (5, 5), (1, 1), 1)
+    assert not direct_conv(2, 1, (5, 5), (2, 2), 1) and not direct_conv(1, 1, (5,), (1,), 1)
+    assert not direct_conv(2, 2, (3, 3), (1, 1), 2) and not direct_conv(2, 1, (8, 8), (1, 1), 1)
+    rng = np.random.default_rng(21)
+    x, w = _t(rng, 2, 1, 9, 7), _t(rng, 4, 1, 3, 3)
+    for kw, op in ((dict(stride=2, padding=1), "im2col"), (dict(padding=1), "conv_direct")):
+        fn = tracer.function(lambda x, w: F.conv2d(x, w, **kw), backend="interpret")
+        assert op in {e.op for e in fn.get_concrete_function(x, w).graph.eqns}
+        _close(fn(x, w), F.conv2d(x, w, **kw))
+
+
+def _direct_kernel(make, geometry):
+    from codegen import build
+    return build.load_kernel(make(geometry).source, "test_conv_direct")[0]
+
+
+def test_direct_conv_kernels_sum_in_an_order_independent_of_the_pieces():
+    """The split runs [0, n) in pieces on however many threads there are: each output is
+    summed in one order whatever the pieces, so results are bit for bit the same."""
+    from codegen import conv_kernels as ck
+
+    g = ck.Geometry(2, 2, 6, 7, 3, 5, 5, 1, 1, 2, 2, 2, 2, "float32")
+    rng = np.random.default_rng(22)
+    x = rng.standard_normal((2, 2, 6, 7)).astype(np.float32).ravel()
+    w = rng.standard_normal((3, 2, 5, 5)).astype(np.float32).ravel()
+    dy = rng.standard_normal((2, 3, 6, 7)).astype(np.float32).ravel()
+    for make, a, b, size, n in ((ck.forward, x, w, dy.size, g.n),
+                                (ck.input_grad, dy, w, x.size, g.n),
+                                (ck.weight_grad, dy, x, w.size, g.o)):
+        kernel = _direct_kernel(make, g)
+        whole, pieces = np.full(size, np.nan, np.float32), np.full(size, np.nan, np.float32)
+        assert kernel(a, b, whole, 0, n) == 0
+        for lo in range(n):
+            assert kernel(a, b, pieces, lo, lo + 1) == 0
+        np.testing.assert_array_equal(pieces, whole, err_msg=make.__name__)
+        assert not np.isnan(whole).any()
+
+
+def test_direct_conv_kernels_vectorize():
+    """The inner loops over a row compute vectors of taps with FMAs (the LLVM IR of the
+    generated source compiled again without the cache, which shows no IR)."""
+    import re
+
+    from codegen import conv_kernels as ck
+
+    g = ck.Geometry(2, 2, 6, 7, 3, 5, 5, 1, 1, 2, 2, 2, 2, "float32")
+    for make in (ck.forward, ck.input_grad, ck.weight_grad):
+        ns: dict = {}
+        exec(compile(make(g).source.replace("cache=True", "cache=False"), "k", "exec"), ns)
+        kernel = ns["kernel"]
+        ir = kernel.inspect_llvm(kernel.signatures[0])
+        vector_fma = re.search(r"@llvm\.fma\.v\d+f32|fmul contract <\d+ x float>", ir)
+        assert vector_fma, f"{make.__name__}: no vector FMA"
