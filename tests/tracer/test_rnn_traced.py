@@ -109,20 +109,46 @@ def test_cells_compiled_match_eager_batched_and_unbatched(backend, cls):
 
 
 @pytest.mark.one_backend
-def test_compiled_lstm_is_one_projection_then_one_matmul_and_one_kernel_per_step():
+def test_compiled_lstm_is_one_projection_then_one_recurrence_step():
     eager.manual_seed(0)
     m = nn.LSTM(HIN, H)
-    f = tracer.function(lambda x: m(x)[0])
+
+    def forward(x):
+        with eager.no_grad():
+            return m(x)[0]
+    f = tracer.function(forward)
     x = eager.randn(L, N, HIN)
     _close(f(x), m(x)[0])
-    prog = f.get_concrete_function(x).program
-    kinds = [line.split()[0] for line in prog.describe_steps().splitlines()[1:-1]]
-    # the projection of all L steps is one matmul, then per step one matmul with W_hh; the
-    # projection's bias add is one kernel, then per step one fused gate kernel
-    assert kinds.count("blas") == L + 1, prog.describe_steps()
-    assert kinds.count("kernel") == L + 1, prog.describe_steps()
-    gates = [line for line in prog.describe_steps().splitlines() if "sigmoid" in line]
-    assert len(gates) == L
+    steps = f.get_concrete_function(x).program.describe_steps()
+    kinds = [line.split()[0] for line in steps.splitlines()[1:-1]]
+    # the projection of all L steps is one matmul and its bias add one kernel; the time
+    # loop is ONE step (its Numba kernel runs the per-step products and gate math), saving
+    # nothing for a backward (no grad here: 2L rows, hs and cs)
+    assert kinds.count("blas") == 1, steps
+    assert kinds.count("kernel") == 1, steps
+    loops = [line for line in steps.splitlines() if "lstm_recurrence" in line]
+    assert len(loops) == 1 and loops[0].endswith("_lstm_recurrence"), steps
+    eqn = next(e for e in f.get_concrete_function(x).graph.eqns if e.op == "lstm_recurrence")
+    assert eqn.params["save"] is False and eqn.out.type.shape == (2 * L, N, H)
+
+
+@pytest.mark.one_backend
+def test_compiled_lstm_training_step_is_one_forward_and_one_backward_step_per_layer():
+    eager.manual_seed(0)
+    m = nn.LSTM(HIN, H, num_layers=2)
+
+    def step(x):
+        m(x)[0].sum().backward()
+    f = tracer.function(step)
+    x = eager.randn(L, N, HIN)
+    f(x)
+    steps = f.get_concrete_function(x).program.describe_steps()
+    ops = [e.op for e in f.get_concrete_function(x).graph.eqns]
+    assert ops.count("lstm_recurrence") == 2 and ops.count("lstm_recurrence_backward") == 2
+    # per layer: projection, dx, dW_ih and ONE dW_hh product over all steps
+    assert [line.split()[0] for line in steps.splitlines()].count("blas") == 2 + 3 * 2 - 1, \
+        steps
+    assert steps.count("_lstm_recurrence\n") == 2 and steps.count("_lstm_recurrence_backward\n") == 2, steps
 
 
 # --------------------------------------------------------------------------------------
