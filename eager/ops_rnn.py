@@ -10,12 +10,13 @@ direction instead of T matmuls, T gate kernels and, in backward, T more of each 
 
 Its one output packs, along dim 0, rows of (B, H): hs (T rows), cs (T rows) and, with
 `save` (a forward whose backward will run), the gate activations i, f, g, o of every step
-(4T rows holding (T, B, 4H) in C order) that the backward reads.  Without `save` (no grad,
+(4T rows holding (T, B, 4H) in C order) that the backward reads.  All rows are outputs
+with gradients (nn.LSTM reads only hs and a final c; the gate rows' gradient is then zero).  Without `save` (no grad,
 eval) there are 2T rows.  hs = out[:T] and the final cell state out[2T-1] (out[T] reversed)
 are contiguous views.
 
 ``lstm_recurrence_backward(g, y, w_hh, c0, reverse)`` takes the gradient g of that packed
-output (its hs and cs rows are read; the gate rows of g are zeros) and gives (4T + 2) rows
+output and the output y (save=True) and gives (4T + 2) rows
 of (B, H): dgx (T, B, 4H) in C order, then dh0, then dc0.  dW_hh is ONE product outside,
 dgx^T (4H, T*B) @ h_prev (T*B, H) (see the forward's vjp): a registry matmul, one big BLAS
 call.  The backward has no vjp of its own: a double backward through it raises (PyTorch's
@@ -107,6 +108,7 @@ def _backward_impl(g, y, w_hh, c0, reverse):
     out = np.empty((4 * t + 2, b, hid), y.dtype)
     dgx = out[:4 * t].reshape(t, b, 4 * hid)
     cs, acts = y[t:2 * t], y[2 * t:].reshape(t, b, 4 * hid)
+    g_acts = g[2 * t:].reshape(t, b, 4 * hid)
     dh = np.zeros((b, hid), y.dtype)
     dc = np.zeros((b, hid), y.dtype)
     one = y.dtype.type(1)
@@ -118,11 +120,12 @@ def _backward_impl(g, y, w_hh, c0, reverse):
         dh = g[s] + dh
         tc = np.tanh(cs[s])
         dc = g[t + s] + dc + dh * o * (one - tc * tc)
+        ga = g_acts[s]   # (zeros, unless something reads the gate rows)
         da = dgx[s]
-        da[:, :hid] = dc * gg * i * (one - i)
-        da[:, hid:2 * hid] = dc * c_prev * f * (one - f)
-        da[:, 2 * hid:3 * hid] = dc * i * (one - gg * gg)
-        da[:, 3 * hid:] = dh * tc * o * (one - o)
+        da[:, :hid] = (dc * gg + ga[:, :hid]) * i * (one - i)
+        da[:, hid:2 * hid] = (dc * c_prev + ga[:, hid:2 * hid]) * f * (one - f)
+        da[:, 2 * hid:3 * hid] = (dc * i + ga[:, 2 * hid:3 * hid]) * (one - gg * gg)
+        da[:, 3 * hid:] = (dh * tc + ga[:, 3 * hid:]) * o * (one - o)
         dc = dc * f
         dh = step_product(da, w_hh)
     out[4 * t], out[4 * t + 1] = dh, dc
