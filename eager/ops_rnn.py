@@ -153,9 +153,11 @@ def _forward_vjp(g, out, gx, w_hh, h0, c0, reverse, save):
     if t == 0:
         dw = fn.broadcast_to(fn.const(0, w_hh.dtype), tuple(w_hh.shape))
     else:
-        hs = fn.getitem_basic(out, _whole((1, t) if reverse else (0, t - 1)))
-        first = fn.reshape(h0, (1, b, hid))
-        prev = fn.cat([hs, first] if reverse else [first, hs], 0) if t > 1 else first
+        # the hidden state each step's product read: h0, then hs of the steps before
+        prev = fn.reshape(h0, (1, b, hid))
+        if t > 1:
+            hs = fn.getitem_basic(out, _whole((1, t) if reverse else (0, t - 1)))
+            prev = fn.cat([hs, prev] if reverse else [prev, hs], 0)
         dw = fn.matmul(fn.transpose(fn.reshape(dgx, (t * b, g4)), 0, 1),
                        fn.reshape(prev, (t * b, hid)))
     return dgx, dw, dh0, dc0

@@ -2,10 +2,14 @@
 layouts, gate orders and initialization, so a state dict maps one to one).
 
 Written with registry ops, so they differentiate, trace and compile.  A layer projects the
-input of ALL time steps with one matmul up front (x @ W_ih^T + b for the whole sequence);
-each time step is then one matmul with W_hh plus the gate math, which the fuser turns into
-one elementwise kernel.  A Python loop over the time steps unrolls when traced: the trace is
-keyed by the input's shapes, so one sequence length is one trace.
+input of ALL time steps with one matmul up front (x @ W_ih^T + b for the whole sequence).
+An LSTM layer then runs its whole time loop as ONE registry op per direction
+(`eager.ops_rnn.lstm_recurrence`, as PyTorch's mkldnn_rnn_layer; compiled, one Numba call
+doing per step the W_hh product and the gate math), its backward one more, plus one dW_hh
+product over all steps.  RNN and GRU (and an LSTM of mixed dtypes) run each time step as
+one matmul with W_hh plus the gate math, which the fuser turns into one elementwise kernel;
+that Python loop unrolls when traced: the trace is keyed by the input's shapes, so one
+sequence length is one trace.  Cells are always the per-step code.
 
 Equations (PyTorch's documentation), gates in this order in the stacked weights:
   RNN:  h' = act(W_ih x + b_ih + W_hh h + b_hh)                 act = tanh | relu

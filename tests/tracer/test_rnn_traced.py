@@ -1,7 +1,7 @@
 """Recurrent layers traced and compiled (both backends) against eager: outputs, input and
 parameter gradients of RNN/LSTM/GRU (2 layers, bidirectional, batch_first, initial states)
 and the cells; the compiled step's structure (the input projection of all time steps is one
-matmul, then per time step one W_hh matmul and one fused gate kernel); an LSTM language
+matmul, then the LSTM's time loop one step, its backward one more); an LSTM language
 model's training steps with the hidden state carried (detached) across calls; and a small W10
 trained 30 steps eagerly and compiled with the same seed.
 
@@ -64,8 +64,8 @@ def _run_layer(m, mode, x, h0, c0, backend):
     return results
 
 
-# Numba compiles one kernel per time step and direction (forward and backward), so it runs
-# the LSTM layer here, the GRU gate math in the cell test, every mode on the interpreter.
+# Numba runs the LSTM layer here (its fused time loop, both directions), the GRU gate math
+# in the cell test, every mode on the interpreter.
 @pytest.mark.parametrize("backend,mode", [("numba", "LSTM")] + [("interpret", m) for m in ["tanh", "relu", "LSTM", "GRU"]])
 def test_layers_compiled_match_eager(backend, mode):
     eager.manual_seed(4)
