@@ -10,14 +10,14 @@ direction instead of T matmuls, T gate kernels and, in backward, T more of each 
 
 Its one output packs, along dim 0, rows of (B, H): hs (T rows), cs (T rows) and, with
 `save` (a forward whose backward will run), the gate activations i, f, g, o of every step
-(4T rows holding (T, B, 4H) in C order) that the backward reads.  All rows are outputs
-with gradients (nn.LSTM reads only hs and a final c; the gate rows' gradient is then zero).  Without `save` (no grad,
-eval) there are 2T rows.  hs = out[:T] and the final cell state out[2T-1] (out[T] reversed)
-are contiguous views.
+(4T rows holding (T, B, 4H) in C order) that the backward reads.  Without `save` (no
+grad) there are 2T rows.  hs = out[:T] and the final cell state out[2T-1] (out[T]
+reversed) are contiguous views.  Every row is an output with a gradient (nn.LSTM reads
+only hs and a final c: the gradient of the other rows is then zero).
 
 ``lstm_recurrence_backward(g, y, w_hh, c0, reverse)`` takes the gradient g of that packed
-output and the output y (save=True) and gives (4T + 2) rows
-of (B, H): dgx (T, B, 4H) in C order, then dh0, then dc0.  dW_hh is ONE product outside,
+output and the output y (save=True) and gives (4T + 2) rows of (B, H): dgx (T, B, 4H) in
+C order, then dh0, then dc0.  dW_hh is ONE product outside,
 dgx^T (4H, T*B) @ h_prev (T*B, H) (see the forward's vjp): a registry matmul, one big BLAS
 call.  The backward has no vjp of its own: a double backward through it raises (PyTorch's
 LSTM has one; ours says so, never a wrong number).

@@ -28,13 +28,13 @@ from .. import functions as T
 from .. import shaping as S
 from ..device import check_device
 from ..dispatch import is_grad_enabled
+from ..dtypes import is_floating
 from ..errors import op_error
 from ..functions import getitem_basic
 from ..ops_rnn import lstm_recurrence
 from . import functional as F
 from . import init
 from .module import Module, Parameter
-from ..dtypes import is_floating
 
 __all__ = ["RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell"]
 

@@ -56,7 +56,7 @@ def lstm_ref(gx, w, h0, c0, reverse=False, save=True):
 def lstm_backward_ref(g, y, w, c0, reverse=False):
     """Back through time by the chain rule, one unit at a time: rows dgx, dh0, dc0."""
     t, b, hid = y.shape[0] // 6, y.shape[1], y.shape[2]
-    hs, cs, acts = y[:t], y[t:2 * t], y[2 * t:].reshape(t, b, 4 * hid)
+    cs, acts = y[t:2 * t], y[2 * t:].reshape(t, b, 4 * hid)
     gh, gc, ga = g[:t], g[t:2 * t], g[2 * t:].reshape(t, b, 4 * hid)
     dgx = np.zeros((t, b, 4 * hid))
     dh, dc = np.zeros((b, hid)), np.zeros((b, hid))
