@@ -26,7 +26,7 @@ from typing import Callable
 
 import numpy as np
 
-from . import conv_kernels, runner_forms, step_kernels
+from . import conv_kernels, runner_forms, step_kernels, step_kernels_rnn
 
 
 @dataclass(frozen=True)
@@ -274,6 +274,10 @@ LOWERING: dict[str, Lowering] = {
     "max_pool_index": Lowering("numpy", step_kernel=step_kernels.max_pool_index),
     "plane_gather": Lowering("numpy", step_kernel=step_kernels.plane_gather),
     "plane_scatter_add": Lowering("numpy", step_kernel=step_kernels.plane_scatter_add),
+    # eager/ops_rnn.py (an LSTM layer's time loop: one Numba call, numpy's BLAS per step)
+    "lstm_recurrence": Lowering("numpy", step_kernel=step_kernels_rnn.lstm_recurrence),
+    "lstm_recurrence_backward": Lowering("numpy",
+                                         step_kernel=step_kernels_rnn.lstm_recurrence_backward),
     # eager/dtype_ops.py (Tensor.view(dtype)), eager/strided_ops.py: strided views, copied
     "view_dtype": Lowering("numpy", inline=runner_forms.copied_view),
     "diagonal": Lowering("numpy", inline=runner_forms.copied_view),

@@ -111,6 +111,7 @@ is_tensor = lambda obj: isinstance(obj, Tensor)  # noqa: E731
 from . import ops_conv as _ops_conv  # noqa: E402,F401  (sliding-window rows: conv, pooling)
 from . import ops_pool as _ops_pool  # noqa: E402,F401  (max pooling's index rows)
 from . import ops_conv_direct as _ops_conv_direct  # noqa: E402,F401  (direct conv rows)
+from . import ops_rnn as _ops_rnn  # noqa: E402,F401  (an LSTM layer's time loop)
 
 __all__ = [name for name in dir() if not name.startswith("_")]
 

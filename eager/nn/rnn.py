@@ -2,10 +2,14 @@
 layouts, gate orders and initialization, so a state dict maps one to one).
 
 Written with registry ops, so they differentiate, trace and compile.  A layer projects the
-input of ALL time steps with one matmul up front (x @ W_ih^T + b for the whole sequence);
-each time step is then one matmul with W_hh plus the gate math, which the fuser turns into
-one elementwise kernel.  A Python loop over the time steps unrolls when traced: the trace is
-keyed by the input's shapes, so one sequence length is one trace.
+input of ALL time steps with one matmul up front (x @ W_ih^T + b for the whole sequence).
+An LSTM layer then runs its whole time loop as ONE registry op per direction
+(`eager.ops_rnn.lstm_recurrence`, as PyTorch's mkldnn_rnn_layer; compiled, one Numba call
+doing per step the W_hh product and the gate math), its backward one more, plus one dW_hh
+product over all steps.  RNN and GRU (and an LSTM of mixed dtypes) run each time step as
+one matmul with W_hh plus the gate math, which the fuser turns into one elementwise kernel;
+that Python loop unrolls when traced: the trace is keyed by the input's shapes, so one
+sequence length is one trace.  Cells are always the per-step code.
 
 Equations (PyTorch's documentation), gates in this order in the stacked weights:
   RNN:  h' = act(W_ih x + b_ih + W_hh h + b_hh)                 act = tanh | relu
@@ -23,11 +27,14 @@ import numpy as np
 from .. import functions as T
 from .. import shaping as S
 from ..device import check_device
+from ..dispatch import is_grad_enabled
+from ..dtypes import is_floating
 from ..errors import op_error
+from ..functions import getitem_basic
+from ..ops_rnn import lstm_recurrence
 from . import functional as F
 from . import init
 from .module import Module, Parameter
-from ..dtypes import is_floating
 
 __all__ = ["RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell"]
 
@@ -83,9 +90,32 @@ def _cell(mode, x, state, w_ih, w_hh, b_ih, b_hh):
     return _rnn_step(mode, gx, state, w_hh)
 
 
+def _lstm_fused(gx, state, w_hh, reverse):
+    """One direction of one LSTM layer as ONE registry op over all steps (eager.ops_rnn),
+    or None where the per-step code serves (no steps, a symbolic length, mixed dtypes).
+    Returns the outputs (L, N, H) and the final state, as `_direction`."""
+    h0, c0 = state
+    steps = gx.shape[0]
+    if not isinstance(steps, int) or steps == 0 \
+            or len({np.dtype(x.dtype) for x in (gx, w_hh, h0, c0)}) != 1:
+        return None
+    # the gate activations are kept for the backward only where one can run
+    save = is_grad_enabled() and any(x.requires_grad for x in (gx, w_hh, h0, c0))
+    y = lstm_recurrence(gx, w_hh, h0, c0, reverse, save)
+    whole = ((0, None, 1), (0, None, 1))
+    hs = getitem_basic(y, ((0, steps, 1),) + whole)
+    h_n = getitem_basic(hs, (0 if reverse else steps - 1,))
+    c_n = getitem_basic(y, (steps if reverse else 2 * steps - 1,))
+    return hs, (h_n, c_n)
+
+
 def _direction(mode, gx, state, w_hh, b_hh, reverse):
     """Run one direction of one layer over the projected sequence gx (L, N, G); returns the
     outputs (L, N, H) and the final state."""
+    if mode == "LSTM":
+        fused = _lstm_fused(gx, state, w_hh, reverse)
+        if fused is not None:
+            return fused
     steps = S.unbind(gx, 0)
     outs = [None] * len(steps)
     order = range(len(steps) - 1, -1, -1) if reverse else range(len(steps))

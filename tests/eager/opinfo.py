@@ -1470,6 +1470,8 @@ from opinfo_math import MATH_OPINFOS  # noqa: E402  (issue 16 item 5: math ops)
 OPINFOS += MATH_OPINFOS
 from opinfo_dtypes import DTYPE_OPINFOS  # noqa: E402  (issue 16 item 7: view(dtype))
 OPINFOS += DTYPE_OPINFOS
+from opinfo_rnn import RNN_OPINFOS  # noqa: E402  (an LSTM layer's time loop)
+OPINFOS += RNN_OPINFOS
 
 BY_NAME = {info.name: info for info in OPINFOS}
 _DUPLICATE = [n for n in BY_NAME if sum(i.name == n for i in OPINFOS) > 1]

@@ -95,10 +95,25 @@ def test_gradient_matches_finite_differences(info):
         check_directional(info, sample, rng)
 
 
+def _refuses_second_order(op) -> bool:
+    """A row whose vjp only raises NotImplementedError (lstm_recurrence_backward): a
+    gradient through it is refused, never a silently missing term; no samples to check."""
+    if not callable(op.vjp):
+        return False
+    try:
+        op.vjp(None, None)
+    except NotImplementedError:
+        return True
+    except Exception:  # noqa: BLE001 - a real rule, failing on these placeholder arguments
+        return False
+    return False
+
+
 def test_every_differentiable_op_has_gradient_samples():
     covered = {info.op for info in grad_cases()}
     missing = sorted(name for name, op in eager.ops.OPS.items()
-                     if op.vjp is not None and name not in covered)
+                     if op.vjp is not None and name not in covered
+                     and not _refuses_second_order(op))
     assert not missing, f"differentiable ops without gradient samples in opinfo.py: {missing}"
 
 

@@ -315,3 +315,41 @@ def _message(fn):
     except Exception as e:   # noqa: BLE001 - the message is what is checked
         return str(e)
     return ""
+
+
+def test_lstm_double_backward_raises_naming_the_fused_op():
+    """PyTorch's LSTM has second derivatives; ours runs its time loop as one op whose
+    backward has none: a gradient of a gradient raises, never a silently missing term."""
+    eager.manual_seed(0)
+    m = nn.LSTM(3, 2)
+    x = eager.randn(4, 1, 3, requires_grad=True)
+    out, _ = m(x)
+    (gx,) = eager.autograd.grad(out.sum(), [x], create_graph=True)
+    with pytest.raises(NotImplementedError, match="lstm_recurrence_backward"):
+        (gx * gx).sum().backward()
+    # a first derivative by itself is fine
+    out, _ = m(x)
+    (g1,) = eager.autograd.grad(out.sum(), [x])
+    assert g1.shape == x.shape
+
+
+def test_lstm_saves_gate_activations_only_when_a_backward_can_run(monkeypatch):
+    import eager.nn.rnn as rnn_module
+    from eager import ops_rnn
+
+    eager.manual_seed(0)
+    m = nn.LSTM(3, 2)
+    x = eager.randn(4, 1, 3)
+    seen = []
+
+    def spy(*args):
+        seen.append(args[-1])
+        return ops_rnn.lstm_recurrence(*args)
+    monkeypatch.setattr(rnn_module, "lstm_recurrence", spy)
+    with eager.no_grad():
+        assert m(x)[0].shape == (4, 1, 2)
+    m(x)
+    for p in m.parameters():
+        p.requires_grad_(False)
+    m(x)
+    assert seen == [False, True, False]

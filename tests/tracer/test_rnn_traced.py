@@ -1,7 +1,7 @@
 """Recurrent layers traced and compiled (both backends) against eager: outputs, input and
 parameter gradients of RNN/LSTM/GRU (2 layers, bidirectional, batch_first, initial states)
 and the cells; the compiled step's structure (the input projection of all time steps is one
-matmul, then per time step one W_hh matmul and one fused gate kernel); an LSTM language
+matmul, then the LSTM's time loop one step, its backward one more); an LSTM language
 model's training steps with the hidden state carried (detached) across calls; and a small W10
 trained 30 steps eagerly and compiled with the same seed.
 
@@ -64,8 +64,8 @@ def _run_layer(m, mode, x, h0, c0, backend):
     return results
 
 
-# Numba compiles one kernel per time step and direction (forward and backward), so it runs
-# the LSTM layer here, the GRU gate math in the cell test, every mode on the interpreter.
+# Numba runs the LSTM layer here (its fused time loop, both directions), the GRU gate math
+# in the cell test, every mode on the interpreter.
 @pytest.mark.parametrize("backend,mode", [("numba", "LSTM")] + [("interpret", m) for m in ["tanh", "relu", "LSTM", "GRU"]])
 def test_layers_compiled_match_eager(backend, mode):
     eager.manual_seed(4)
@@ -109,20 +109,77 @@ def test_cells_compiled_match_eager_batched_and_unbatched(backend, cls):
 
 
 @pytest.mark.one_backend
-def test_compiled_lstm_is_one_projection_then_one_matmul_and_one_kernel_per_step():
+def test_compiled_lstm_is_one_projection_then_one_recurrence_step():
     eager.manual_seed(0)
     m = nn.LSTM(HIN, H)
-    f = tracer.function(lambda x: m(x)[0])
+
+    def forward(x):
+        with eager.no_grad():
+            return m(x)[0]
+    f = tracer.function(forward)
     x = eager.randn(L, N, HIN)
     _close(f(x), m(x)[0])
-    prog = f.get_concrete_function(x).program
-    kinds = [line.split()[0] for line in prog.describe_steps().splitlines()[1:-1]]
-    # the projection of all L steps is one matmul, then per step one matmul with W_hh; the
-    # projection's bias add is one kernel, then per step one fused gate kernel
-    assert kinds.count("blas") == L + 1, prog.describe_steps()
-    assert kinds.count("kernel") == L + 1, prog.describe_steps()
-    gates = [line for line in prog.describe_steps().splitlines() if "sigmoid" in line]
-    assert len(gates) == L
+    steps = f.get_concrete_function(x).program.describe_steps()
+    kinds = [line.split()[0] for line in steps.splitlines()[1:-1]]
+    # the projection of all L steps is one matmul and its bias add one kernel; the time
+    # loop is ONE step (its Numba kernel runs the per-step products and gate math), saving
+    # nothing for a backward (no grad here: 2L rows, hs and cs)
+    assert kinds.count("blas") == 1, steps
+    assert kinds.count("kernel") == 1, steps
+    loops = [line for line in steps.splitlines() if "lstm_recurrence" in line]
+    assert len(loops) == 1 and loops[0].endswith("_lstm_recurrence"), steps
+    eqn = next(e for e in f.get_concrete_function(x).graph.eqns if e.op == "lstm_recurrence")
+    assert eqn.params["save"] is False and eqn.out.type.shape == (2 * L, N, H)
+
+
+@pytest.mark.one_backend
+def test_compiled_lstm_training_step_is_one_forward_and_one_backward_step_per_layer():
+    eager.manual_seed(0)
+    m = nn.LSTM(HIN, H, num_layers=2)
+
+    def step(x):
+        m(x)[0].sum().backward()
+    f = tracer.function(step)
+    x = eager.randn(L, N, HIN)
+    f(x)
+    steps = f.get_concrete_function(x).program.describe_steps()
+    ops = [e.op for e in f.get_concrete_function(x).graph.eqns]
+    assert ops.count("lstm_recurrence") == 2 and ops.count("lstm_recurrence_backward") == 2
+    # per layer: projection, dx, dW_ih and ONE dW_hh product over all steps
+    assert [line.split()[0] for line in steps.splitlines()].count("blas") == 2 + 3 * 2 - 1, \
+        steps
+    assert steps.count("_lstm_recurrence\n") == 2, steps
+    assert steps.count("_lstm_recurrence_backward\n") == 2, steps
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_lstm_on_a_non_contiguous_input_then_sgd_compiled_matches_eager(backend):
+    """The input a transposed view (time-major from batch-major memory), 2 layers, given
+    states: outputs, every .grad, and the parameters after an SGD step."""
+    eager.manual_seed(3)
+    models = [nn.LSTM(HIN, H, num_layers=2) for _ in range(2)]
+    models[1].load_state_dict(models[0].state_dict())
+    rng = np.random.default_rng(7)
+    base = rng.standard_normal((N, L, HIN)).astype(np.float32)
+    h = rng.standard_normal((2, N, H)).astype(np.float32)
+    results = []
+    for m, compiled in zip(models, (False, True)):
+        opt = optim.SGD(m.parameters(), lr=0.1)
+
+        def step(xb, h0, c0):
+            opt.zero_grad()
+            out, (hn, cn) = m(xb.transpose(0, 1), (h0, c0 * 0.5))
+            loss = (out * out).sum() + hn.sum() + (cn * cn).sum()
+            loss.backward()
+            opt.step()
+            return out.detach(), loss.detach()
+        run = tracer.function(step, backend=backend) if compiled else step
+        h0, c0 = (eager.tensor(h, requires_grad=True) for _ in "hc")
+        outs = run(eager.tensor(base), h0, c0)
+        results.append(list(outs) + [h0.grad, c0.grad]
+                       + [t for p in m.parameters() for t in (p.grad, p)])
+    for k, (a, e) in enumerate(zip(results[1], results[0])):
+        _close(a, e, rtol=1e-4, atol=1e-5, what=f"value {k}")
 
 
 # --------------------------------------------------------------------------------------

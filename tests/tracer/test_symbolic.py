@@ -351,6 +351,8 @@ NEEDS_THE_SIZE |= {"view_dtype"}
 NEEDS_THE_SIZE |= {"conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d"}
 # math (issue 16 item 5): reshape to (-1, 1) / batched matmul of a symbolic leading size
 NEEDS_THE_SIZE |= {"addmm", "baddbmm", "outer"}
+# an LSTM layer's time loop packs its rows along the time dim (6T rows of (B, H))
+NEEDS_THE_SIZE |= {"lstm_recurrence", "lstm_recurrence_backward"}
 
 
 # Softmax over a dim that is symbolic and 0 in a call: eager returns the empty result (as
