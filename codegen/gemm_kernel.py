@@ -8,9 +8,10 @@ k, broadcasts MR elements of A and multiplies them with two 16-float vectors of 
 `llvm.fma.v16f32`: explicit FMAs and no fast-math flags, so NaN and inf propagate as in
 any IEEE product, and the only difference from BLAS is the order of the sums (each
 element is a dot product accumulated in k order, in blocks of KC). A is read in place with
-any strides (x.T views included); B and C need unit column stride (contiguous rows);
-edge columns are loaded and stored under a lane mask, edge rows go through the MR = 4, 2,
-1 kernels. Nothing is packed and nothing is allocated.
+any strides (x.T views included), B in place when its rows are contiguous (else copied
+into a scratch buffer the caller gives), C needs unit column stride; edge columns are
+loaded and stored under a lane mask, edge rows go through the MR = 4, 2, 1 kernels.
+Nothing is allocated.
 """
 from __future__ import annotations
 
@@ -146,23 +147,43 @@ def _rows(pa, sa0, sa1, pb, sb0, kc, pc_, ldc, m, n, acc):
 
 
 @njit(inline="always")
-def product_blocks(a, b, c, b0, b1, i0, i1, j0, j1):
-    """c[q, i0:i1, j0:j1] = a[q, i0:i1, :] @ b[q, :, j0:j1] for q in [b0, b1). Float32
-    3-D arrays; b and c with unit stride along their last axis (the caller sees to it)."""
-    K = a.shape[2]
-    sa0 = a.strides[1] // 4
-    sa1 = a.strides[2] // 4
-    sb0 = b.strides[1] // 4
-    ldc = c.strides[1] // 4
+def product_blocks(a, b, c, scratch, b0, b1, i0, i1, j0, j1):
+    """c[q, i0:i1, j0:j1] = a[q, i0:i1, :] @ b[q, :, j0:j1] for the matrices q in [b0, b1)
+    of the stacks (4-D float32 arrays, q running over their first two axes in C order);
+    c with unit stride along its last axis. A b without it (x.T, k.transpose(-2, -1)) is
+    copied a matrix at a time into `scratch` (k * (j1 - j0) floats) first."""
+    K = a.shape[3]
+    nb2 = c.shape[1]
+    sa0 = a.strides[2] // 4
+    sa1 = a.strides[3] // 4
+    ldc = c.strides[2] // 4
+    packs = b.strides[3] != 4
     for q in range(b0, b1):
-        pa = np.int64(a.ctypes.data) + q * a.strides[0]
-        pb = np.int64(b.ctypes.data) + q * b.strides[0]
-        pc = np.int64(c.ctypes.data) + q * c.strides[0]
+        q1 = q // nb2
+        q2 = q - q1 * nb2
+        pa = np.int64(a.ctypes.data) + q1 * a.strides[0] + q2 * a.strides[1]
+        pc = np.int64(c.ctypes.data) + q1 * c.strides[0] + q2 * c.strides[1]
         if K == 0:
             for i in range(i0, i1):
                 for j in range(j0, j1):
-                    c[q, i, j] = np.float32(0)
+                    c[q1, q2, i, j] = np.float32(0)
             continue
+        if packs:  # (16 columns at a time: 16 rows of b.T read, 16 floats written per k;
+            nn = j1 - j0  # 19x faster than a column at a time for W10's [128,512] w.T)
+            bq = b[q1, q2, :, j0:j1]
+            full = nn - nn % 16
+            for jb in range(0, full, 16):
+                for k in range(K):
+                    for j in range(16):
+                        scratch[k * nn + jb + j] = bq[k, jb + j]
+            for k in range(K):
+                for j in range(full, nn):
+                    scratch[k * nn + j] = bq[k, j]
+            pb = np.int64(scratch.ctypes.data) - 4 * j0
+            sb0 = nn
+        else:
+            pb = np.int64(b.ctypes.data) + q1 * b.strides[0] + q2 * b.strides[1]
+            sb0 = b.strides[2] // 4
         for pk in range(0, K, KC):
             kc = min(KC, K - pk)
             acc = 1 if pk > 0 else 0

@@ -73,17 +73,26 @@ def test_batched_products_broadcast_as_numpy():
     cases = [((4, 9, 6), (4, 6, 11)),
              ((2, 1, 9, 6), (3, 6, 40)),      # batch dims broadcast both ways
              ((5, 9, 6), (6, 33)),            # a 2-D b against a stack
-             ((3, 2, 64, 32), (3, 2, 32, 64))]
+             ((3, 2, 64, 32), (3, 2, 32, 64)),
+             ((2, 1, 3, 9, 6), (5, 1, 6, 7))]      # five dimensions
     for sa, sb in cases:
         a, b = _f32(*sa), _f32(*sb)
         got = gemm.matmul(a, b)
         want = np.matmul(a.astype(np.float64), b.astype(np.float64))
         assert got.shape == want.shape
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
-    # a permuted (non-contiguous) stack, as attention's q @ k.transpose(-2, -1)
+    # permuted (non-contiguous) stacks, as attention's q @ k.transpose(-2, -1) (b copied
+    # a matrix at a time) and p @ v (read in place)
     q, kk = _f32(2, 16, 3, 8).transpose(0, 2, 1, 3), _f32(2, 16, 3, 8).transpose(0, 2, 3, 1)
     np.testing.assert_allclose(gemm.matmul(q, kk), np.matmul(q.astype(np.float64), kk),
                                rtol=1e-5, atol=1e-5)
+    p = _f32(2, 3, 16, 16)
+    np.testing.assert_allclose(gemm.matmul(p, q), np.matmul(p.astype(np.float64), q),
+                               rtol=1e-5, atol=1e-5)
+    out = np.empty((3, 2, 16, 16), np.float32).transpose(1, 0, 2, 3)  # a permuted out
+    assert gemm.matmul(q, kk, out=out) is out
+    np.testing.assert_allclose(out, np.matmul(q.astype(np.float64), kk), rtol=1e-5,
+                               atol=1e-5)
 
 
 def test_empty_sizes():
@@ -136,20 +145,22 @@ def test_what_it_does_not_take_goes_to_numpy():
                                     (2, 700, 1000), (1, 20, 512)])
 def test_pieces_cover_the_product_once(nb, m, n):
     for want in (2, 4, 8):
-        seen = np.zeros((nb, m, n), int)
-        for b0, b1, i0, i1, j0, j1 in gemm._pieces(nb, m, n, want):
-            seen[b0:b1, i0:i1, j0:j1] += 1
-        assert (seen == 1).all()
+        for packs in (False, True):
+            seen = np.zeros((nb, m, n), int)
+            for b0, b1, i0, i1, j0, j1 in gemm._pieces(nb, m, n, want, packs):
+                seen[b0:b1, i0:i1, j0:j1] += 1
+            assert (seen == 1).all()
 
 
 def test_split_over_threads_gives_the_same_bits(monkeypatch):
     a, b = _f32(3, 200, 300), _f32(300, 100)
+    bt = np.ascontiguousarray(b.T).T                    # copied into scratch per piece
     one = gemm.matmul(a, b)
     monkeypatch.setattr(parallel, "_split_threads", lambda: 2)
     monkeypatch.setattr(gemm, "SPLIT_FLOPS", 0)
-    for x, y in [(a, b), (a[0], b), (a[0, :40], b)]:
-        np.testing.assert_array_equal(gemm.matmul(x, y), one[0][: x.shape[-2]] if x.ndim == 2
-                                      else one)
+    for x, y, want in [(a, b, one), (a[0], b, one[0]), (a[0, :40], b, one[0, :40]),
+                       (a, bt, one), (a[1], bt, one[1])]:
+        np.testing.assert_array_equal(gemm.matmul(x, y), want)
 
 
 # ------------------------------------------------------------------ the rule
