@@ -97,3 +97,24 @@ def _split_call(entry, n: int, align: int):
                 f.result()
         return bool(refused)
     return run
+
+
+def run_pieces(work_one, pieces: list, threads: int) -> None:
+    """`work_one(piece)` for each of `pieces` on the calling thread and up to `threads - 1`
+    of the pool's, each taking the next piece as it finishes (as `_split_call`'s kernels;
+    work_one must release the GIL to run at once). codegen.gemm splits products so."""
+    take = itertools.count().__next__  # (atomic: one piece to one thread)
+
+    def work():
+        i = take()
+        while i < len(pieces):
+            work_one(pieces[i])
+            i = take()
+
+    pool = _SPLIT_POOL or _split_pool()
+    futures = [pool.submit(work) for _ in range(min(threads, len(pieces)) - 1)]
+    try:
+        work()
+    finally:
+        for f in futures:
+            f.result()

@@ -19,7 +19,7 @@ from eager.dtypes import is_half
 from eager.ops_conv import im2col_padded_shape
 from tracer.ir import Var
 
-from . import placement
+from . import gemm, placement
 
 
 def permute(gen, k, step, a, direct, bound) -> bool:
@@ -115,24 +115,42 @@ def matmul(gen, k, step, a, direct, bound) -> bool:
     if not direct or is_half(step.eqn.out.type.dtype):
         return False  # (half types: the registry's impl multiplies in float32, as eager)
     e, out, lines = step.eqn, step.out, gen.lines
-    a = gen.tuned_operands(e, step.inputs, a)
+    mm = _product(gen, e)
+    if mm == "matmul":
+        a = gen.tuned_operands(e, step.inputs, a)
     place = placement.plan(gen)["into"].get(out)
     if place is not None:  # a cat's piece in its place, or laid out for its permute
-        lines.append(f"    v{out} = matmul({a[0]}, {a[1]}, out={place})")
+        lines.append(f"    v{out} = {mm}({a[0]}, {a[1]}, out={place})")
     elif step.dest >= 0:
         lines.append(f"    d = dests[{step.dest}] if dests is not None else None")
-        lines.append(f"    v{out} = matmul({a[0]}, {a[1]}) if d is None else "
-                     f"matmul({a[0]}, {a[1]}, out=d)")
+        lines.append(f"    v{out} = {mm}({a[0]}, {a[1]}) if d is None else "
+                     f"{mm}({a[0]}, {a[1]}, out=d)")
     elif id(e.out) not in gen.p._escaping and len(e.out.type.shape) >= 2 \
             and all(x.type.dtype == e.out.type.dtype for x in e.inputs):
         # A value that stays inside the program: into a buffer reused every call, as a
         # kernel's pooled output. W9's step spent more time page-faulting fresh matmul
         # outputs (numpy asks the OS for fresh pages) than multiplying.
         buf = gen.pool(e.out.type.shape, e.out.type.dtype)
-        lines.append(f"    v{out} = matmul({a[0]}, {a[1]}, out={buf})")
+        lines.append(f"    v{out} = {mm}({a[0]}, {a[1]}, out={buf})")
     else:
-        lines.append(f"    v{out} = matmul({a[0]}, {a[1]})")
+        lines.append(f"    v{out} = {mm}({a[0]}, {a[1]})")
     return True
+
+
+def _product(gen, e) -> str:
+    """The runner's name of the function computing product `e`: "gemm" (codegen.gemm's
+    kernel, where its rule picks it and the kernel builds) or "matmul" (numpy's BLAS)."""
+    x, y = e.inputs
+    if not (isinstance(x, Var) and isinstance(y, Var)) \
+            or x.type.dtype != e.out.type.dtype or y.type.dtype != e.out.type.dtype \
+            or not gemm.use_for(tuple(x.type.shape), tuple(y.type.shape), e.out.type.dtype):
+        return "matmul"
+    try:
+        gemm.prepare()
+    except Exception:  # noqa: BLE001 - never a crash: numpy's BLAS computes it
+        return "matmul"
+    gen.ns["gemm"] = gemm.matmul
+    return "gemm"
 
 
 def _stays_inside(gen, v) -> bool:

@@ -108,6 +108,10 @@ COMPILE_AHEAD = Flag("TRACEJIT_COMPILE_AHEAD", "1",
                      "compile some kernels of a program in a forked child meanwhile")
 AUTOTUNE_MATMUL = Flag("TRACEJIT_AUTOTUNE_MATMUL", "1",
                        "time both operand layouts of a matmul when building a program")
+GEMM = Flag("TRACEJIT_GEMM", "1",
+            "float32 products of compiled programs through tracejit's AVX-512 kernel where "
+            "it is faster (an AVX-512 CPU, numpy's OpenBLAS on AVX2 kernels: codegen.gemm); "
+            "0: numpy's BLAS always")
 PARALLEL_MIN_SIZE = Size("TRACEJIT_PARALLEL_MIN_SIZE", str(1 << 22),
                          "kernels with at least this many iterations run in parallel "
                          "(0: never)")
@@ -139,7 +143,7 @@ NUMBA_VARIABLES = ("NUMBA_THREADING_LAYER", "NUMBA_NUM_THREADS", "NUMBA_DISABLE_
                    "NUMBA_CPU_NAME", "NUMBA_CPU_FEATURES", "NUMBA_ENABLE_AVX")
 
 TABLE = (LOGS, CHECK, CACHE_DIR, CACHE_MAX_BYTES, FAST_CACHE_LOAD, COMPILE_AHEAD,
-         AUTOTUNE_MATMUL, PARALLEL_MIN_SIZE, STREAM_MIN_BYTES, OUTPUT_POOL_MIN_BYTES, GC_HOLD,
+         AUTOTUNE_MATMUL, GEMM, PARALLEL_MIN_SIZE, STREAM_MIN_BYTES, OUTPUT_POOL_MIN_BYTES, GC_HOLD,
          PRELOAD_BLAS, KEEP_HEAP, THREADING_LAYER)
 
 

@@ -1,0 +1,196 @@
+"""The float32 matrix-product kernel's Numba side (codegen.gemm is the Python side and the
+rule that picks it): an AVX-512 micro-kernel written as LLVM IR, and the loops over blocks
+of C that call it. Imported only by the generated module codegen.gemm compiles (it imports
+Numba).
+
+The micro-kernel keeps an MR x 32 block of C in 2*MR <16 x float> registers and, for each
+k, broadcasts MR elements of A and multiplies them with two 16-float vectors of B through
+`llvm.fma.v16f32`: explicit FMAs and no fast-math flags, so NaN and inf propagate as in
+any IEEE product, and the only difference from BLAS is the order of the sums (each
+element is a dot product accumulated in k order, in blocks of KC). A is read in place with
+any strides (x.T views included), B in place when its rows are contiguous (else copied
+into a scratch buffer the caller gives), C needs unit column stride; edge columns are
+loaded and stored under a lane mask, edge rows go through the MR = 4, 2, 1 kernels.
+Nothing is allocated.
+"""
+from __future__ import annotations
+
+import numpy as np
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+MR = 8      # rows of C per micro-kernel call (16 accumulators: no spills, W9's shapes fastest)
+NR = 32     # columns of C per call: two zmm vectors
+KC = 256    # k per pass over a block (longer sums gave larger rounding errors, no speed)
+MC = 128    # rows of A per block (kept in L2 while a 32-column panel of B sits in L1)
+
+_F32 = ir.FloatType()
+_I64 = ir.IntType(64)
+_I32 = ir.IntType(32)
+_VEC = ir.VectorType(_F32, 16)
+_MASK = ir.VectorType(ir.IntType(1), 16)
+
+
+def _masked(builder, name, fnty):
+    return cgutils.get_or_insert_function(builder.module, fnty, name)
+
+
+def _make_ukernel(mr: int):
+    """ukernel(a, rsa, csa, b, rsb, kc, c, ldc, n, accumulate): for i < mr, j < n (<= 32):
+    c[i*ldc + j] (+)= sum over k < kc of a[i*rsa + k*csa] * b[k*rsb + j]; a, b, c are
+    addresses of float32 elements, strides in elements."""
+    nv = NR // 16
+
+    @intrinsic
+    def ukernel(typingctx, a, rsa, csa, b, rsb, kc, c, ldc, n, accumulate):
+        sig = types.void(a, rsa, csa, b, rsb, kc, c, ldc, n, accumulate)
+
+        def codegen(context, builder, signature, args):
+            a_v, rsa_v, csa_v, b_v, rsb_v, kc_v, c_v, ldc_v, n_v, acc_v = args
+            fp = _F32.as_pointer()
+            vp = _VEC.as_pointer()
+            a0 = builder.inttoptr(a_v, fp)
+            b0 = builder.inttoptr(b_v, fp)
+            c0 = builder.inttoptr(c_v, fp)
+            fma = _masked(builder, "llvm.fma.v16f32", ir.FunctionType(_VEC, [_VEC] * 3))
+            mload = _masked(builder, "llvm.masked.load.v16f32.p0",
+                            ir.FunctionType(_VEC, [vp, _I32, _MASK, _VEC]))
+            mstore = _masked(builder, "llvm.masked.store.v16f32.p0",
+                             ir.FunctionType(ir.VoidType(), [_VEC, vp, _I32, _MASK]))
+            align = ir.Constant(_I32, 4)
+            zero = ir.Constant(_VEC, None)
+            # lane masks: lane j of vector v is column 16*v + j, kept when < n
+            nsplat = builder.insert_element(ir.Constant(ir.VectorType(_I64, 16), ir.Undefined),
+                                            n_v, ir.Constant(_I32, 0))
+            nsplat = builder.shuffle_vector(nsplat, ir.Constant(ir.VectorType(_I64, 16),
+                                                                ir.Undefined),
+                                            ir.Constant(ir.VectorType(_I32, 16), [0] * 16))
+            masks = [builder.icmp_signed("<", ir.Constant(ir.VectorType(_I64, 16),
+                                                          [16 * v + j for j in range(16)]),
+                                         nsplat) for v in range(nv)]
+            # row addresses of A: base pointers and offsets, computed once
+            rows = [builder.gep(a0, [builder.mul(rsa_v, ir.Constant(_I64, i))])
+                    for i in range(mr)]
+            pre = builder.block
+            loop = builder.append_basic_block("uk.loop")
+            body = builder.append_basic_block("uk.body")
+            done = builder.append_basic_block("uk.done")
+            builder.branch(loop)
+            builder.position_at_end(loop)
+            k = builder.phi(_I64)
+            k.add_incoming(ir.Constant(_I64, 0), pre)
+            accs = []
+            for _ in range(mr * nv):
+                p = builder.phi(_VEC)
+                p.add_incoming(zero, pre)
+                accs.append(p)
+            builder.cbranch(builder.icmp_signed("<", k, kc_v), body, done)
+            builder.position_at_end(body)
+            bk = builder.gep(b0, [builder.mul(k, rsb_v)])
+            koff = builder.mul(k, csa_v)
+            bv = [builder.call(mload, [builder.bitcast(builder.gep(bk, [ir.Constant(_I64, 16 * v)]),
+                                                       vp), align, masks[v], zero])
+                  for v in range(nv)]
+            new = []
+            for i in range(mr):
+                x = builder.load(builder.gep(rows[i], [koff]), align=4)
+                s = builder.insert_element(ir.Constant(_VEC, ir.Undefined), x,
+                                           ir.Constant(_I32, 0))
+                s = builder.shuffle_vector(s, ir.Constant(_VEC, ir.Undefined),
+                                           ir.Constant(ir.VectorType(_I32, 16), [0] * 16))
+                for v in range(nv):
+                    new.append(builder.call(fma, [s, bv[v], accs[i * nv + v]]))
+            k.add_incoming(builder.add(k, ir.Constant(_I64, 1)), body)
+            builder.branch(loop)
+            for p, x in zip(accs, new):
+                p.add_incoming(x, body)
+            builder.position_at_end(done)
+            add = builder.icmp_signed("!=", acc_v, ir.Constant(acc_v.type, 0))
+            for i in range(mr):
+                row = builder.gep(c0, [builder.mul(ldc_v, ir.Constant(_I64, i))])
+                for v in range(nv):
+                    ptr = builder.bitcast(builder.gep(row, [ir.Constant(_I64, 16 * v)]), vp)
+                    val = accs[i * nv + v]
+                    old = builder.call(mload, [ptr, align, masks[v], zero])
+                    val = builder.select(add, builder.fadd(old, val), val)
+                    builder.call(mstore, [val, ptr, align, masks[v]])
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    return ukernel
+
+
+_UK8 = _make_ukernel(8)
+_UK4 = _make_ukernel(4)
+_UK2 = _make_ukernel(2)
+_UK1 = _make_ukernel(1)
+
+
+@njit(inline="always")
+def _rows(pa, sa0, sa1, pb, sb0, kc, pc_, ldc, m, n, acc):
+    """C rows [0, m) of one 32-column panel: MR rows at a time, then 4, 2, 1."""
+    i = 0
+    while i + MR <= m:
+        _UK8(pa + 4 * i * sa0, sa0, sa1, pb, sb0, kc, pc_ + 4 * i * ldc, ldc, n, acc)
+        i += MR
+    if i + 4 <= m:
+        _UK4(pa + 4 * i * sa0, sa0, sa1, pb, sb0, kc, pc_ + 4 * i * ldc, ldc, n, acc)
+        i += 4
+    if i + 2 <= m:
+        _UK2(pa + 4 * i * sa0, sa0, sa1, pb, sb0, kc, pc_ + 4 * i * ldc, ldc, n, acc)
+        i += 2
+    if i < m:
+        _UK1(pa + 4 * i * sa0, sa0, sa1, pb, sb0, kc, pc_ + 4 * i * ldc, ldc, n, acc)
+
+
+@njit(inline="always")
+def product_blocks(a, b, c, scratch, b0, b1, i0, i1, j0, j1):
+    """c[q, i0:i1, j0:j1] = a[q, i0:i1, :] @ b[q, :, j0:j1] for the matrices q in [b0, b1)
+    of the stacks (4-D float32 arrays, q running over their first two axes in C order);
+    c with unit stride along its last axis. A b without it (x.T, k.transpose(-2, -1)) is
+    copied a matrix at a time into `scratch` (k * (j1 - j0) floats) first."""
+    K = a.shape[3]
+    nb2 = c.shape[1]
+    sa0 = a.strides[2] // 4
+    sa1 = a.strides[3] // 4
+    ldc = c.strides[2] // 4
+    packs = b.strides[3] != 4
+    for q in range(b0, b1):
+        q1 = q // nb2
+        q2 = q - q1 * nb2
+        pa = np.int64(a.ctypes.data) + q1 * a.strides[0] + q2 * a.strides[1]
+        pc = np.int64(c.ctypes.data) + q1 * c.strides[0] + q2 * c.strides[1]
+        if K == 0:
+            for i in range(i0, i1):
+                for j in range(j0, j1):
+                    c[q1, q2, i, j] = np.float32(0)
+            continue
+        if packs:  # (16 columns at a time: 16 rows of b.T read, 16 floats written per k;
+            nn = j1 - j0  # 19x faster than a column at a time for W10's [128,512] w.T)
+            bq = b[q1, q2, :, j0:j1]
+            full = nn - nn % 16
+            for jb in range(0, full, 16):
+                for k in range(K):
+                    for j in range(16):
+                        scratch[k * nn + jb + j] = bq[k, jb + j]
+            for k in range(K):
+                for j in range(full, nn):
+                    scratch[k * nn + j] = bq[k, j]
+            pb = np.int64(scratch.ctypes.data) - 4 * j0
+            sb0 = nn
+        else:
+            pb = np.int64(b.ctypes.data) + q1 * b.strides[0] + q2 * b.strides[1]
+            sb0 = b.strides[2] // 4
+        for pk in range(0, K, KC):
+            kc = min(KC, K - pk)
+            acc = 1 if pk > 0 else 0
+            for ic in range(i0, i1, MC):
+                mc = min(MC, i1 - ic)
+                for jr in range(j0, j1, NR):
+                    n = min(NR, j1 - jr)
+                    _rows(pa + 4 * (ic * sa0 + pk * sa1), sa0, sa1,
+                          pb + 4 * (pk * sb0 + jr), sb0, kc,
+                          pc + 4 * (ic * ldc + jr), ldc, mc, n, acc)

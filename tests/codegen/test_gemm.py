@@ -1,0 +1,234 @@
+"""codegen.gemm: the float32 product kernel against numpy (edges, strides, batches,
+NaN/inf, empty sizes), its error against float64 no worse than BLAS's, its rule, its split
+over threads, and compiled programs using it against eager (issue 17, W9/W10's products).
+
+The kernel is correct on any x86-64 CPU (LLVM splits its 16-float vectors where there is
+no AVX-512), so these tests force the rule on (`_available`) where they test the runner."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import eager
+import eager.nn.functional as F
+import tracer
+from codegen import gemm, parallel
+
+RNG = np.random.default_rng(17)
+
+
+def _f32(*shape):
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+def _rel_err(x, ref):
+    return np.abs(x - ref).max() / max(np.abs(ref).max(), 1e-30)
+
+
+@pytest.fixture
+def forced(monkeypatch):
+    """The rule on whatever this machine is (the kernel is right on any x86-64 CPU)."""
+    monkeypatch.setattr(gemm, "_available", lambda: True)
+    monkeypatch.delenv("TRACEJIT_GEMM", raising=False)
+
+
+# ------------------------------------------------------------------ the kernel itself
+# (m, k, n): full 8x32 blocks, edge rows (7 = 4+2+1) and columns (masked lanes), a k past
+# one KC block (256) with a remainder, ones
+SHAPES = [(1, 1, 1), (7, 5, 3), (8, 32, 32), (13, 300, 45), (33, 17, 65), (64, 64, 96),
+          (20, 128, 512), (3, 257, 31)]
+
+
+@pytest.mark.parametrize("m,k,n", SHAPES)
+def test_2d_products_match_float64_as_closely_as_blas(m, k, n):
+    a, b = _f32(m, k), _f32(k, n)
+    got = gemm.matmul(a, b)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    blas = np.matmul(a, b)
+    assert got.shape == blas.shape and got.dtype == np.float32
+    # each element is one float32 dot product accumulated in k order (blocks of 256): its
+    # error is within a few ulps of the sum's magnitude times k, as BLAS's
+    scale = (np.abs(a).astype(np.float64) @ np.abs(b).astype(np.float64)).max()
+    assert np.abs(got - ref).max() <= 2 * k * np.finfo(np.float32).eps * scale
+    assert _rel_err(got, ref) <= 2 * _rel_err(blas, ref) + 1e-7
+
+
+def test_operands_of_any_strides_and_a_strided_out():
+    a_t = _f32(40, 24).T                 # x.T (A read in place, column-major)
+    a_s = _f32(24, 80)[:, ::2]           # every other column
+    b_t = _f32(50, 40).T                 # B with a non-unit column stride: copied
+    b_neg = _f32(40, 50)[::-1]           # negative row stride, read in place
+    for a in (a_t, a_s):
+        for b in (b_t, b_neg):
+            want = a.astype(np.float64) @ b.astype(np.float64)
+            np.testing.assert_allclose(gemm.matmul(a, b), want, rtol=1e-5, atol=1e-4)
+            big = np.full((24, 70), 7.0, np.float32)
+            out = big[:, 10:60]          # rows of stride 70: written in place
+            assert gemm.matmul(a, b, out=out) is out
+            np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-4)
+            assert (big[:, :10] == 7).all() and (big[:, 60:] == 7).all()
+
+
+def test_batched_products_broadcast_as_numpy():
+    cases = [((4, 9, 6), (4, 6, 11)),
+             ((2, 1, 9, 6), (3, 6, 40)),      # batch dims broadcast both ways
+             ((5, 9, 6), (6, 33)),            # a 2-D b against a stack
+             ((3, 2, 64, 32), (3, 2, 32, 64)),
+             ((2, 1, 3, 9, 6), (5, 1, 6, 7))]      # five dimensions
+    for sa, sb in cases:
+        a, b = _f32(*sa), _f32(*sb)
+        got = gemm.matmul(a, b)
+        want = np.matmul(a.astype(np.float64), b.astype(np.float64))
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
+    # permuted (non-contiguous) stacks, as attention's q @ k.transpose(-2, -1) (b copied
+    # a matrix at a time) and p @ v (read in place)
+    q, kk = _f32(2, 16, 3, 8).transpose(0, 2, 1, 3), _f32(2, 16, 3, 8).transpose(0, 2, 3, 1)
+    np.testing.assert_allclose(gemm.matmul(q, kk), np.matmul(q.astype(np.float64), kk),
+                               rtol=1e-5, atol=1e-5)
+    p = _f32(2, 3, 16, 16)
+    np.testing.assert_allclose(gemm.matmul(p, q), np.matmul(p.astype(np.float64), q),
+                               rtol=1e-5, atol=1e-5)
+    out = np.empty((3, 2, 16, 16), np.float32).transpose(1, 0, 2, 3)  # a permuted out
+    assert gemm.matmul(q, kk, out=out) is out
+    np.testing.assert_allclose(out, np.matmul(q.astype(np.float64), kk), rtol=1e-5,
+                               atol=1e-5)
+
+
+def test_empty_sizes():
+    for sa, sb in [((0, 5), (5, 7)), ((4, 5), (5, 0)), ((2, 0, 5), (5, 3)), ((3, 4), (4, 3))]:
+        a, b = _f32(*sa), _f32(*sb)
+        np.testing.assert_array_equal(gemm.matmul(a, b), np.matmul(a, b))
+    out = np.full((6, 9), np.nan, np.float32)          # k = 0: a product of zeros
+    assert (gemm.matmul(_f32(6, 0), _f32(0, 9), out=out) == 0).all()
+    big = np.full((40, 33), np.nan, np.float32)
+    assert (gemm.matmul(_f32(40, 0), _f32(0, 33), out=big) == 0).all()
+
+
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")
+@pytest.mark.filterwarnings("ignore:overflow:RuntimeWarning")
+def test_nan_and_inf_propagate_as_in_blas():
+    a, b = _f32(19, 40), _f32(40, 37)
+    a[3, 7] = np.nan
+    a[11, 2] = np.inf
+    b[5, 30] = -np.inf
+    a[0, 5] = 0.0                    # 0 * -inf: NaN in row 0, column 30
+    a[16, :] = 0.0
+    b[:, 36] = 1e30                  # overflow to inf in float32 sums
+    got, want = gemm.matmul(a, b), np.matmul(a, b)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(np.isposinf(got), np.isposinf(want))
+    np.testing.assert_array_equal(np.isneginf(got), np.isneginf(want))
+    fin = np.isfinite(want)
+    np.testing.assert_allclose(got[fin], want[fin], rtol=1e-5, atol=1e-4)
+    assert np.isnan(got[3]).all() and np.isnan(got[0, 30])
+
+
+def test_what_it_does_not_take_goes_to_numpy():
+    a, b = _f32(5, 4), _f32(4, 3)
+    for x, y in [(a.astype(np.float64), b), (a, b.astype(np.float64)), (a[0], b), (a, b[:, 0])]:
+        got = gemm.matmul(x, y)
+        assert got.dtype == np.matmul(x, y).dtype
+        np.testing.assert_array_equal(got, np.matmul(x, y))
+    out = np.empty((3, 5), np.float32).T       # an out of non-unit column stride
+    assert gemm.matmul(a, b, out=out) is out
+    np.testing.assert_array_equal(out, np.matmul(a, b))
+    buf = _f32(8, 8)                            # out overlapping an operand
+    x, y = buf.copy(), buf
+    want = np.matmul(x, y)
+    np.testing.assert_allclose(gemm.matmul(x, y, out=buf), want, rtol=1e-6)
+    with pytest.raises(ValueError):
+        gemm.matmul(a, _f32(5, 3))
+
+
+@pytest.mark.parametrize("nb,m,n", [(64, 64, 32), (1, 1024, 512), (1, 128, 512), (3, 40, 40),
+                                    (2, 700, 1000), (1, 20, 512)])
+def test_pieces_cover_the_product_once(nb, m, n):
+    for want in (2, 4, 8):
+        for packs in (False, True):
+            seen = np.zeros((nb, m, n), int)
+            for b0, b1, i0, i1, j0, j1 in gemm._pieces(nb, m, n, want, packs):
+                seen[b0:b1, i0:i1, j0:j1] += 1
+            assert (seen == 1).all()
+
+
+def test_split_over_threads_gives_the_same_bits(monkeypatch):
+    a, b = _f32(3, 200, 300), _f32(300, 100)
+    bt = np.ascontiguousarray(b.T).T                    # copied into scratch per piece
+    one = gemm.matmul(a, b)
+    monkeypatch.setattr(parallel, "_split_threads", lambda: 2)
+    monkeypatch.setattr(gemm, "SPLIT_FLOPS", 0)
+    for x, y, want in [(a, b, one), (a[0], b, one[0]), (a[0, :40], b, one[0, :40]),
+                       (a, bt, one), (a[1], bt, one[1])]:
+        np.testing.assert_array_equal(gemm.matmul(x, y), want)
+
+
+# ------------------------------------------------------------------ the rule
+def test_the_rule(monkeypatch):
+    monkeypatch.setattr(gemm, "_available", lambda: True)
+    assert gemm.use_for((1024, 128), (128, 512), np.float32)
+    assert gemm.use_for((16, 4, 64, 64), (16, 4, 64, 32), np.dtype("float32"))
+    assert not gemm.use_for((1024, 128), (128, 512), np.float64)
+    assert not gemm.use_for((4, 8), (8, 4), np.float32)         # too small to pay
+    assert not gemm.use_for((128,), (128, 512), np.float32)     # 1-D operands: BLAS
+    monkeypatch.setenv("TRACEJIT_GEMM", "0")
+    assert not gemm.use_for((1024, 128), (128, 512), np.float32)
+
+
+def test_only_with_avx512_and_an_openblas_without_it(monkeypatch):
+    gemm._available.cache_clear()
+    try:
+        monkeypatch.setattr(gemm, "_cpu_has_avx512f", lambda: True)
+        monkeypatch.setattr(gemm, "openblas_core", lambda: "haswell")
+        assert gemm._available()
+        for core, avx512 in [("skylakex", True), (None, True), ("haswell", False)]:
+            gemm._available.cache_clear()
+            monkeypatch.setattr(gemm, "openblas_core", lambda core=core: core)
+            monkeypatch.setattr(gemm, "_cpu_has_avx512f", lambda avx512=avx512: avx512)
+            assert not gemm._available(), (core, avx512)
+    finally:
+        gemm._available.cache_clear()
+
+
+def test_openblas_core_is_what_numpy_loaded():
+    core = gemm.openblas_core()
+    assert core is None or (core.isprintable() and core == core.lower() and core)
+
+
+# ------------------------------------------------------------------ compiled programs
+@pytest.mark.parametrize("backend", ["numba", "interpret"])
+def test_compiled_linear_and_attention_products_match_eager(forced, backend):
+    rng = np.random.default_rng(5)
+    w = eager.tensor((rng.standard_normal((96, 64)) / 8).astype(np.float32), requires_grad=True)
+
+    def step(x):
+        w.grad = None
+        h = F.gelu(x @ w.T)                                   # [2, 64, 96]
+        q = h.reshape(2, 64, 3, 32).permute(0, 2, 1, 3)       # [2, 3, 64, 32]
+        att = F.softmax(q @ q.transpose(-2, -1) * 0.125, dim=-1) @ q
+        loss = (att * att).mean()
+        loss.backward()
+        return loss
+
+    x = eager.from_numpy(rng.standard_normal((2, 64, 64)).astype(np.float32))
+    f = tracer.function(step, backend=backend)
+    got = [f(x).item() for _ in range(2)] + [w.grad.numpy().copy()]
+    want = [step(x).item()] * 2 + [w.grad.numpy().copy()]
+    np.testing.assert_allclose(got[:2], want[:2], rtol=1e-5)
+    np.testing.assert_allclose(got[2], want[2], rtol=1e-4, atol=1e-6)
+    if backend == "numba":
+        source = f.get_concrete_function(x).program.runner_source
+        assert source.count("= gemm(") >= 4, source
+
+
+def test_the_switch_keeps_blas(monkeypatch):
+    monkeypatch.setattr(gemm, "_available", lambda: True)
+    monkeypatch.setenv("TRACEJIT_GEMM", "0")
+    w = eager.from_numpy(_f32(96, 64))
+    f = tracer.function(lambda x: x @ w.T)
+    x = eager.from_numpy(_f32(64, 64))
+    with eager.no_grad():
+        np.testing.assert_allclose(f(x).numpy(), x.numpy() @ w.numpy().T, rtol=1e-5,
+                                   atol=1e-5)
+    source = f.get_concrete_function(x).program.runner_source
+    assert "gemm(" not in source and "matmul(" in source
