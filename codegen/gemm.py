@@ -4,7 +4,7 @@ generated) and the call a runner makes instead of np.matmul (`matmul`).
 
 Why: with OPENBLAS_CORETYPE=Haswell (the user's setting, left alone) numpy's OpenBLAS
 runs AVX2 kernels, about 115-120 GFLOP/s single thread on an AVX-512 CPU where this
-kernel runs W9's and W10's products at 175-220 (GEMM_NOTES.md). The rule, fixed per
+kernel runs W9's and W10's products at 175-220 (benchmarks/GEMM_NOTES.md). The rule, fixed per
 process: the CPU has avx512f, numpy's OpenBLAS reports a core without AVX-512 (not
 SkylakeX, Cooperlake, SapphireRapids: those kernels are as fast as this one), the product
 is float32 with both operands at least 2-D, and it has at least `MIN_FLOPS` (below, the

@@ -600,24 +600,6 @@ class Tensor:
         _device.check_device("cuda" if device is None else device, "cuda")
         return self
 
-    def float(self) -> "Tensor":
-        return F.cast(self, dtypes.float32)
-
-    def double(self) -> "Tensor":
-        return F.cast(self, dtypes.float64)
-
-    def long(self) -> "Tensor":
-        return F.cast(self, dtypes.int64)
-
-    def int(self) -> "Tensor":
-        return F.cast(self, dtypes.int32)
-
-    def bool(self) -> "Tensor":
-        return F.cast(self, dtypes.bool_)
-
-    def type_as(self, other) -> "Tensor":
-        return F.cast(self, other.dtype)
-
     # ---------------------------------------------------------------- shape methods
     def reshape(self, *shape):
         return F.reshape(self, *shape)
@@ -704,6 +686,7 @@ Tensor.multiply = Tensor.mul
 Tensor.subtract = Tensor.sub
 Tensor.divide = Tensor.div
 Tensor.negative = Tensor.neg
-# .half(), .short(), .byte(), .char(), .type(), __format__ (eager/dtype_ops.py)
+# .float(), .double(), .long(), .int(), .bool(), .half(), .short(), .byte(), .char(),
+# .type(), .type_as(), __format__ (eager/dtype_ops.py)
 for _name, _fn in _dtype_ops.TENSOR_METHODS.items():
     setattr(Tensor, _name, _fn)

@@ -118,4 +118,8 @@ def test_compiled_lstm_step_gradients_match_eager_and_use_no_scatter_slice(backe
     for a, b in zip(got, want, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
     ops = [e.op for e in f.get_concrete_function(x).graph.eqns]
-    assert "scatter_slice" not in ops, sorted(set(ops))
+    # The unrolled loop's per-step slices once each made a zero-filled gradient array
+    # (scatter_slice); the fused layer (lstm_recurrence, eager/ops_rnn.py) has one left per
+    # layer: the gradient of its hidden-state rows padded to the packed output's rows.
+    assert ops.count("scatter_slice") <= lstm.num_layers, sorted(set(ops))
+    assert ops.count("lstm_recurrence_backward") == lstm.num_layers
