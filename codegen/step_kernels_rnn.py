@@ -3,8 +3,11 @@
 program would make per step a BLAS call, a gate kernel and (backward) a cat, each through
 the runner.
 
-Per step, the recurrent product runs through numpy's OpenBLAS (codegen.gemm_call: its
-address comes in `sizes[0]`, looked up in this process), then the gate math of that step in
+Per step, the recurrent product runs through tracejit's AVX-512 kernel where codegen.gemm's
+rule picks it (float32; `product_blocks`, inlined), else through numpy's OpenBLAS
+(codegen.gemm_call: its address comes in `sizes[0]`, looked up in this process: an OpenBLAS
+call leaves its worker thread spinning, which slowed the kernel's threaded products after
+the loop by a third on W10), then the gate math of that step in
 one loop over (B, H), in the order eager's numpy rows compute it (no fast-math), with
 vmath's sigmoid and tanh.  Static shapes, float32/float64 only; elsewhere (or without
 numpy's OpenBLAS) the numpy row runs.  The source names no address: a cached kernel
@@ -61,19 +64,33 @@ def _sizes(dt):
 
 
 @functools.cache
-def _gemm_digest() -> str:
-    """The digest of gemm_call.py, named in each kernel's source: its intrinsic is compiled
-    into the kernel, so an edit of it must change the source the kernel cache is keyed by."""
+def _gemm_digest(name: str = "gemm_call.py") -> str:
+    """The digest of gemm_call.py (or gemm_kernel.py), named in each kernel's source: its
+    intrinsics are compiled into the kernel, so an edit of it must change the source the
+    kernel cache is keyed by."""
     import hashlib
 
-    path = os.path.join(os.path.dirname(__file__), "gemm_call.py")
+    path = os.path.join(os.path.dirname(__file__), name)
     with open(path, "rb") as f:
         return hashlib.sha256(f.read()).hexdigest()[:16]
+
+
+def _own_gemm(dt) -> bool:
+    """Whether the per-step product runs through tracejit's AVX-512 kernel (codegen.gemm's
+    rule) rather than numpy's OpenBLAS: also faster at B=20 (16 against 32 us), and no
+    OpenBLAS call leaves its worker thread spinning against the kernels' own threads."""
+    from . import gemm
+
+    return dt == "float32" and gemm.available()
 
 
 def _source(doc, dt, body):
     s = "f32" if dt == "float32" else "f64"
     head = "\n".join(_HEAD).format(doc=doc, s=s, t=dt, digest=_gemm_digest())
+    if _own_gemm(dt):
+        head = head.replace("import numpy as np\n", "import numpy as np\nfrom codegen.gemm_kernel "
+                            "import product_blocks  # (gemm_kernel.py sha256 "
+                            f"{_gemm_digest('gemm_kernel.py')})\n", 1)
     return head + "\n" + "\n".join("    " + line for line in body) + "\n"
 
 
@@ -99,6 +116,10 @@ def lstm_recurrence(e):
             "BH, G = B * H, 4 * H",
             "blas = sizes[0]",
             "wp = np.int64(in1.ctypes.data)  # (int64: numba's uint64 + int64 is a float64)"]
+    own = _own_gemm(dt)
+    if own:  # (w_hh^T made contiguous once: the kernel reads b by rows)
+        body += ["wt4 = np.ascontiguousarray(in1.reshape((G, H)).T).reshape((1, 1, H, G))",
+                 f"pscratch = np.empty(1, np.{dt})"]
     if not save:
         body.append(f"scratch = np.empty(B * G, np.{dt})  # one step's gates")
     body += ["for step in range(T):",
@@ -109,7 +130,9 @@ def lstm_recurrence(e):
              ("    acts = out0[2 * T * BH + s * B * G:2 * T * BH + (s + 1) * B * G]" if save
               else "    acts = scratch"),
              "    # acts = h_prev @ w_hh^T, then the gate activations in place",
-             (f"    gemm_{s}(blas, True, B, G, H, np.int64(hprev.ctypes.data), H, wp, H, "
+             ("    product_blocks(hprev.reshape((1, 1, B, H)), wt4, acts.reshape((1, 1, B, G)), "
+              "pscratch, 0, 1, 0, B, 0, G)" if own else
+              f"    gemm_{s}(blas, True, B, G, H, np.int64(hprev.ctypes.data), H, wp, H, "
               "np.int64(acts.ctypes.data), G)"),
              "    gxs = in0[s * B * G:(s + 1) * B * G]",
              "    hs = out0[s * BH:(s + 1) * BH]",
@@ -146,6 +169,7 @@ def lstm_recurrence_backward(e):
     t = t6 // 6
     reverse = bool(e.params["reverse"])
     s = "f32" if dt == "float32" else "f64"
+    own = _own_gemm(dt)
     # in0 g (6T, B, H), in1 y (6T, B, H), in2 w_hh (4H, H), in3 c0 (B, H); loops over j
     # of few arrays each, as the forward's (LLVM's alias checks stay few: they vectorize)
     body = [f"T, B, H = {t}, {b}, {h}",
@@ -156,6 +180,8 @@ def lstm_recurrence_backward(e):
             f"tc = np.empty(H, np.{dt})",
             f"one = np.{dt}(1)",
             "wp, dhp = np.int64(in2.ctypes.data), np.int64(dh.ctypes.data)",
+            *(["w4 = in2.reshape((1, 1, G, H))", f"pscratch = np.empty(1, np.{dt})"]
+              if _own_gemm(dt) else []),
             "for step in range(T):",
             f"    s = {'step' if reverse else 'T - 1 - step'}",
             f"    prev = {'s + 1' if reverse else 's - 1'}",
@@ -193,7 +219,9 @@ def lstm_recurrence_backward(e):
              "        for j in range(H):",
              "            dcr[j] = dcr[j] * af[j]",
              "    # dh = dA @ w_hh: the previous step's hidden gradient",
-             f"    gemm_{s}(blas, False, B, H, G, np.int64(dacts.ctypes.data), G, wp, H, dhp, H)",
+             ("    product_blocks(dacts.reshape((1, 1, B, G)), w4, dh.reshape((1, 1, B, H)), "
+              "pscratch, 0, 1, 0, B, 0, H)" if own else
+              f"    gemm_{s}(blas, False, B, H, G, np.int64(dacts.ctypes.data), G, wp, H, dhp, H)"),
              "out0[4 * T * BH:(4 * T + 1) * BH] = dh",
              "out0[(4 * T + 1) * BH:(4 * T + 2) * BH] = dc",
              "return 0"]
