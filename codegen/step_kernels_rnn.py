@@ -181,7 +181,7 @@ def lstm_recurrence_backward(e):
             f"one = np.{dt}(1)",
             "wp, dhp = np.int64(in2.ctypes.data), np.int64(dh.ctypes.data)",
             *(["w4 = in2.reshape((1, 1, G, H))", f"pscratch = np.empty(1, np.{dt})"]
-              if _own_gemm(dt) else []),
+              if own else []),
             "for step in range(T):",
             f"    s = {'step' if reverse else 'T - 1 - step'}",
             f"    prev = {'s + 1' if reverse else 's - 1'}",

@@ -176,6 +176,11 @@ class _CaptureState:
         self.version = tensor._version[0]
 
 
+# Above this many elements a tensor whose value the trace's Python read is not compared at
+# every call (a weight's .numpy()): its value is frozen at trace time, with a warning.
+VALUE_GUARD_ELEMENTS = 4096
+
+
 class GradientBeforeTrace(TracingError):
     """A backward() inside the trace reaches autograd nodes recorded before the call began
     (a non-leaf tensor made outside and used inside): eager sends the gradient on through
@@ -381,7 +386,9 @@ class Trace(TraceProtocol):
             tr = tr.parent
         root = self._root()
         if key not in root.value_reads:
-            root.value_reads[key] = (t, t._data.copy(), what, _short_where())
+            data = t._data  # (a copy only of what a guard will compare: see tracing.py)
+            seen = data.copy() if data.size <= VALUE_GUARD_ELEMENTS else data
+            root.value_reads[key] = (t, seen, what, _short_where())
 
     def apply(self, op, inputs, params):
         """An op of eager code: an equation of the trace; returns its traced value."""

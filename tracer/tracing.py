@@ -28,7 +28,7 @@ from .guards import Guard
 from .ir import Graph, UpdateKind, verify
 from .pystate import ItemState, restore_items
 from .pytree import Static, flatten, unflatten
-from .trace import HistoryAfterCall, LiveScalar, Trace
+from .trace import VALUE_GUARD_ELEMENTS, HistoryAfterCall, LiveScalar, Trace
 
 
 def _raised_in(exc: BaseException, code) -> bool:
@@ -199,11 +199,6 @@ def _trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
         item_state=ItemState(tr.item_guards.values(), tr.item_writes.values()),
         saved_modified=modified, freed_outputs=freed,
         input_layouts=_read_layouts(tr, leaves))
-
-
-# Above this many elements a tensor whose value the trace read is not compared at every
-# call (a weight's .numpy()): its value is frozen at trace time, with a warning.
-VALUE_GUARD_ELEMENTS = 4096
 
 
 def _value_read_guards(reads, names, sources, frozen) -> list:
