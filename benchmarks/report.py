@@ -334,11 +334,13 @@ def peers_line(doc: dict) -> str | None:
 def method_text(doc: dict) -> str:
     m = doc["method"]
     n = m.get("fresh_repeat", 1)
+    settle = (f", each run after a {m['settle_s'] * 1e3:.0f} ms pause (numpy's OpenBLAS threads "
+              f"spin ~0.1 s after an eager cell's last product)" if m.get("settle_s") else "")
     fresh = (f"Both are medians of {n} such pairs of processes, each pair with a cache of "
              f"its own." if n > 1 else "Both are one run each.")
     return (f"Median of {m['repeat']} timed runs per cell (W7: {m['repeat_W7']}), each run "
             f"at least {m['min_run_s'] * 1e3:.0f} ms of back-to-back calls, after a warm-up; "
-            f"the cells of a row are timed round-robin. Every cell is verified against a "
+            f"the cells of a row are timed round-robin{settle}. Every cell is verified against a "
             f"float64 numpy reference before it is timed. Speedup = eager / compiled; kernels "
             f"= the compiled step's kernel count; a peer's (N x) = compiled / that peer's "
             f"time (below 1: compiled is faster), each peer timed in a process of its own. First "

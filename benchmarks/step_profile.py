@@ -88,6 +88,20 @@ def _shapes(step) -> str:
     return f"   {ins} -> {list(eqn.out.type.shape)}"
 
 
+def _products(steps, med) -> tuple:
+    """(flops, seconds) of the program's matrix products (2*M*N*K per matrix)."""
+    flops = seconds = 0
+    for i, step in enumerate(steps):
+        eqn = getattr(step, "eqn", None)
+        if eqn is None or eqn.op != "matmul":
+            continue
+        out, k = eqn.out.type.shape, eqn.inputs[0].type.shape[-1]
+        if all(isinstance(d, int) for d in (*out, k)):
+            flops += 2 * int(np.prod(out)) * k
+            seconds += med.get(i, 0.0)
+    return flops, seconds
+
+
 def main(argv=None) -> None:
     from codegen.steps import step_text
 
@@ -109,6 +123,11 @@ def main(argv=None) -> None:
         by_kind[_kind(step)] += med.get(i, 0.0)
     for kind, seconds in by_kind.most_common():
         print(f"  {seconds * 1e3:8.3f} ms  {kind}")
+    flops, seconds = _products(steps, med)
+    if flops:
+        print(f"  products: {flops / 1e9:.3f} GFLOP in {seconds * 1e3:.3f} ms, "
+              f"{flops / max(seconds, 1e-12) / 1e9:.0f} GFLOP/s ({what}); at that rate the "
+              f"products alone bound the step from below")
     print("slowest steps:")
     for i in sorted(med, key=lambda i: -med[i])[:args.top]:
         print(f"  {med[i] * 1e3:8.3f} ms  [{i}] {step_text(steps[i], program._name)[:110]}"

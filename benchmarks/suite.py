@@ -39,8 +39,9 @@ REPO = Path(__file__).resolve().parent.parent
 DEFAULT_JSON = Path(__file__).resolve().parent / "results" / "latest.json"
 SCHEMA = "tracejit-benchmarks/1"
 
-FULL = {"repeat": 15, "repeat_W7": 9, "min_run_s": 0.2, "fresh_repeat": 3}
-QUICK = {"repeat": 5, "repeat_W7": 3, "min_run_s": 0.03, "fresh_repeat": 1}
+# settle_s: the pause before each timed run of a row's round-robin (benchmarks.timing)
+FULL = {"repeat": 15, "repeat_W7": 9, "min_run_s": 0.2, "fresh_repeat": 3, "settle_s": 0.15}
+QUICK = {"repeat": 5, "repeat_W7": 3, "min_run_s": 0.03, "fresh_repeat": 1, "settle_s": 0.0}
 QUICK_FRESH = ("W6", "W1")     # --quick measures the fresh-process columns only for these,
 # --quick leaves out workloads whose cold compile alone takes minutes; --only runs them.
 # (None now: W10's 35 unrolled LSTM steps were 429 kernels and 3.5 min with an empty kernel
@@ -92,7 +93,8 @@ def run_workload(w, config: dict) -> dict:
         fns["copy"] = x.copy
     repeat = config["repeat_W7"] if w.key == "W7" else config["repeat"]
     if fns:
-        for name, t in measure(fns, repeat, config["min_run_s"]).items():
+        for name, t in measure(fns, repeat, config["min_run_s"],
+                                 config["settle_s"]).items():
             cells[name].update(t)
     row = {"key": w.key, "name": w.name, "shape": w.shape, "kind": w.kind,
            "memory_bound": w.memory_bound, "cells": cells, "notes": []}

@@ -7,7 +7,11 @@ Method: every callable is calibrated to a number of calls per run that lasts at
 least `min_run_s` (the calibration is also the warm-up), then the callables are
 timed round-robin, one run each per repetition, so that load from other processes
 on a shared machine hits them alike. The reported time is the median over the
-repetitions of the per-call time.
+repetitions of the per-call time. With `settle_s`, each timed run of a round-robin of
+several callables starts after that pause: numpy's OpenBLAS leaves its worker threads
+spinning for about 0.1 s after its last call (2^28 TSC ticks), and the run after an
+eager cell would otherwise share the cores with them (a peer, timed alone in a process
+of its own, never pays that).
 
     >>> t = measure({"copy": lambda: x.copy()}, repeat=5, min_run_s=0.05)
     >>> t["copy"]["ms"]
@@ -42,7 +46,8 @@ def calls_per_run(fn: Callable, min_run_s: float) -> int:
         number = max(number * 2, math.ceil(number * 1.2 * min_run_s / elapsed))
 
 
-def measure(fns: dict[str, Callable], repeat: int, min_run_s: float) -> dict[str, dict]:
+def measure(fns: dict[str, Callable], repeat: int, min_run_s: float,
+            settle_s: float = 0.0) -> dict[str, dict]:
     """Median per-call time of each callable, timed round-robin; see the module doc.
 
     Returns {name: {"ms", "samples_ms", "q1_ms", "q3_ms", "calls_per_run", "repeat"}}.
@@ -52,6 +57,8 @@ def measure(fns: dict[str, Callable], repeat: int, min_run_s: float) -> dict[str
     for _ in range(repeat):
         for name, fn in fns.items():
             n = numbers[name]
+            if settle_s and len(fns) > 1:
+                time.sleep(settle_s)
             t0 = time.perf_counter()
             for _ in range(n):
                 fn()
