@@ -149,9 +149,13 @@ def _convnd(op, nd, x, weight, bias, stride, padding, dilation, groups):
         y = T.matmul(w, T.reshape(cols, (groups, ck, lanes)))
     y = T.reshape(y, (out_ch, n) + out)
     y = T.permute(y, (1, 0) + tuple(range(2, nd + 2)))
+    y = T.squeeze(y, 0) if unbatched else y
     if bias is not None:
-        y = T.add(y, T.reshape(bias, (out_ch,) + (1,) * nd))
-    return T.squeeze(y, 0) if unbatched else y
+        return T.add(y, T.reshape(bias, (out_ch,) + (1,) * nd))
+    # PyTorch's convolution returns a tensor of its own; the permuted product is a view of
+    # an intermediate, and an in-place op on a view with autograd is refused, so the
+    # common bias-free Conv2d followed by nn.ReLU(inplace=True) would fail: copy it
+    return T.mul(y, T.const(1, y.dtype))
 
 
 def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):

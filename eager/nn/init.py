@@ -34,6 +34,11 @@ def ones_(t):
         return t.fill_(1)
 
 
+def constant_(t, val):
+    with no_grad():
+        return t.fill_(val)
+
+
 def calculate_gain(nonlinearity, param=None):
     if nonlinearity == "relu":
         return math.sqrt(2.0)
@@ -50,6 +55,18 @@ def kaiming_uniform_(t, a=0.0, mode="fan_in", nonlinearity="leaky_relu"):
     fan = fan_in if mode == "fan_in" else fan_out
     bound = calculate_gain(nonlinearity, a) * math.sqrt(3.0 / fan) if fan else 0.0
     return uniform_(t, -bound, bound)
+
+
+def kaiming_normal_(t, a=0.0, mode="fan_in", nonlinearity="leaky_relu"):
+    fan_in, fan_out = _fans(t)
+    fan = fan_in if mode == "fan_in" else fan_out
+    std = calculate_gain(nonlinearity, a) / math.sqrt(fan) if fan else 0.0
+    return normal_(t, 0.0, std)
+
+
+def xavier_normal_(t, gain=1.0):
+    fan_in, fan_out = _fans(t)
+    return normal_(t, 0.0, gain * math.sqrt(2.0 / (fan_in + fan_out)))
 
 
 def xavier_uniform_(t, gain=1.0):
