@@ -174,10 +174,11 @@ def _run_compilable(compiled, backend, steps=None):
         assert d_step.trace_count == 1 and g_step.trace_count == 1
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_dcgan_as_written_runs_eagerly_with_a_warning(backend):
+def test_dcgan_as_written_runs_eagerly_with_a_warning(backend="interpret"):
     # a compiled function cannot hand out a graph for backward() outside while it also
-    # updates state: it runs eagerly (the documented limit), so the numbers are eager's
+    # updates state: it runs eagerly (the documented limit), so the numbers are eager's.
+    # The decision comes before any backend is asked (tracer/autodiff.py build_plan), so
+    # one backend covers it; with Numba the trace's kernels would still be built first
     with pytest.warns(RuntimeWarning, match="runs eagerly"):
         outs = compare_runs(_run_as_written, STEPS, backend, rtol=1e-6, atol=1e-7)
     assert len({o[0] for o in outs}) == STEPS and np.isfinite(outs).all()

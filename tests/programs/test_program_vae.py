@@ -93,6 +93,8 @@ def test_vae_compiled_matches_eager(backend):
     assert len({l[0] for l in losses}) == STEPS and all(np.isfinite(losses))
 
 
-def test_vae_with_logits_float64_matches_eager_closely():
+def test_vae_with_logits_float64_matches_eager_closely(backend="interpret"):
+    # the float64 program's own kernels cost seconds to build: the IR (autodiff of
+    # binary_cross_entropy_with_logits, Adam) is checked on the interpreter
     run = lambda c, b: _run(c, b, dtype=np.float64, logits=True)  # noqa: E731
-    compare_runs(run, STEPS, "numba", rtol=1e-10, atol=1e-12)
+    compare_runs(run, STEPS, backend, rtol=1e-10, atol=1e-12)
