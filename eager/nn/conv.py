@@ -149,12 +149,13 @@ def _convnd(op, nd, x, weight, bias, stride, padding, dilation, groups):
         y = T.matmul(w, T.reshape(cols, (groups, ck, lanes)))
     y = T.reshape(y, (out_ch, n) + out)
     y = T.permute(y, (1, 0) + tuple(range(2, nd + 2)))
-    y = T.squeeze(y, 0) if unbatched else y
+    # PyTorch's convolution returns a C-ordered tensor of its own, so `.view(n, -1)` of it
+    # works and so does an in-place op after it (nn.ReLU(inplace=True)); the permuted
+    # product is neither: copy it to C order, and end on an elementwise op (a fresh array
+    # in that order, where the copy's reshape back is a view)
+    y = T.contiguous(T.squeeze(y, 0) if unbatched else y)
     if bias is not None:
         return T.add(y, T.reshape(bias, (out_ch,) + (1,) * nd))
-    # PyTorch's convolution returns a tensor of its own; the permuted product is a view of
-    # an intermediate, and an in-place op on a view with autograd is refused, so the
-    # common bias-free Conv2d followed by nn.ReLU(inplace=True) would fail: copy it
     return T.mul(y, T.const(1, y.dtype))
 
 

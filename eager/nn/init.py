@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 
 from ..autograd import no_grad
-from ..functions import rand, randn
+from ..functions import from_numpy, rand, randn
 
 
 def _fans(t):
@@ -22,6 +22,26 @@ def uniform_(t, a=0.0, b=1.0, generator=None):
 def normal_(t, mean=0.0, std=1.0, generator=None):
     with no_grad():
         return t.copy_(randn(t.shape, dtype=t.dtype, generator=generator) * std + mean)
+
+
+def trunc_normal_(t, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
+    """Normal(mean, std) values redrawn until they lie in [a, b] (bounds in values, not in
+    standard deviations, as PyTorch)."""
+    if not a < b:
+        raise ValueError(f"trunc_normal_: expected a < b, got a={a}, b={b}")
+    with no_grad():
+        values = (randn(t.shape, dtype=t.dtype, generator=generator) * std + mean).numpy()
+        outside = (values < a) | (values > b)
+        for _ in range(1000):  # each round keeps most draws unless [a, b] is far in a tail
+            if not outside.any():
+                break
+            redrawn = randn(int(outside.sum()), dtype=t.dtype, generator=generator) * std + mean
+            values[outside] = redrawn.numpy()
+            outside = (values < a) | (values > b)
+        else:
+            raise ValueError(f"trunc_normal_: [a, b] = [{a}, {b}] is too far in the tail of "
+                             f"Normal({mean}, {std}) to sample by redrawing")
+        return t.copy_(from_numpy(values))
 
 
 def zeros_(t):

@@ -228,6 +228,17 @@ class Embedding(Module):
         if dtype is not None:
             self.to(dtype)
 
+    @classmethod
+    def from_pretrained(cls, embeddings, freeze: bool = True, padding_idx=None):
+        """An Embedding on `embeddings` (shared, rows kept as given, the padding row too);
+        `freeze` makes the weight not require grad."""
+        if embeddings.ndim != 2:
+            raise AssertionError("Embeddings parameter is expected to be 2-dimensional")
+        rows, cols = embeddings.shape
+        embedding = cls(rows, cols, padding_idx=padding_idx)
+        embedding.weight = Parameter(embeddings.detach(), requires_grad=not freeze)
+        return embedding
+
     def forward(self, idx):
         return F.embedding(idx, self.weight, self.padding_idx)
 

@@ -52,6 +52,40 @@ def test_inplace_activation_after_a_bias_free_conv_matches_out_of_place():
     assert nn.ReLU(inplace=True)(y) is y
 
 
+@pytest.mark.parametrize("bias", [True, False])
+def test_a_strided_conv_output_is_c_ordered_as_pytorch(bias):
+    # a conv encoder's `h.view(h.size(0), -1)` after a stride-2 Conv2d (im2col path): the
+    # output was a permuted view of the product, which .view refused
+    conv = nn.Conv2d(2, 3, 4, 2, 1, bias=bias)
+    x = eager.randn(2, 2, 8, 8)
+    y = conv(x)
+    assert y.is_contiguous() and y.view(2, -1).shape == (2, 48)
+    w = conv.weight.detach().numpy()
+    xp = np.pad(x.numpy(), ((0, 0), (0, 0), (1, 1), (1, 1)))
+    want = np.zeros((2, 3, 4, 4), np.float64)
+    for i in range(4):
+        for j in range(4):
+            patch = xp[:, :, 2 * i:2 * i + 4, 2 * j:2 * j + 4]
+            want[:, :, i, j] = np.einsum("nckl,ockl->no", patch, w)
+    if bias:
+        want += conv.bias.detach().numpy()[None, :, None, None]
+    np.testing.assert_allclose(y.detach().numpy(), want, rtol=1e-5, atol=1e-6)
+    unbatched = conv(x[0])
+    assert unbatched.is_contiguous() and unbatched.view(-1).shape == (48,)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_view_of_a_strided_conv_output_compiled(backend):
+    conv = nn.Conv2d(2, 3, 4, 2, 1, bias=False)
+    x = eager.randn(2, 2, 8, 8)
+
+    def encode(x):
+        return F.relu(conv(x)).view(x.size(0), -1).sum(dim=1)
+
+    np.testing.assert_allclose(tracer.function(encode, backend=backend)(x).detach().numpy(),
+                               encode(x).detach().numpy(), rtol=1e-5)
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_inplace_activation_after_a_bias_free_conv_compiled(backend):
     conv = nn.Conv2d(2, 3, 4, 2, 1, bias=False)
@@ -116,3 +150,55 @@ def test_embedding_padding_idx_compiled_matches_eager(backend):
     assert not want.numpy()[0].any() and want.numpy()[3].any()
     got = tracer.function(step, backend=backend)(idx)
     np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
+
+
+# ------------------------------------------- init.trunc_normal_, from_pretrained, rnn
+def test_trunc_normal_stays_in_bounds_with_the_truncated_std():
+    from scipy.stats import truncnorm
+
+    w = eager.empty(200, 100)
+    assert nn.init.trunc_normal_(w, mean=0.01, std=0.02, a=-0.03, b=0.05) is w
+    values = w.numpy()
+    assert values.min() >= -0.03 and values.max() <= 0.05
+    want = truncnorm((-0.03 - 0.01) / 0.02, (0.05 - 0.01) / 0.02, loc=0.01, scale=0.02)
+    np.testing.assert_allclose(values.mean(), want.mean(), atol=5e-4)
+    np.testing.assert_allclose(values.std(), want.std(), rtol=0.03)
+    with pytest.raises(ValueError, match="a < b"):
+        nn.init.trunc_normal_(w, a=1.0, b=-1.0)
+
+
+def test_embedding_from_pretrained_shares_the_rows_and_freezes():
+    rows = eager.randn(4, 3)
+    emb = nn.Embedding.from_pretrained(rows, padding_idx=2)
+    assert not emb.weight.requires_grad and emb.padding_idx == 2
+    np.testing.assert_array_equal(emb(eager.tensor([2, 0])).numpy(), rows.numpy()[[2, 0]])
+    assert nn.Embedding.from_pretrained(rows, freeze=False).weight.requires_grad
+    with pytest.raises(AssertionError, match="2-dimensional"):
+        nn.Embedding.from_pretrained(eager.randn(4))
+
+
+@pytest.mark.parametrize("batch_first, side", [(True, "right"), (False, "left")])
+def test_pad_sequence_matches_a_numpy_reference(batch_first, side):
+    from eager.nn.utils.rnn import pad_sequence
+
+    lengths = [3, 1, 4]
+    arrays = [np.random.default_rng(i).standard_normal((n, 2)) for i, n in enumerate(lengths)]
+    seqs = [eager.tensor(a, requires_grad=True) for a in arrays]
+    out = pad_sequence(seqs, batch_first=batch_first, padding_value=-1.0, padding_side=side)
+    want = np.full((3, 4, 2), -1.0)
+    for b, a in enumerate(arrays):
+        if side == "right":
+            want[b, :len(a)] = a
+        else:
+            want[b, 4 - len(a):] = a
+    if not batch_first:
+        want = want.transpose(1, 0, 2)
+    np.testing.assert_array_equal(out.detach().numpy(), want)
+    weights = np.random.default_rng(9).standard_normal(want.shape)
+    (out * eager.tensor(weights)).sum().backward()
+    w = weights if batch_first else weights.transpose(1, 0, 2)
+    for b, (s, n) in enumerate(zip(seqs, lengths)):
+        rows = w[b, :n] if side == "right" else w[b, 4 - n:]
+        np.testing.assert_array_equal(s.grad.numpy(), rows)
+    with pytest.raises(RuntimeError, match="like the first"):
+        pad_sequence([eager.ones(2, 2), eager.ones(2, 3)])
