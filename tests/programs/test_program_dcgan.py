@@ -1,4 +1,4 @@
-"""A small DCGAN written the way the common PyTorch example script writes it: a
+"""A small DCGAN (two layers a side, 8x8 images) written the way the common PyTorch example script writes it: a
 ConvTranspose2d generator with BatchNorm2d and ReLU/Tanh, a Conv2d discriminator with
 LeakyReLU, two Adam optimizers, BCELoss against real_label/fake_label targets made with
 fill_, and the fake batch detached for the discriminator step. The D step and the G step
@@ -30,15 +30,11 @@ class Generator(nn.Module):
     def __init__(self):
         super().__init__()
         self.main = nn.Sequential(
-            # NZ x 1 x 1 -> (NGF*2) x 4 x 4
-            nn.ConvTranspose2d(NZ, NGF * 2, 4, 1, 0, bias=False),
-            nn.BatchNorm2d(NGF * 2),
-            nn.ReLU(True),
-            # -> NGF x 8 x 8
-            nn.ConvTranspose2d(NGF * 2, NGF, 4, 2, 1, bias=False),
+            # NZ x 1 x 1 -> NGF x 4 x 4
+            nn.ConvTranspose2d(NZ, NGF, 4, 1, 0, bias=False),
             nn.BatchNorm2d(NGF),
             nn.ReLU(True),
-            # -> NC x 16 x 16
+            # -> NC x 8 x 8
             nn.ConvTranspose2d(NGF, NC, 4, 2, 1, bias=False),
             nn.Tanh(),
         )
@@ -51,15 +47,15 @@ class Discriminator(nn.Module):
     def __init__(self):
         super().__init__()
         self.main = nn.Sequential(
-            # NC x 16 x 16 -> NDF x 8 x 8
+            # NC x 8 x 8 -> NDF x 4 x 4
             nn.Conv2d(NC, NDF, 4, 2, 1, bias=False),
             nn.LeakyReLU(0.2, inplace=True),
-            # -> (NDF*2) x 4 x 4
+            # -> (NDF*2) x 2 x 2
             nn.Conv2d(NDF, NDF * 2, 4, 2, 1, bias=False),
             nn.BatchNorm2d(NDF * 2),
             nn.LeakyReLU(0.2, inplace=True),
             # -> 1 x 1 x 1
-            nn.Conv2d(NDF * 2, 1, 4, 1, 0, bias=False),
+            nn.Conv2d(NDF * 2, 1, 2, 1, 0, bias=False),
             nn.Sigmoid(),
         )
 
@@ -69,7 +65,7 @@ class Discriminator(nn.Module):
 
 def _data():
     rng = np.random.default_rng(0)
-    return torch.tensor(np.tanh(rng.standard_normal((STEPS, BATCH, NC, 16, 16)))
+    return torch.tensor(np.tanh(rng.standard_normal((STEPS, BATCH, NC, 8, 8)))
                         .astype(np.float32))
 
 
