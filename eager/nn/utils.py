@@ -113,5 +113,5 @@ from . import rnn_utils as rnn  # noqa: E402
 
 sys.modules[__name__ + ".rnn"] = rnn
 
-__all__ = ["clip_grad_norm_", "clip_grad_value_", "parameters_to_vector",
-           "vector_to_parameters", "rnn"]
+__all__ = ["clip_grad_norm_", "clip_grad_value_", "parameters_to_vector", "rnn",
+           "vector_to_parameters"]

@@ -1,8 +1,9 @@
-"""A small DCGAN (two layers a side, 8x8 images) written the way the common PyTorch example script writes it: a
-ConvTranspose2d generator with BatchNorm2d and ReLU/Tanh, a Conv2d discriminator with
-LeakyReLU, two Adam optimizers, BCELoss against real_label/fake_label targets made with
-fill_, and the fake batch detached for the discriminator step. The D step and the G step
-are each compiled; the compiled run must give eager's numbers after every step."""
+"""A small DCGAN (two layers a side, 8x8 images) written the way the common PyTorch example
+script writes it: a ConvTranspose2d generator with BatchNorm2d and ReLU/Tanh, a Conv2d
+discriminator with LeakyReLU, two Adam optimizers, BCELoss against real_label/fake_label
+targets made with fill_, and the fake batch detached for the discriminator step. The D step
+and the G step are each compiled; the compiled run must give eager's numbers after every
+step."""
 from __future__ import annotations
 
 import numpy as np

@@ -12,7 +12,6 @@ import pytest
 
 import eager as torch
 import eager.nn as nn
-import eager.nn.functional as F
 import tracer
 from _program_helpers import compare_runs, snapshot
 
