@@ -149,9 +149,14 @@ def _convnd(op, nd, x, weight, bias, stride, padding, dilation, groups):
         y = T.matmul(w, T.reshape(cols, (groups, ck, lanes)))
     y = T.reshape(y, (out_ch, n) + out)
     y = T.permute(y, (1, 0) + tuple(range(2, nd + 2)))
+    # PyTorch's convolution returns a C-ordered tensor of its own, so `.view(n, -1)` of it
+    # works and so does an in-place op after it (nn.ReLU(inplace=True)); the permuted
+    # product is neither: copy it to C order, and end on an elementwise op (a fresh array
+    # in that order, where the copy's reshape back is a view)
+    y = T.contiguous(T.squeeze(y, 0) if unbatched else y)
     if bias is not None:
-        y = T.add(y, T.reshape(bias, (out_ch,) + (1,) * nd))
-    return T.squeeze(y, 0) if unbatched else y
+        return T.add(y, T.reshape(bias, (out_ch,) + (1,) * nd))
+    return T.mul(y, T.const(1, y.dtype))
 
 
 def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):

@@ -92,11 +92,26 @@ def dropout(x, p: float = 0.5, training: bool = True):
     return T.mul(T.where(keep, x, 0.0), 1.0 / (1.0 - p))
 
 
-def embedding(idx, weight):
+def embedding_padding_idx(padding_idx, num_embeddings: int):
+    """`padding_idx` as a row number (a negative one counts from the end), as PyTorch."""
+    if padding_idx is None:
+        return None
+    if not -num_embeddings <= padding_idx < num_embeddings:
+        raise AssertionError("Padding_idx must be within num_embeddings")
+    return padding_idx % num_embeddings
+
+
+def embedding(idx, weight, padding_idx=None):
+    """Rows of `weight` at `idx`; positions holding `padding_idx` pass no gradient to it."""
     if idx.dtype.kind not in "iu":
         raise op_error("embedding", f"indices must be integers, got {idx.dtype}", (idx,),
                        hint="use .long()", exc=TypeError)
-    return T.getitem(weight, T.check_class_index(idx, weight.shape[0], "embedding"))
+    out = T.getitem(weight, T.check_class_index(idx, weight.shape[0], "embedding"))
+    if padding_idx is None:
+        return out
+    padding_idx = embedding_padding_idx(padding_idx, weight.shape[0])
+    # the row is read as it is (PyTorch does not zero it); only its gradient is cut
+    return T.where(T.unsqueeze(T.eq(idx, padding_idx), -1), out.detach(), out)
 
 
 def one_hot(idx, num_classes: int):

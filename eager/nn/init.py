@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 
 from ..autograd import no_grad
-from ..functions import rand, randn
+from ..functions import from_numpy, rand, randn
 
 
 def _fans(t):
@@ -24,6 +24,26 @@ def normal_(t, mean=0.0, std=1.0, generator=None):
         return t.copy_(randn(t.shape, dtype=t.dtype, generator=generator) * std + mean)
 
 
+def trunc_normal_(t, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
+    """Normal(mean, std) values redrawn until they lie in [a, b] (bounds in values, not in
+    standard deviations, as PyTorch)."""
+    if not a < b:
+        raise ValueError(f"trunc_normal_: expected a < b, got a={a}, b={b}")
+    with no_grad():
+        values = (randn(t.shape, dtype=t.dtype, generator=generator) * std + mean).numpy()
+        outside = (values < a) | (values > b)
+        for _ in range(1000):  # each round keeps most draws unless [a, b] is far in a tail
+            if not outside.any():
+                break
+            redrawn = randn(int(outside.sum()), dtype=t.dtype, generator=generator) * std + mean
+            values[outside] = redrawn.numpy()
+            outside = (values < a) | (values > b)
+        else:
+            raise ValueError(f"trunc_normal_: [a, b] = [{a}, {b}] is too far in the tail of "
+                             f"Normal({mean}, {std}) to sample by redrawing")
+        return t.copy_(from_numpy(values))
+
+
 def zeros_(t):
     with no_grad():
         return t.zero_()
@@ -32,6 +52,11 @@ def zeros_(t):
 def ones_(t):
     with no_grad():
         return t.fill_(1)
+
+
+def constant_(t, val):
+    with no_grad():
+        return t.fill_(val)
 
 
 def calculate_gain(nonlinearity, param=None):
@@ -50,6 +75,18 @@ def kaiming_uniform_(t, a=0.0, mode="fan_in", nonlinearity="leaky_relu"):
     fan = fan_in if mode == "fan_in" else fan_out
     bound = calculate_gain(nonlinearity, a) * math.sqrt(3.0 / fan) if fan else 0.0
     return uniform_(t, -bound, bound)
+
+
+def kaiming_normal_(t, a=0.0, mode="fan_in", nonlinearity="leaky_relu"):
+    fan_in, fan_out = _fans(t)
+    fan = fan_in if mode == "fan_in" else fan_out
+    std = calculate_gain(nonlinearity, a) / math.sqrt(fan) if fan else 0.0
+    return normal_(t, 0.0, std)
+
+
+def xavier_normal_(t, gain=1.0):
+    fan_in, fan_out = _fans(t)
+    return normal_(t, 0.0, gain * math.sqrt(2.0 / (fan_in + fan_out)))
 
 
 def xavier_uniform_(t, gain=1.0):

@@ -213,20 +213,38 @@ class LayerNorm(Module):
 
 
 class Embedding(Module):
-    def __init__(self, num_embeddings: int, embedding_dim: int, device=None, dtype=None):
+    """A lookup table; the row at `padding_idx` starts at zero and gets no gradient."""
+
+    def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx=None,
+                 device=None, dtype=None):
         super().__init__()
         check_device(device, "nn.Embedding")
         self.num_embeddings = num_embeddings
         self.embedding_dim = embedding_dim
+        self.padding_idx = F.embedding_padding_idx(padding_idx, num_embeddings)
         self.weight = Parameter(T.randn(num_embeddings, embedding_dim))
+        if self.padding_idx is not None:
+            self.weight._data[self.padding_idx] = 0
         if dtype is not None:
             self.to(dtype)
 
+    @classmethod
+    def from_pretrained(cls, embeddings, freeze: bool = True, padding_idx=None):
+        """An Embedding on `embeddings` (shared, rows kept as given, the padding row too);
+        `freeze` makes the weight not require grad."""
+        if embeddings.ndim != 2:
+            raise AssertionError("Embeddings parameter is expected to be 2-dimensional")
+        rows, cols = embeddings.shape
+        embedding = cls(rows, cols, padding_idx=padding_idx)
+        embedding.weight = Parameter(embeddings.detach(), requires_grad=not freeze)
+        return embedding
+
     def forward(self, idx):
-        return F.embedding(idx, self.weight)
+        return F.embedding(idx, self.weight, self.padding_idx)
 
     def extra_repr(self):
-        return f"{self.num_embeddings}, {self.embedding_dim}"
+        pad = "" if self.padding_idx is None else f", padding_idx={self.padding_idx}"
+        return f"{self.num_embeddings}, {self.embedding_dim}{pad}"
 
 
 class Dropout(Module):

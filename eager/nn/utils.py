@@ -7,6 +7,7 @@ PyTorch, so it traces into a compiled training step.
 from __future__ import annotations
 
 import math
+import sys
 
 import numpy as np
 
@@ -106,5 +107,11 @@ def vector_to_parameters(vec: Tensor, parameters) -> None:
             start += n
 
 
-__all__ = ["clip_grad_norm_", "clip_grad_value_", "parameters_to_vector",
+# eager.nn.utils.rnn, importable as a module (`from eager.nn.utils.rnn import pad_sequence`)
+# as torch.nn.utils.rnn is, while this file stays one module
+from . import rnn_utils as rnn  # noqa: E402
+
+sys.modules[__name__ + ".rnn"] = rnn
+
+__all__ = ["clip_grad_norm_", "clip_grad_value_", "parameters_to_vector", "rnn",
            "vector_to_parameters"]
