@@ -45,8 +45,9 @@ def _split_pool():
 
 
 def _forget_split_pool():
-    global _SPLIT_POOL, _SPLIT_LOCK
-    _SPLIT_POOL, _SPLIT_LOCK = None, threading.Lock()
+    # (and the prange lock: a thread of the parent may have held it at the fork)
+    global _SPLIT_POOL, _SPLIT_LOCK, _PRANGE_LOCK
+    _SPLIT_POOL, _SPLIT_LOCK, _PRANGE_LOCK = None, threading.Lock(), threading.Lock()
 
 
 if hasattr(os, "register_at_fork"):
@@ -97,6 +98,25 @@ def _split_call(entry, n: int, align: int):
                 f.result()
         return bool(refused)
     return run
+
+
+# One parallel=True kernel (Numba's prange) at a time in this process. tracejit runs them on
+# Numba's workqueue threading layer (codegen.numbashim._numba), which is not thread-safe:
+# two Python threads calling compiled functions whose programs hold such kernels aborted
+# the whole process ("Concurrent access has been detected"). A kernel already uses every
+# thread, so a second caller waits instead. (A user's own parallel=True functions running
+# on the workqueue layer in another thread at the same time are not covered: see the
+# README's threads row.)
+_PRANGE_LOCK = threading.Lock()
+
+
+def serialized(entry):
+    """`entry` (a parallel=True kernel's), called under the process's prange lock."""
+    def call(*args):
+        with _PRANGE_LOCK:
+            return entry(*args)
+    call.__wrapped__ = entry
+    return call
 
 
 def run_pieces(work_one, pieces: list, threads: int) -> None:
