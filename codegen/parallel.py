@@ -45,13 +45,19 @@ def _split_pool():
 
 
 def _forget_split_pool():
-    # (and the prange lock: a thread of the parent may have held it at the fork)
-    global _SPLIT_POOL, _SPLIT_LOCK, _PRANGE_LOCK
-    _SPLIT_POOL, _SPLIT_LOCK, _PRANGE_LOCK = None, threading.Lock(), threading.Lock()
+    global _SPLIT_POOL, _SPLIT_LOCK
+    _SPLIT_POOL, _SPLIT_LOCK = None, threading.Lock()
+
+
+def _after_fork_in_child():
+    # (and the prange lock: another thread of the parent may have held it at the fork)
+    global _PRANGE_LOCK
+    _forget_split_pool()
+    _PRANGE_LOCK = threading.Lock()
 
 
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_split_pool)
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 # Pieces per thread of a split kernel. With one piece per thread a call waits for its

@@ -3,7 +3,7 @@ float32 product kernel, the direct convolutions, the LSTM recurrence) compiled i
 process and print one JSON line: the sha256 of every result's bits, whether each agrees
 with eager, the kernel counters; and, asked for, what a forked child computes.
 
-    python _process_child.py [threads] [fork]
+    python _process_child.py [threads] [fork] [only=STEP,...]
 
 ``threads``: then two threads call the functions at once, one tracing new signatures
 meanwhile. ``fork``: then fork (multiprocessing's fork start method, as a DataLoader's workers) a
@@ -73,12 +73,15 @@ def _arrays(name, args, out):
 
 
 STEPS = {"product": product, "conv": conv_step, "lstm": lstm_step}
+ONLY = ()  # (only=lstm,conv on the command line: just those steps)
 
 
 def run(data, compiled=True, functions=None):
     """{name: (sha256 of the results' bits, the results)} of each step."""
     got = {}
     for name, step in STEPS.items():
+        if ONLY and name not in ONLY:
+            continue
         fn = functions[name] if functions else tracer.function(step) if compiled else step
         args = data[name]
         with (eager.no_grad() if name == "product" else eager.enable_grad()):
@@ -154,6 +157,8 @@ def threads(expected) -> dict:
 
 
 def main(argv):
+    global ONLY
+    ONLY = tuple(name for a in argv if a.startswith("only=") for name in a[5:].split(","))
     data = inputs()
     want = run(data, compiled=False)
     got = run(data)
