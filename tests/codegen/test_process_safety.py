@@ -99,7 +99,7 @@ def test_processes_threads_targets_and_fork_share_one_cache(cache):
 
 
 PRANGE_THREADS = """
-import json, threading
+import json, multiprocessing, threading
 import numpy as np
 import numba
 import eager, tracer
@@ -125,17 +125,29 @@ def work(k):
 threads = [threading.Thread(target=work, args=(k,)) for k in range(2)]
 for t in threads: t.start()
 for t in threads: t.join()
+
+
+def forked(queue):  # (the workqueue layer's threads do not survive a fork: no hang)
+    with eager.no_grad():
+        queue.put(bool(np.array_equal(f(eager.from_numpy(xs[1])).numpy(), want[1])))
+ctx = multiprocessing.get_context("fork")
+queue = ctx.Queue()
+child = ctx.Process(target=forked, args=(queue,))
+child.start()
+in_child = queue.get(timeout=120)
+child.join(timeout=30)
 print(json.dumps({"parallel": parallel, "layer": numba.threading_layer(), "bad": len(bad),
-                  "close": close}))
+                  "close": close, "forked": [in_child, child.exitcode]}))
 """
 
 
-def test_parallel_kernels_called_from_two_threads(cache):
+def test_parallel_kernels_called_from_two_threads_and_after_fork(cache):
     """Numba's workqueue layer (tracejit's default) aborted the process on concurrent use
     ("Concurrent access has been detected"): parallel=True kernels are called one at a
-    time."""
+    time. A forked child runs them too."""
     report = run(cache, script=PRANGE_THREADS, TRACEJIT_PARALLEL_MIN_SIZE="1000")
-    assert report == {"parallel": 1, "layer": "workqueue", "bad": 0, "close": True}, report
+    assert report == {"parallel": 1, "layer": "workqueue", "bad": 0, "close": True,
+                      "forked": [True, 0]}, report
 
 
 USER_MODULE = """
