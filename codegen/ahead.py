@@ -359,13 +359,19 @@ def start(program) -> Ahead:
     if not (ENABLED and sys.platform.startswith("linux") and hasattr(os, "fork")) \
             or _cpus() < 2 or not _threads_alone():
         return Ahead(emitted=emitted)
-    summaries = {id(g): g.summary for g in program.part.steps if isinstance(g, KernelGroup)}
+    step_sources = getattr(program, "step_sources", {})  # (the numpy steps' kernels)
     work, seen = [], set()
-    for key, got in emitted.items():
-        if isinstance(got, Exception):
+    for step in program.part.steps:  # (in program order)
+        if isinstance(step, KernelGroup):
+            got = emitted.get(id(step))
+            if got is None or isinstance(got, Exception):
+                continue
+            # (what the program loads: one module per distinct code, see canonical)
+            source, name = canonical(got[0], step.summary)
+        elif id(getattr(step, "eqn", None)) in step_sources:
+            _, source, name = step_sources[id(step.eqn)]
+        else:
             continue
-        # (what the program loads: one module per distinct code, see canonical)
-        source, name = canonical(got[0], summaries[key])
         if source not in seen and not _is_cached(source, name):
             seen.add(source)
             work.append((source, name))

@@ -62,7 +62,7 @@ from typing import Any, Dict, Sequence, Tuple
 
 from tracer import settings
 
-from . import cache, numbacache
+from . import cache, numbacache, parallel
 from .cache import CACHE_DIR_ENV, CacheDirPermissionError  # noqa: F401 - public here too
 # What the rest of codegen (ahead, runtime), the generated kernel modules (njit) and the
 # tests use through this module:
@@ -209,6 +209,9 @@ def load_kernel(source: str, name_hint: str) -> Tuple[Any, str, str]:
                 disp = load_module(source, name_hint).kernel
                 entry = (disp.get_overload(disp.signatures[0])
                          if hasattr(disp, "get_overload") else disp)
+                if getattr(disp, "targetoptions", {}).get("parallel"):
+                    # (never from an object file: objload serves no parallel kernel)
+                    entry = parallel.serialized(entry)
         _ENTRIES[key] = entry
         return entry, modname, path
 
@@ -217,6 +220,14 @@ def _load_object(directory: Path, stem: str, modname: str, source: str):
     from . import objload
 
     path = directory / f"{stem}.tjo"
+    if _host_magic() is None:
+        # Numba targets another CPU (NUMBA_CPU_NAME, ...): no object file of the host's is
+        # this process's, and the host's stay for the processes that can load them (they
+        # were deleted as stale, and this process's written in their place, loadable by
+        # none: each kind of process recompiled every kernel the other had used)
+        _log_once("kernels are not loaded from object files here (Numba is configured for "
+                  "another target: NUMBA_CPU_NAME, NUMBA_CPU_FEATURES or NUMBA_ENABLE_AVX)")
+        return None
     try:
         entry = objload.load_kernel(path, modname,
                                     objload.nrt_path(directory, _version_salt(),

@@ -77,8 +77,11 @@ def _cpu_has_avx512f() -> bool:
 @functools.lru_cache(maxsize=None)
 def _available() -> bool:
     # (numpy's BLAS is loaded by numpy's import; Numba compiles for the host CPU unless
-    # NUMBA_CPU_NAME says otherwise: then no zmm registers may be there)
-    if settings.read("NUMBA_CPU_NAME") or settings.read("NUMBA_DISABLE_JIT") == "1":
+    # NUMBA_CPU_NAME, NUMBA_CPU_FEATURES or NUMBA_ENABLE_AVX say otherwise: then no zmm
+    # registers may be there, and LLVM would make the kernel of narrower vectors)
+    if any(settings.read(name) for name in ("NUMBA_CPU_NAME", "NUMBA_CPU_FEATURES",
+                                            "NUMBA_ENABLE_AVX")) \
+            or settings.read("NUMBA_DISABLE_JIT") == "1":
         return False
     core = openblas_core()
     return core is not None and core not in _AVX512_CORES and _cpu_has_avx512f()

@@ -112,7 +112,8 @@ def _numba():
     Parallel kernels run between BLAS calls on the same cores. OpenMP's worker threads
     spin after a parallel region and steal the cores OpenBLAS's threads need next
     (measured on the 256x1024 training step: 1.4x slower than with the workqueue layer);
-    the workqueue layer sleeps. A user's NUMBA_THREADING_LAYER still wins, and
+    the workqueue layer sleeps. A user's NUMBA_THREADING_LAYER (or numba.config
+    .THREADING_LAYER set by their code before) still wins, and
     TRACEJIT_THREADING_LAYER names another layer, or with 0 leaves Numba's own choice.
     """
     global _NUMBA_READY
@@ -125,7 +126,10 @@ def _numba():
         import numba
 
         layer = settings.threading_layer()  # (None: the user's, or TRACEJIT_THREADING_LAYER=0)
-        if layer is not None:
+        # ... and a layer the user's code chose (numba.config.THREADING_LAYER = "omp" after
+        # importing Numba, or .numba_config.yaml) is theirs too: it was overwritten, and
+        # their parallel functions then ran on a layer they had ruled out
+        if layer is not None and numba.config.THREADING_LAYER == "default":
             numba.config.THREADING_LAYER = layer
         _NUMBA_READY = True
     return numba
@@ -339,8 +343,8 @@ def _write_object(fn, signature: str, obj: bytes, cres, options: dict) -> None:
         if why:
             _log_once(f"kernels cannot be loaded from object files here ({why})")  # (as build)
             return
-        if not objload.servable(cres, options):
-            return
+        if not objload.servable(cres, options) or _host_magic() is None:
+            return  # (compiled for another target than the host: objload loads none such)
         source = Path(fn.__code__.co_filename)
         path = source.with_suffix(objload.SUFFIX)
         if not path.exists():

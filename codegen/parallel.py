@@ -49,8 +49,15 @@ def _forget_split_pool():
     _SPLIT_POOL, _SPLIT_LOCK = None, threading.Lock()
 
 
+def _after_fork_in_child():
+    # (and the prange lock: another thread of the parent may have held it at the fork)
+    global _PRANGE_LOCK
+    _forget_split_pool()
+    _PRANGE_LOCK = threading.Lock()
+
+
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_split_pool)
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 # Pieces per thread of a split kernel. With one piece per thread a call waits for its
@@ -97,6 +104,25 @@ def _split_call(entry, n: int, align: int):
                 f.result()
         return bool(refused)
     return run
+
+
+# One parallel=True kernel (Numba's prange) at a time in this process. tracejit runs them on
+# Numba's workqueue threading layer (codegen.numbashim._numba), which is not thread-safe:
+# two Python threads calling compiled functions whose programs hold such kernels aborted
+# the whole process ("Concurrent access has been detected"). A kernel already uses every
+# thread, so a second caller waits instead. (A user's own parallel=True functions running
+# on the workqueue layer in another thread at the same time are not covered: see the
+# README's threads row.)
+_PRANGE_LOCK = threading.Lock()
+
+
+def serialized(entry):
+    """`entry` (a parallel=True kernel's), called under the process's prange lock."""
+    def call(*args):
+        with _PRANGE_LOCK:
+            return entry(*args)
+    call.__wrapped__ = entry
+    return call
 
 
 def run_pieces(work_one, pieces: list, threads: int) -> None:

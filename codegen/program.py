@@ -76,6 +76,7 @@ class Program:
         # Every kernel's source, emitted once (a symbolic size a kernel cannot take at run
         # time raises SymbolicDimError here, before anything forks or compiles).
         self.emitted = ahead.emit_all(self)
+        self.step_sources = self._step_sources()  # (compiled ahead too)
         self._ahead = ahead.start(self)  # a child compiles some kernels meanwhile
         try:
             for step in self.part.steps:
@@ -87,7 +88,7 @@ class Program:
                     self.steps.append(self._call_op(step.eqn, "view"))
         finally:  # (if a step raises, the child must not outlive the failed build)
             self._ahead.close()
-            self.emitted = {}
+            self.emitted, self.step_sources = {}, {}
         self.results = [self._operand(x) for x in graph.results]
         self.runner_source, self._run, self.call1 = runner.generate(self)
         self._observed = None  # (run_observed's runner, generated on first use)
@@ -205,13 +206,40 @@ class Program:
             self._step_kernel(step)
         return step
 
+    def _step_sources(self) -> dict:
+        """id(eqn) -> (its step kernel as the lowering row makes it, the kernel's source
+        text, its name hint) for each numpy step whose row has a kernel for it, made before
+        compile-ahead forks: its children compile these too. (Compiled in the program, the
+        conv and LSTM kernels each left Numba's and LLVM's memory in it: a long-lived
+        process tracing new shapes grew 10-20 MiB a signature.)"""
+        out = {}
+        for step in self.part.steps:
+            if not isinstance(step, CallStep) or step.how != "numpy":
+                continue
+            e = step.eqn
+            row = LOWERING.get(e.op)
+            if row is None or row.step_kernel is None or subgraph_runner(e.op) is not None \
+                    or any(x is None or isinstance(x, Literal) for x in e.inputs):
+                continue
+            try:
+                made = row.step_kernel(e)
+            except Exception:  # noqa: BLE001 - _step_kernel makes it again, as before
+                continue
+            if made is None:
+                continue
+            text = made[0] if isinstance(made, tuple) else made
+            text = text.source if isinstance(text, Split) else text
+            out[id(e)] = (made, text, e.op)
+        return out
+
     def _step_kernel(self, step: NumpyStep) -> None:
         """Compile the Numba kernel of `step`'s lowering row (`step_kernel`), if it has one
         for these shapes; if it cannot be built, the numpy implementation runs (the same
         values: each step kernel computes what it computes)."""
         row = LOWERING.get(step.eqn.op)
         make = row.step_kernel if row is not None else None
-        source = make(step.eqn) if make is not None else None
+        made = self.step_sources.get(id(step.eqn))
+        source = made[0] if made is not None else make(step.eqn) if make is not None else None
         if source is None:
             return
         if isinstance(source, tuple):  # (a kernel for any sizes, and this step's sizes)
@@ -223,7 +251,8 @@ class Program:
         logs.log("kernels", lambda: f"step kernel {name}:\n{source}")
         try:
             # (its file named for the op: every function with this kernel shares it)
-            step.kernel = build.load_kernel(source, step.eqn.op)[0]
+            with self._ahead.loading(source):  # (a child may be compiling it)
+                step.kernel = build.load_kernel(source, step.eqn.op)[0]
             if split is not None:
                 step.kernel = _split_call(step.kernel, split.n, split.align)
             step.kernel_name = name

@@ -346,3 +346,33 @@ def test_a_build_that_raises_stops_the_child_at_once(fresh_cache, started, close
     assert len(closed_pids) == 2  # (the program's share's child and the later one's)
     for pid in closed_pids:
         assert_reaped(pid)
+
+
+def test_children_compile_the_step_kernels_too(fresh_cache, started, monkeypatch):
+    """The numpy steps' kernels (direct convolution, LSTM recurrence: the largest) are
+    compiled by the children as well: compiled in the program, each left Numba's and
+    LLVM's memory in it (a long-lived process tracing new shapes grew 10-20 MiB a
+    signature)."""
+    import eager.nn.functional as F
+
+    parent, original_load = os.getpid(), build.load_module
+
+    def load_module(source, name):
+        (fresh_cache / f"load-{os.getpid()}-{name}").touch()
+        return original_load(source, name)
+    monkeypatch.setattr(build, "load_module", load_module)
+    monkeypatch.setattr(ahead, "_compile_in_child", marking(fresh_cache))
+
+    def conv(x, w):
+        return (F.conv2d(x, w, padding=1) * 2.0).tanh()
+    rng = np.random.default_rng(0)
+    x = eager.from_numpy(rng.standard_normal((2, 3, 7, 7)).astype(np.float32))
+    w = eager.from_numpy(rng.standard_normal((4, 3, 3, 3)).astype(np.float32))
+    f = tracer.function(conv)
+    with eager.no_grad():
+        got, want = f(x, w).numpy(), conv(x, w).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    assert "conv_direct" in child_kernels(fresh_cache)
+    assert not list(fresh_cache.glob(f"load-{parent}-*"))  # the program compiled nothing
+    (a,) = started
+    assert a.forked and a.pid is None
