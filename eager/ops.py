@@ -95,6 +95,10 @@ class OpDef:
     # in place before such a step, so after the raise the tracer can run the call eagerly
     # and leave eager's state (tracer.function, "a run-time error").
     raises: bool = False
+    # A dtype conversion, correctly rounded: of an argument (a value not computed in the
+    # program) it gives the same bits eagerly and compiled, so check mode's precision walk
+    # (tracer/check_compare.py) gives its result its own dtype's tolerance. Not an opmath row.
+    converts: bool = False
 
     def __repr__(self) -> str:
         return f"OpDef({self.name})"
@@ -105,14 +109,15 @@ OPS: dict[str, OpDef] = {}
 
 def register(name, category, nin, impl, infer, vjp=None, saves=(), saves_out=False, doc="",
              params=(), view=False, *, recompute=False, reduce=None, method=False,
-             control=False, run=None, slice_grad=False, opmath=None, raises=False):
+             control=False, run=None, slice_grad=False, opmath=None, raises=False,
+             converts=False):
     if opmath is None:
         opmath = category in ("reduction", "matmul") or (
-            category == "elementwise" and not view and name != "cast")
+            category == "elementwise" and not view and not converts)
     if opmath:
         impl = _opmath(impl, {dtypes.bfloat16} if isinstance(impl, np.ufunc) else dtypes.HALF)
     op = OpDef(name, category, nin, impl, infer, vjp, tuple(saves), saves_out, doc, params, view,
-               recompute, reduce, method, control, run, slice_grad, opmath, raises)
+               recompute, reduce, method, control, run, slice_grad, opmath, raises, converts)
     OPS[name] = op
     return op
 
@@ -425,7 +430,7 @@ register("where", E, 3, np.where, _where_infer, opmath=False,
          saves=(0,), doc="c ? a : b, broadcasting.", recompute=True)
 register("cast", E, 1, lambda a, dtype: a.astype(dtype), _cast_infer,
          vjp=(lambda g, out, a, dtype: fn.cast(g, a.dtype),), params=("dtype",),
-         doc="Convert to `dtype`.", recompute=True)
+         doc="Convert to `dtype`.", recompute=True, converts=True)
 
 register("sum", R, 1, _sum_impl, _sum_infer,
          vjp=(lambda g, out, a, axes, keepdim: _unbroadcast_keepdim(g, a.shape, axes, keepdim),),

@@ -24,9 +24,6 @@ EXEMPT = {"codegen/lower.py"}  # the lowering table itself: one row per op name
 
 # (file, op) -> why that file still names the op
 ALLOWED = {
-    ("tracer/check_compare.py", "cast"): "check mode's precision walk: a cast of an argument "
-                                         "rounds identically eagerly and compiled (TODO: a "
-                                         "row field for correctly rounded conversions)",
     ("tracer/autodiff.py", "add"): "gradient accumulation sums cotangents with add/sub "
                                    "(one algorithm, TODO: a row's 'linear in inputs' field)",
     ("tracer/autodiff.py", "sub"): "as add",

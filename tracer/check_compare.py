@@ -59,8 +59,8 @@ def computed_precision(graph, update_ids=()) -> tuple:
         for x in e.inputs:
             worst = coarser(worst, at.get(id(x)))
         # (a cast of a computed value rounds it: float32(exp(x)) may round either way)
-        exact = (e.op == "cast" and worst is None) or (
-            op is not None and (op.view or op.category == "shape"))
+        exact = op is not None and ((op.converts and worst is None) or op.view
+                                    or op.category == "shape")
         for v in e.outs:
             dtype = getattr(v.type, "dtype", None)
             own = dtype if not exact and dtype is not None and is_floating(dtype) else None

@@ -18,6 +18,7 @@ rebinds (`self.total = self.total + x`, `state["m"] = ...`) is found, undone and
 """
 from __future__ import annotations
 
+import functools
 import gc
 import importlib.util
 import os
@@ -474,24 +475,34 @@ class Snapshot:
             else:
                 obj.__dict__[key] = before
 
-    def optimizer_state_changed(self) -> bool:
-        """Did the trace add to an optimizer's state (its first step's moments, counts)?"""
-        for state, before in self.optimizer_states:
-            if state.keys() != before.keys() or any(
-                    s.keys() != copy.keys() for s, copy in before.values()):
-                return True
-        return False
-
     def restore_optimizer_state(self):
         """Each optimizer's state as it was before the trace: the entries a traced first
         step made go, for a call that then raised (eager's failing call makes none)."""
-        for state, before in self.optimizer_states:
-            for p in [p for p in state if p not in before]:
-                del state[p]
-            for p, (s, copy) in before.items():
-                s.clear()
-                s.update(copy)
-                state[p] = s
+        _restore_optimizer_states(self.optimizer_states)
+
+    def optimizer_undo(self):
+        """A callable putting back what the trace added to optimizer state (for its first
+        run, if that raises), or None when it added nothing. It holds only the changed
+        optimizers' pre-trace entries, not the snapshot: the rest of the state seen before
+        the trace (every module attribute, container entry, unchanged optimizer) is free
+        to go as soon as the trace is made."""
+        # (an optimizer's state changed when the trace added to it: first-step moments)
+        changed = [(state, before) for state, before in self.optimizer_states
+                   if state.keys() != before.keys() or any(
+                       s.keys() != copy.keys() for s, copy in before.values())]
+        if not changed:
+            return None
+        return functools.partial(_restore_optimizer_states, changed)
+
+
+def _restore_optimizer_states(optimizer_states) -> None:
+    for state, before in optimizer_states:
+        for p in [p for p in state if p not in before]:
+            del state[p]
+        for p, (s, copy) in before.items():
+            s.clear()
+            s.update(copy)
+            state[p] = s
 
 
 _GONE = object()

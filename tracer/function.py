@@ -384,6 +384,7 @@ class Function:
 
     def _drop(self, victim_key, victim) -> None:
         """Forget trace `victim` of key `victim_key` (every table that holds it)."""
+        victim.undo_state = None  # (never run now: the state it could undo may go)
         bucket = self._cache.get(victim_key, [])
         if victim in bucket:
             bucket.remove(victim)

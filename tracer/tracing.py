@@ -58,8 +58,7 @@ def trace_function(fn, name, args, kwargs, *rest, **options) -> ConcreteFunction
     except BaseException:
         snapshot.restore_optimizer_state()
         raise
-    concrete.undo_state = snapshot.restore_optimizer_state \
-        if snapshot.optimizer_state_changed() else None
+    concrete.undo_state = snapshot.optimizer_undo()
     return concrete
 
 

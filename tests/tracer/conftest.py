@@ -1,8 +1,10 @@
 """Shared by the tracer tests: every graph any of them traces must verify, and every test
 that compiles with the default backend runs on both backends."""
+import ast
 import inspect
 import re
 import sys
+import textwrap
 
 import _tracer_helpers
 import pytest
@@ -35,8 +37,30 @@ def pytest_generate_tests(metafunc):
         source = inspect.getsource(metafunc.function)
     except (OSError, TypeError):
         return
-    if _DEFAULT_BACKEND_CALL.search(source):
+    if _DEFAULT_BACKEND_CALL.search(source) and _leaves_the_backend_to_default(source):
         metafunc.parametrize("default_backend", BACKENDS, indirect=True)
+
+
+def _leaves_the_backend_to_default(source: str) -> bool:
+    """Whether the test's code uses `fn` or `tracer.function` without `backend=` (read from
+    its syntax tree: the regex above also matches a call whose `backend=` comes after a
+    parenthesis or on another line, and such a test would run twice on one backend)."""
+    try:
+        tree = ast.parse(textwrap.dedent(source))
+    except SyntaxError:
+        return True
+    named = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and any(k.arg == "backend" for k in node.keywords):
+            named.add(id(node.func))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id == "fn" and id(node) not in named:
+            return True
+        if isinstance(node, ast.Attribute) and node.attr == "function" and \
+                isinstance(node.value, ast.Name) and node.value.id == "tracer" and \
+                id(node) not in named:
+            return True
+    return False
 
 
 @pytest.fixture(autouse=True)

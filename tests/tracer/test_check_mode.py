@@ -611,3 +611,20 @@ def test_computed_precision_follows_the_computation_not_the_cast():
     assert precision(lambda x: x.reshape(2, 4).double().exp()) == [None]
     # a float32 rounding of a float64 computation, cast back up
     assert precision(lambda x: x.double().exp().float().double()) == [f32]
+
+
+def test_the_precision_walk_reads_the_cast_rows_converts_field(monkeypatch):
+    """That a cast of an argument computes nothing is a fact of its registry row
+    (OpDef.converts), not a name check/compare knows."""
+    import dataclasses
+
+    from eager.ops import OPS
+    from tracer.check_compare import computed_precision
+
+    # float32's rounding of a float64 argument is the same bits eagerly and compiled
+    x = eager.tensor(np.linspace(-1, 1, 8, dtype=np.float64))
+    f = tracer.function(lambda x: x.float().double(), backend="interpret")
+    graph = f.get_concrete_function(x).raw_graph
+    assert OPS["cast"].converts and computed_precision(graph)[0] == [None]
+    monkeypatch.setitem(OPS, "cast", dataclasses.replace(OPS["cast"], converts=False))
+    assert computed_precision(graph)[0] == [np.dtype(np.float32)]
