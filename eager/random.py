@@ -3,12 +3,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import dispatch as _dispatch
+
 _generator = np.random.default_rng()
 
 
 def manual_seed(seed: int) -> np.random.Generator:
     """Reseed the global generator so every random op (rand, randn, dropout, init) repeats."""
     global _generator
+    _dispatch.note_random_state("eager.manual_seed()")
     _generator = np.random.default_rng(int(seed))
     return _generator
 
@@ -24,10 +27,12 @@ def generator() -> np.random.Generator:
 
 
 def get_rng_state() -> dict:
+    _dispatch.note_random_state("eager.get_rng_state()")
     return _generator.bit_generator.state
 
 
 def set_rng_state(state: dict) -> None:
+    _dispatch.note_random_state("eager.set_rng_state()")
     _generator.bit_generator.state = state
 
 

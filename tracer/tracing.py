@@ -28,7 +28,8 @@ from .guards import Guard
 from .ir import Graph, UpdateKind, verify
 from .pystate import ItemState, restore_items
 from .pytree import Static, flatten, unflatten
-from .trace import VALUE_GUARD_ELEMENTS, HistoryAfterCall, LiveScalar, Trace
+from .trace import (VALUE_GUARD_ELEMENTS, HistoryAfterCall, LiveScalar,
+                    RequiresGradChanged, Trace)
 
 
 def _raised_in(exc: BaseException, code) -> bool:
@@ -72,6 +73,7 @@ def _trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
     t0 = time.perf_counter()
     tr = Trace(name)
     tr.entry_grads = _entry_grads(fn, args, kwargs)
+    tr.entry_requires_grad = {k: (t, t.requires_grad) for k, (t, _) in tr.entry_grads.items()}
     traced_leaves = []
     symbols: dict = {}
     for k, (t, n) in enumerate(zip(leaves, names)):
@@ -90,6 +92,8 @@ def _trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
                 try:
                     out = fn(*targs, **tkwargs)
                     refuse_host_random(rng_before, fn, name)
+                    rg_changed = [(t, rg) for t, rg in tr.entry_requires_grad.values()
+                                  if t.requires_grad != rg]
                 except Exception as exc:
                     # Autograd's own refusal (backward after an in-place write to a value
                     # it saved, or through a freed graph), which eager raises as well:
@@ -125,6 +129,8 @@ def _trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
         rebound = snapshot.changes()
         snapshot.restore(rebound)
     refuse_rebinding(fn, name, rebound, recorder, roots)
+    if rg_changed:
+        _refuse_requires_grad_change(fn, name, args, kwargs, rg_changed)
     caps = tr.capture_order
     _link_grad_aliases(caps)
     reads = list(tr.value_reads.values())
@@ -387,6 +393,16 @@ def _drop_temporaries(tr: Trace, reachable: set):
             del tr.created_mutated[key]
 
 
+def _refuse_requires_grad_change(fn, name, args, kwargs, changed):
+    names = _find_sources(fn, args, kwargs, [t for t, _ in changed])[0]
+    what = ", ".join(f"{n} ({rg} -> {not rg})" for n, (_, rg) in zip(names, changed))
+    raise RequiresGradChanged(
+        f"{_where_defined(fn)}: {name} changes requires_grad of {what} and leaves it so; a "
+        f"trace would make that change only once. Freeze or unfreeze outside the function "
+        f"(a compiled call then traces again for the new setting), or set it back before "
+        f"the function returns")
+
+
 def _restore_captures(tr: Trace):
     restore_items(tr)
     # Also the .grad of reachable tensors the trace never captured (it failed half-way).
@@ -401,3 +417,6 @@ def _restore_captures(tr: Trace):
         t._version[0] = s.version
     for t, orig in tr.created_mutated.values():
         t._data = orig
+    for t, rg in tr.entry_requires_grad.values():
+        if t.requires_grad != rg:  # (a parameter the trace froze and never used)
+            t.requires_grad = rg

@@ -1,0 +1,166 @@
+"""Everyday PyTorch idioms around modules, autograd, grad mode and random numbers, each run
+eagerly and compiled on the same seed and compared call by call (outputs, parameters,
+.grad, requires_grad, optimizer state). Allowed outcomes: the same numbers (perhaps after a
+retrace), or an eager run with a RuntimeWarning naming the user's line (a TracingError
+under fullgraph=True); never a different number without a word.
+
+Tiny models with shared shapes (Linear 4 -> 8 -> 3 on a 4x4 batch) keep the kernels shared.
+"""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import eager
+import tracer
+from eager import nn
+
+BACKENDS = ["numba", "interpret"]
+
+
+def _x(k):
+    return eager.tensor(np.random.default_rng(k).standard_normal((4, 4)).astype(np.float32))
+
+
+def _mlp():
+    return nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
+
+
+def _train(model, opt, x):
+    opt.zero_grad()
+    loss = model(x).pow(2).mean()
+    loss.backward()
+    opt.step()
+    return loss.detach()
+
+
+def _snapshot(model, opt, out):
+    s = {"out": np.asarray(out.detach().numpy()).copy()}
+    if model is not None:
+        for name, p in model.named_parameters():
+            s[name] = p.detach().numpy().copy()
+            s[name + ".grad"] = None if p.grad is None else p.grad.numpy().copy()
+            s[name + ".requires_grad"] = p.requires_grad
+    if opt is not None:
+        for k, st in enumerate(opt.state.values()):
+            s.update({f"opt{k}.{key}": v.detach().numpy().copy() for key, v in st.items()
+                      if isinstance(v, eager.Tensor)})
+    return s
+
+
+def _run(mode, setup, calls):
+    """`calls` calls of the step `setup()` makes (eagerly, or compiled on backend `mode`);
+    the snapshots after each call and the RuntimeWarnings raised."""
+    eager.manual_seed(0)
+    step, model, opt, between = setup()
+    f = step if mode == "eager" else tracer.function(step, backend=mode)
+    snaps = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for i in range(calls):
+            between(i)
+            snaps.append(_snapshot(model, opt, f(_x(i))))
+    return snaps, [w for w in caught if issubclass(w.category, RuntimeWarning)]
+
+
+def _assert_agree(setup, backend, calls=3):
+    """Compiled agrees with eager after every call; returns the compiled run's warnings."""
+    expected, _ = _run("eager", setup, calls)
+    got, warned = _run(backend, setup, calls)
+    for i, (e, c) in enumerate(zip(expected, got)):
+        assert e.keys() == c.keys()
+        for key, ev in e.items():
+            cv = c[key]
+            if ev is None or isinstance(ev, bool):
+                assert cv == ev, f"call {i}: {key}: eager {ev}, compiled {cv}"
+                continue
+            np.testing.assert_allclose(cv, ev, rtol=1e-5, atol=1e-6,
+                                       err_msg=f"call {i}: {key}")
+    return warned
+
+
+def _nothing(i):
+    pass
+
+
+# ------------------------------------------------------------------ random numbers
+
+def seed_inside_the_step():
+    # Found here: eager.manual_seed ran once, while tracing; every compiled call then drew
+    # new numbers where eager draws the same ones at every call.
+    def step(x):
+        eager.manual_seed(7)
+        return eager.randn(4) + x.sum()
+    return step, None, None, _nothing
+
+
+def rng_state_saved_and_restored_inside_the_step():
+    # Found here: get_rng_state/set_rng_state ran once, while tracing (no draw moved the
+    # generator then), so the compiled calls drew two different samples.
+    def step(x):
+        state = eager.get_rng_state()
+        a = eager.randn(4)
+        eager.set_rng_state(state)
+        return a - eager.randn(4) + x.sum()
+    return step, None, None, _nothing
+
+
+@pytest.mark.parametrize("setup", [seed_inside_the_step,
+                                   rng_state_saved_and_restored_inside_the_step])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_global_generator_reseeded_inside_runs_eagerly_with_a_warning(setup, backend):
+    warned = _assert_agree(setup, backend)
+    assert warned and "test_module_idioms.py" in str(warned[0].message)
+    assert "generator" in str(warned[0].message)
+
+
+def test_global_generator_reseeded_inside_is_refused_under_fullgraph():
+    step, _, _, _ = seed_inside_the_step()
+    with pytest.raises(tracer.TracingError,
+                       match=r"test_module_idioms\.py:\d+: eager\.manual_seed\(\)"):
+        tracer.function(step, backend="interpret", fullgraph=True)(_x(0))
+
+
+# ------------------------------------------------------------------ requires_grad
+
+def layer_frozen_and_unfrozen_inside_the_step():
+    # Found here: the trace saved the parameters' requires_grad as it was when first used
+    # (frozen), so every compiled call left the layer frozen.
+    model = _mlp()
+    opt = eager.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+
+    def step(x):
+        model[0].requires_grad_(False)
+        loss = _train(model, opt, x)
+        model[0].requires_grad_(True)
+        return loss
+    return step, model, opt, _nothing
+
+
+def layer_frozen_inside_the_step():
+    # The step leaves the layer frozen: a trace would freeze it only once.
+    model = _mlp()
+    opt = eager.optim.SGD(model.parameters(), lr=0.1)
+
+    def step(x):
+        model[0].weight.requires_grad_(False)
+        return _train(model, opt, x)
+
+    def between(i):
+        if i == 1:
+            model[0].weight.requires_grad_(True)
+    return step, model, opt, between
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_requires_grad_toggled_off_and_on_inside_the_step(backend):
+    assert not _assert_agree(layer_frozen_and_unfrozen_inside_the_step, backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_requires_grad_changed_inside_the_step_runs_eagerly_with_a_warning(backend):
+    warned = _assert_agree(layer_frozen_inside_the_step, backend)
+    assert warned and "requires_grad" in str(warned[0].message)
+    assert "test_module_idioms.py" in str(warned[0].message)
