@@ -94,6 +94,9 @@ def _trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
                     refuse_host_random(rng_before, fn, name)
                     rg_changed = [(t, rg) for t, rg in tr.entry_requires_grad.values()
                                   if t.requires_grad != rg]
+                    rg_changed += [(n, t.requires_grad) for n, t, tt in
+                                   zip(names, leaves, traced_leaves)
+                                   if tt.requires_grad != t.requires_grad]
                 except Exception as exc:
                     # Autograd's own refusal (backward after an in-place write to a value
                     # it saved, or through a freed graph), which eager raises as well:
@@ -394,7 +397,10 @@ def _drop_temporaries(tr: Trace, reachable: set):
 
 
 def _refuse_requires_grad_change(fn, name, args, kwargs, changed):
-    names = _find_sources(fn, args, kwargs, [t for t, _ in changed])[0]
+    """(changed: (tensor or argument name, requires_grad when the call began))"""
+    state = [t for t, _ in changed if isinstance(t, Tensor)]
+    found = iter(_find_sources(fn, args, kwargs, state)[0])
+    names = [f"argument {t}" if isinstance(t, str) else next(found) for t, _ in changed]
     what = ", ".join(f"{n} ({rg} -> {not rg})" for n, (_, rg) in zip(names, changed))
     raise RequiresGradChanged(
         f"{_where_defined(fn)}: {name} changes requires_grad of {what} and leaves it so; a "

@@ -164,3 +164,34 @@ def test_requires_grad_changed_inside_the_step_runs_eagerly_with_a_warning(backe
     warned = _assert_agree(layer_frozen_inside_the_step, backend)
     assert warned and "requires_grad" in str(warned[0].message)
     assert "test_module_idioms.py" in str(warned[0].message)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_argument_made_to_require_grad_inside_runs_eagerly_with_a_warning(backend):
+    # Found here: `x.requires_grad_()` on an argument (input saliency) changed only the
+    # trace's own leaf; the caller's tensor got its .grad but kept requires_grad False.
+    eager.manual_seed(0)
+    model = nn.Linear(4, 3)
+
+    def step(x):
+        x.requires_grad_()
+        y = model(x).sum()
+        y.backward()
+        return y.detach()
+
+    f = tracer.function(step, backend=backend)
+    for i in range(2):
+        x, x_eager = _x(0), _x(0)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            f(x)
+        assert i or "argument x (False -> True)" in str(caught[0].message)
+        step(x_eager)
+        assert x.requires_grad and x_eager.requires_grad
+        np.testing.assert_allclose(x.grad.numpy(), x_eager.grad.numpy(), rtol=1e-6)
+        model.zero_grad()
+    # An argument that requires grad already: nothing changes, the call compiles.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        f(_x(1).requires_grad_())
+    assert f.trace_count >= 1
