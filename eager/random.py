@@ -52,6 +52,7 @@ class Generator:
         self._rng = np.random.default_rng(self._seed)
 
     def manual_seed(self, seed: int) -> Generator:
+        _dispatch.note_random_state("Generator.manual_seed()")
         self._seed = int(seed)
         self._rng = np.random.default_rng(self._seed)
         return self
@@ -63,9 +64,11 @@ class Generator:
         return self._seed
 
     def get_state(self) -> dict:
+        _dispatch.note_random_state("Generator.get_state()")
         return self._rng.bit_generator.state
 
     def set_state(self, state: dict) -> Generator:
+        _dispatch.note_random_state("Generator.set_state()")
         self._rng.bit_generator.state = state
         return self
 

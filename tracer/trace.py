@@ -193,9 +193,11 @@ class HistoryAfterCall(TracingError):
     call cannot give it; @function runs that signature eagerly."""
 
 
-class RequiresGradChanged(TracingError):
-    """The traced function leaves a parameter's requires_grad changed (a layer frozen inside
-    the step): a trace would change it only once; @function runs that signature eagerly."""
+class AutogradStateChanged(TracingError):
+    """The traced function leaves autograd's Python state changed (a parameter's or an
+    argument's requires_grad, a layer frozen inside the step; the grad mode switched by a
+    bare set_grad_enabled call): a trace would change it only once; @function runs that
+    signature eagerly."""
 
 
 class Trace(TraceProtocol):

@@ -12,6 +12,7 @@ import time
 
 import numpy as np
 
+from eager import dispatch
 from eager.autograd import Node
 from eager.errors import describe
 from eager.tensor import Tensor
@@ -29,7 +30,7 @@ from .ir import Graph, UpdateKind, verify
 from .pystate import ItemState, restore_items
 from .pytree import Static, flatten, unflatten
 from .trace import (VALUE_GUARD_ELEMENTS, HistoryAfterCall, LiveScalar,
-                    RequiresGradChanged, Trace)
+                    AutogradStateChanged, Trace)
 
 
 def _raised_in(exc: BaseException, code) -> bool:
@@ -89,6 +90,7 @@ def _trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
         with tr:
             with recorder:
                 rng_before = host_random_states(roots)
+                grad_mode = dispatch.is_grad_enabled()
                 try:
                     out = fn(*targs, **tkwargs)
                     refuse_host_random(rng_before, fn, name)
@@ -97,6 +99,7 @@ def _trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
                     rg_changed += [(n, t.requires_grad) for n, t, tt in
                                    zip(names, leaves, traced_leaves)
                                    if tt.requires_grad != t.requires_grad]
+                    mode_left = dispatch.is_grad_enabled()
                 except Exception as exc:
                     # Autograd's own refusal (backward after an in-place write to a value
                     # it saved, or through a freed graph), which eager raises as well:
@@ -129,11 +132,18 @@ def _trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
             gained = _gained_history(tr, traced_leaves)
     finally:
         _restore_captures(tr)
+        dispatch.set_grad_enabled(grad_mode)
         rebound = snapshot.changes()
         snapshot.restore(rebound)
     refuse_rebinding(fn, name, rebound, recorder, roots)
     if rg_changed:
         _refuse_requires_grad_change(fn, name, args, kwargs, rg_changed)
+    if mode_left != grad_mode:
+        raise AutogradStateChanged(
+            f"{_where_defined(fn)}: {name} leaves gradient mode {'on' if mode_left else 'off'}"
+            f" (a bare eager.set_grad_enabled({mode_left}) call); a trace would switch it only "
+            f"once. Switch it with `with eager.set_grad_enabled(flag):` or `with "
+            f"eager.no_grad():` inside the function, or before calling it")
     caps = tr.capture_order
     _link_grad_aliases(caps)
     reads = list(tr.value_reads.values())
@@ -402,7 +412,7 @@ def _refuse_requires_grad_change(fn, name, args, kwargs, changed):
     found = iter(_find_sources(fn, args, kwargs, state)[0])
     names = [f"argument {t}" if isinstance(t, str) else next(found) for t, _ in changed]
     what = ", ".join(f"{n} ({rg} -> {not rg})" for n, (_, rg) in zip(names, changed))
-    raise RequiresGradChanged(
+    raise AutogradStateChanged(
         f"{_where_defined(fn)}: {name} changes requires_grad of {what} and leaves it so; a "
         f"trace would make that change only once. Freeze or unfreeze outside the function "
         f"(a compiled call then traces again for the new setting), or set it back before "

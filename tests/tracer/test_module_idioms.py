@@ -107,8 +107,34 @@ def rng_state_saved_and_restored_inside_the_step():
     return step, None, None, _nothing
 
 
+def own_generator_reseeded_inside_the_step():
+    # Found here: g.manual_seed ran once, while tracing; eager reseeds it at every call, so
+    # the draws made from it between calls differed.
+    g = eager.Generator()
+    noise = []
+
+    def step(x):
+        g.manual_seed(3)
+        return x.sum() + 1.0
+
+    def between(i):
+        if i:
+            noise.append(eager.randn(4, generator=g))
+    return step, None, None, between, noise
+
+
+def _with_noise(setup):
+    # (the noise drawn between calls is the output compared)
+    def made():
+        step, model, opt, between, noise = setup()
+        return (lambda x: step(x) + (noise[-1] if noise else 0.0)), model, opt, between
+    made.__name__ = setup.__name__
+    return made
+
+
 @pytest.mark.parametrize("setup", [seed_inside_the_step,
-                                   rng_state_saved_and_restored_inside_the_step])
+                                   rng_state_saved_and_restored_inside_the_step,
+                                   _with_noise(own_generator_reseeded_inside_the_step)])
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_global_generator_reseeded_inside_runs_eagerly_with_a_warning(setup, backend):
     warned = _assert_agree(setup, backend)
@@ -195,3 +221,49 @@ def test_argument_made_to_require_grad_inside_runs_eagerly_with_a_warning(backen
         warnings.simplefilter("error")
         f(_x(1).requires_grad_())
     assert f.trace_count >= 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_grad_mode_switched_off_and_left_so_runs_eagerly_with_a_warning(backend):
+    # Found here: a bare eager.set_grad_enabled(False) inside ran once, while tracing; the
+    # compiled calls left gradient mode on where eager switches it off at every call.
+    model = _mlp()
+
+    def step(x):
+        eager.set_grad_enabled(False)
+        return model(x) * 2
+
+    f = tracer.function(step, backend=backend)
+    try:
+        for i in range(3):
+            eager.set_grad_enabled(True)
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                out = f(_x(i))
+            assert i or "gradient mode off" in str(caught[0].message)
+            assert not eager.is_grad_enabled() and not out.requires_grad
+            eager.set_grad_enabled(True)
+            np.testing.assert_allclose(out.numpy(), step(_x(i)).numpy(), rtol=1e-6)
+    finally:
+        eager.set_grad_enabled(True)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_grad_mode_switched_and_set_back_inside_compiles(backend):
+    model = _mlp()
+
+    def step(x):
+        prev = eager.is_grad_enabled()
+        eager.set_grad_enabled(False)
+        y = model(x) * 2
+        eager.set_grad_enabled(prev)
+        return y
+
+    f = tracer.function(step, backend=backend)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for i in range(2):
+            out = f(_x(i))
+            assert eager.is_grad_enabled() and not out.requires_grad
+            np.testing.assert_allclose(out.numpy(), step(_x(i)).numpy(), rtol=1e-6)
+    assert f.trace_count == 1
