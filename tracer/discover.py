@@ -290,6 +290,15 @@ class _Walker:
             return True
         if isinstance(obj, Optimizer):
             return False  # hyperparameters are read live (eager/optim.py)
+        if obj.__class__ is dict or obj.__class__ is list:
+            # Which entries there are: a key added (`cfg.get("scale", 1.0)`, a loop over the
+            # items) or an element appended (`sum(extra)`) changes what the code does, and
+            # the container is the same object, so its identity guard cannot see it.
+            what, template = ("keys", "tuple({0})") if obj.__class__ is dict \
+                else ("length", "len({0})")
+            self.guards.append(Guard("value", f"{source}'s {what}", template, (obj,),
+                                     tuple(obj) if what == "keys" else len(obj)))
+            found = True
         if isinstance(obj, dict):
             for k, v in list(obj.items()):
                 if isinstance(k, (str, int)):

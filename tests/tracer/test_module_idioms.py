@@ -267,3 +267,48 @@ def test_grad_mode_switched_and_set_back_inside_compiles(backend):
             assert eager.is_grad_enabled() and not out.requires_grad
             np.testing.assert_allclose(out.numpy(), step(_x(i)).numpy(), rtol=1e-6)
     assert f.trace_count == 1
+
+
+# ------------------------------------------------------------------ containers the step reads
+
+class _WithHooks(nn.Module):
+    """Forward hooks kept by hand in a plain list (eager.nn.Module has no hook API)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 3)
+        self.hooks = []
+
+    def forward(self, x):
+        out = self.lin(x)
+        for hook in self.hooks:
+            out = hook(out)
+        return out
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_entries_added_to_containers_the_step_reads_retrace(backend):
+    # Found here: only the container's identity was guarded, so an element appended to a
+    # list or a key added to a dict after the first call was silently ignored.
+    eager.manual_seed(0)
+    extra, cfg, model = [eager.ones(3)], {}, _WithHooks()
+
+    def step(x):
+        out = model(x) * cfg.get("scale", 1.0)
+        for k, v in cfg.items():
+            out = out + (v if k != "scale" else 0.0)
+        return out + sum(extra)
+
+    f = tracer.function(step, backend=backend)
+    changes = [lambda: extra.append(eager.full((3,), 2.0)),
+               lambda: cfg.__setitem__("scale", 3.0),
+               lambda: cfg.__setitem__("shift", 0.5),
+               lambda: model.hooks.append(lambda t: t * 0.5)]
+    with eager.no_grad():
+        for i, change in enumerate([lambda: None] + changes):
+            change()
+            np.testing.assert_allclose(f(_x(i)).numpy(), step(_x(i)).numpy(), rtol=1e-6,
+                                       err_msg=f"after change {i}")
+        assert f.trace_count == 5
+        f(_x(0))
+    assert f.trace_count == 5  # (nothing changed: the same trace)
