@@ -18,6 +18,7 @@ rebinds (`self.total = self.total + x`, `state["m"] = ...`) is found, undone and
 """
 from __future__ import annotations
 
+import functools
 import gc
 import importlib.util
 import os
@@ -314,6 +315,15 @@ class _Walker:
                 found |= self.entry(f"{source}.{k}", "{0}.__dict__[" + _key(k) + "]", obj, v, depth,
                                     named=k in self.names)
             found |= self.walk(f"{type(obj).__name__}", type(obj), depth)
+        elif obj.__class__ is functools.partial:
+            # (its keywords are a dict of its own, changeable in place: each one matters)
+            kw = obj.keywords
+            self.guards.append(Guard("value", f"{source}.keywords' keys", "tuple({0}.keywords)",
+                                     (obj,), tuple(kw)))
+            for k, v in list(kw.items()):
+                self.entry(f"{source}.keywords[{k!r}]", "{0}.keywords[" + _key(k) + "]", obj,
+                           v, depth)
+            found = True
         elif _user_class(obj):
             for k, v in list(vars(obj).items()):
                 if not k.startswith("__"):

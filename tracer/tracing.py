@@ -68,7 +68,7 @@ def trace_function(fn, name, args, kwargs, *rest, **options) -> ConcreteFunction
 def _trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
                     static_argnames, param_names, backend, optimize=True,
                     input_signature=None, *, roots, snapshot) -> ConcreteFunction:
-    from .autodiff import freed_outputs, saved_modified
+    from .autodiff import eager_only_backward, freed_outputs
     from .symbolic import signature_type
 
     t0 = time.perf_counter()
@@ -118,7 +118,7 @@ def _trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
             out_alias = _output_aliases(tr, out_leaves, outputs, traced_leaves)
             differentiable = any(t.grad_fn is not None and t.grad_fn._state is None
                                  for t in out_leaves)
-            modified = saved_modified(out_leaves) if differentiable else None
+            modified = eager_only_backward(out_leaves) if differentiable else None
             freed = freed_outputs(out_leaves, out_alias)
             for t, grad in tr.entry_grads.values():
                 if t.grad is not grad:

@@ -312,3 +312,77 @@ def test_entries_added_to_containers_the_step_reads_retrace(backend):
         assert f.trace_count == 5
         f(_x(0))
     assert f.trace_count == 5  # (nothing changed: the same trace)
+
+
+# ------------------------------------------------------------------ custom autograd.Function
+
+class _ScaledGrad(eager.autograd.Function):
+    """Identity forward, a backward of its own (gradient scaling, straight-through...)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x * 1.0
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2.0
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_custom_function_with_the_gradient_going_outside_keeps_its_backward(backend):
+    # Found here: the outputs needed grad outside, so the compiled forward went on the tape
+    # with the IR autodiff of the ops forward recorded (x * 1.0): the Function's own
+    # backward (g * 2) was silently bypassed.
+    eager.manual_seed(0)
+    model = _mlp()
+
+    def forward(x):
+        return _ScaledGrad.apply(model(x)).pow(2).sum()
+
+    f = tracer.function(forward, backend=backend)
+    for i in range(2):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            f(_x(i)).backward()
+        assert i or "_ScaledGrad" in str(caught[0].message)
+        got = [p.grad.numpy().copy() for p in model.parameters()]
+        model.zero_grad()
+        forward(_x(i)).backward()
+        for g, p in zip(got, model.parameters()):
+            np.testing.assert_allclose(g, p.grad.numpy(), rtol=1e-5, atol=1e-6)
+        model.zero_grad()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_custom_function_with_backward_inside_compiles(backend):
+    def setup():
+        model = _mlp()
+
+        def step(x):
+            loss = _ScaledGrad.apply(model(x)).pow(2).sum()
+            loss.backward()
+            return loss.detach()
+        return step, model, None, _nothing
+    assert not _assert_agree(setup, backend, calls=2)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_partial_activation_changed_in_place_retraces(backend):
+    # Found here: only the partial object's identity was guarded; its keywords, a dict the
+    # user can change in place, were read once.
+    import functools
+
+    eager.manual_seed(0)
+    lin = nn.Linear(4, 3)
+    act = functools.partial(eager.nn.functional.leaky_relu, negative_slope=0.1)
+
+    def step(x):
+        return act(lin(x))
+
+    f = tracer.function(step, backend=backend)
+    with eager.no_grad():
+        for i, slope in enumerate([0.1, 0.5, 0.9]):
+            act.keywords["negative_slope"] = slope
+            np.testing.assert_allclose(f(_x(i)).numpy(), step(_x(i)).numpy(), rtol=1e-6,
+                                       err_msg=f"negative_slope={slope}")
+    assert f.trace_count == 3
