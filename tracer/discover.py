@@ -248,10 +248,11 @@ class _Walker:
         self._modules: set = set()
 
     def entry(self, source, template, anchor, value, depth, epoch=False, named=True,
-              indexed=False):
+              indexed=False, sized=True):
         """Guard `value`, found at `template` on `anchor`; walk into it. True if anything
         under it was guarded. `named`: the user's code names it (a global, an attribute, a
-        string key); `indexed`: an element of a list or tuple."""
+        string key); `indexed`: an element of a list or tuple; `sized`: a list's length or
+        a dict's keys are guarded (see `walk`)."""
         if is_scalar(value):
             if named:
                 self.guards.append(Guard("value", source, template, (anchor,), value, epoch))
@@ -270,7 +271,7 @@ class _Walker:
             return False
         if isinstance(value, types.ModuleType):
             return False
-        inner = self.walk(source, value, depth + 1)
+        inner = self.walk(source, value, depth + 1, sized)
         if inner or (named and not isinstance(value, (types.FunctionType, types.BuiltinFunctionType,
                                                         types.MethodType, type))):
             self.guards.append(Guard("identity", source, template, (anchor,), value, epoch))
@@ -281,7 +282,7 @@ class _Walker:
             return True
         return inner
 
-    def walk(self, source, obj, depth) -> bool:
+    def walk(self, source, obj, depth, sized=True) -> bool:
         if depth > MAX_DEPTH or id(obj) in self._seen:
             return False
         self._seen.add(id(obj))
@@ -291,7 +292,7 @@ class _Walker:
             return True
         if isinstance(obj, Optimizer):
             return False  # hyperparameters are read live (eager/optim.py)
-        if obj.__class__ is dict or obj.__class__ is list:
+        if sized and (obj.__class__ is dict or obj.__class__ is list):
             # Which entries there are: a key added (`cfg.get("scale", 1.0)`, a loop over the
             # items) or an element appended (`sum(extra)`) changes what the code does, and
             # the container is the same object, so its identity guard cannot see it.
@@ -350,7 +351,10 @@ class _Walker:
             for k, v in list(m.__dict__.items()):
                 if k in _MODULE_STORES or k.startswith("__"):
                     continue
-                self.entry(f"{path}.{k}", "{0}.__dict__[" + _key(k) + "]", m, v, 0, epoch=True)
+                # (a list kept on the module that the code never names - a log the
+                # training loop appends to - must not retrace every call)
+                self.entry(f"{path}.{k}", "{0}.__dict__[" + _key(k) + "]", m, v, 0, epoch=True,
+                           sized=k in self.names)
             for store in ("_buffers", "_parameters"):
                 for k, b in m.__dict__[store].items():
                     # an empty slot (a loss's weight=None, a Linear without bias) is guarded
