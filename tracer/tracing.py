@@ -86,19 +86,20 @@ def _trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
     targs, tkwargs = _rebuild(tree, traced_leaves, args, kwargs, static_argnums,
                               static_argnames, param_names)
     recorder = Recorder()
+    grad_mode = dispatch.is_grad_enabled()
     try:
         with tr:
             with recorder:
                 rng_before = host_random_states(roots)
-                grad_mode = dispatch.is_grad_enabled()
                 try:
                     out = fn(*targs, **tkwargs)
                     refuse_host_random(rng_before, fn, name)
+                    # (one given a history in place is HistoryAfterCall's, below)
                     rg_changed = [(t, rg) for t, rg in tr.entry_requires_grad.values()
-                                  if t.requires_grad != rg]
+                                  if t.requires_grad != rg and t.grad_fn is None]
                     rg_changed += [(n, t.requires_grad) for n, t, tt in
                                    zip(names, leaves, traced_leaves)
-                                   if tt.requires_grad != t.requires_grad]
+                                   if tt.requires_grad != t.requires_grad and tt.grad_fn is None]
                     mode_left = dispatch.is_grad_enabled()
                 except Exception as exc:
                     # Autograd's own refusal (backward after an in-place write to a value
