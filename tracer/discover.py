@@ -246,6 +246,7 @@ class _Walker:
         self.frozen: list = []     # (source, what) of values that cannot be guarded
         self._seen: set = set()
         self._modules: set = set()
+        self.resized: set = set()  # (see collect_guards)
 
     def entry(self, source, template, anchor, value, depth, epoch=False, named=True,
               indexed=False, sized=True):
@@ -292,7 +293,8 @@ class _Walker:
             return True
         if isinstance(obj, Optimizer):
             return False  # hyperparameters are read live (eager/optim.py)
-        if sized and (obj.__class__ is dict or obj.__class__ is list):
+        if sized and (obj.__class__ is dict or obj.__class__ is list) \
+                and id(obj) not in self.resized:
             # Which entries there are: a key added (`cfg.get("scale", 1.0)`, a loop over the
             # items) or an element appended (`sum(extra)`) changes what the code does, and
             # the container is the same object, so its identity guard cannot see it.
@@ -375,12 +377,14 @@ def _named_modules(root, prefix):
     return out
 
 
-def collect_guards(recorder: Recorder, root_fn, captured, extra_roots=()):
-    """(guards, frozen) for what the trace recorded: see the module docstring."""
+def collect_guards(recorder: Recorder, root_fn, captured, extra_roots=(), resized=()):
+    """(guards, frozen) for what the trace recorded: see the module docstring. `resized`:
+    ids of containers whose size the trace changed (Snapshot.resized)."""
     if not COLLECT[0]:
         return [], []
     names = recorder.names_read()
     walker = _Walker(names, {id(t) for t in captured})
+    walker.resized = set(resized)
     root_globals = getattr(root_fn, "__globals__", None)
     candidates = None
     nested = _nested_codes(recorder.codes)
@@ -429,6 +433,7 @@ class Snapshot:
 
     def __init__(self, roots):
         self.entries: list = []   # (source, container, key, kind, value before)
+        self.sizes: dict = {}     # id -> (list or dict, its length before)
         # (opt.state, {param: (its state dict, a copy of it)}) of each optimizer reached
         self.optimizer_states: list = []
         self._seen: set = set()
@@ -459,10 +464,12 @@ class Snapshot:
                         self.entries.append((f"{path}.{k}", m, k, "attr", v))
                         self._take(f"{path}.{k}", v, depth + 1)
         elif isinstance(obj, dict):
+            self.sizes[id(obj)] = (obj, len(obj))
             for k, v in list(obj.items()):
                 self.entries.append((f"{source}[{k!r}]", obj, k, "item", v))
                 self._take(f"{source}[{k!r}]", v, depth + 1)
         elif isinstance(obj, list):
+            self.sizes[id(obj)] = (obj, len(obj))
             for i, v in enumerate(list(obj)):
                 self.entries.append((f"{source}[{i}]", obj, i, "item", v))
                 self._take(f"{source}[{i}]", v, depth + 1)
@@ -473,6 +480,11 @@ class Snapshot:
             for k, v in list(vars(obj).items()):
                 self.entries.append((f"{source}.{k}", obj, k, "attr", v))
                 self._take(f"{source}.{k}", v, depth + 1)
+
+    def resized(self) -> set:
+        """ids of the lists and dicts the traced code itself grew or shrank (`calls.append`):
+        a side effect made while tracing only, so their size is no guard of the trace."""
+        return {k for k, (obj, n) in self.sizes.items() if len(obj) != n}
 
     def changes(self) -> list:
         """(source, container, key, kind, value before) of every entry now different."""

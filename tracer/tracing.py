@@ -160,7 +160,8 @@ def _trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
             f"detached value (c.add_(h.detach()))")
     found_guards, frozen = collect_guards(recorder, fn,
                                           [s.tensor for s in caps] + [r[0] for r in reads],
-                                          [r for r in roots if not isinstance(r[1], Tensor)])
+                                          [r for r in roots if not isinstance(r[1], Tensor)],
+                                          snapshot.resized())
     read_guards = _value_read_guards(reads, capture_names[len(caps):], dict(
         (i - len(caps), src) for i, src in sources if i >= len(caps)), frozen)
     capture_names = capture_names[:len(caps)]
