@@ -42,7 +42,7 @@ from .control import GradientThroughControlFlow
 from .discover import StateRebound, _where_defined
 from .errors import ProgramRaised, step_error
 from .trace import (GradientBeforeTrace, HistoryAfterCall, AutogradStateChanged,
-                    TracingError, current_trace)
+                    RandomStateInTrace, TracingError, current_trace)
 # The compiled specializations and the tracing of one signature live in their own modules;
 # these names stay importable from here (tests, tracer.check). Function calls
 # `trace_function` through this module's attribute, so patching
@@ -521,7 +521,7 @@ class Function:
                     self._eager_keys.add(key)
                 return None
             except (GradientBeforeTrace, HistoryAfterCall, HostRandomInTrace,
-                    AutogradStateChanged) as exc:
+                    AutogradStateChanged, RandomStateInTrace) as exc:
                 # (only eager autograd can go on into a graph made before the call, or give
                 # state a history; only eager draws new numbers from host generators)
                 if self.fullgraph:

@@ -200,6 +200,12 @@ class AutogradStateChanged(TracingError):
     signature eagerly."""
 
 
+class RandomStateInTrace(TracingError):
+    """The traced code reseeds the global generator or an eager.Generator, or reads or sets
+    its state (`eager.manual_seed` inside the step): a trace would do that once;
+    @function runs that signature eagerly."""
+
+
 class Trace(TraceProtocol):
     """One trace in progress (possibly nested inside a parent for cond/while bodies).
 
@@ -407,9 +413,7 @@ class Trace(TraceProtocol):
         """Reseeding the global generator, or reading or setting its state, is Python work a
         trace would do once: refused before it happens (@function runs the signature
         eagerly, so eager's numbers come out)."""
-        from .host_random import HostRandomInTrace
-
-        raise HostRandomInTrace(
+        raise RandomStateInTrace(
             f"{_where()}: {what} inside {self._root().name}, while it is traced: a trace "
             f"would reseed (or read or set) the global generator only once, and the "
             f"compiled calls would draw other numbers than eager. Seed before calling the "
