@@ -165,6 +165,13 @@ def note_value_read(t, what: str):
     _state.protocol.value_read(t, what)
 
 
+def note_random_state(what: str):
+    """The global generator is about to be reseeded, or its state read or set (`what`
+    names the call): a trace cannot repeat that Python work at every call."""
+    if _hooked_threads:
+        _state.protocol.random_state(what)
+
+
 def note_mutated(t):
     """A concrete tensor is about to be updated in place by a traced value."""
     _state.protocol.tensor_mutated(t)

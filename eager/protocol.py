@@ -34,6 +34,10 @@ how, dtype, name)``                     (an optimizer's param groups)
                                         `float()`, `bool()`, `.tolist()`,
                                         `.numpy()`, `np.asarray` of a concrete
                                         tensor (its value decides Python)
+``random_state(what)``                  `dispatch.note_random_state`: the global   nothing
+                                        generator is about to be reseeded, or its
+                                        state read or set (`manual_seed`,
+                                        `get_rng_state`, `set_rng_state`)
 ======================================  =========================================  ============
 
 `tracing` says whether the protocol records rather than runs: eager code that must take
@@ -113,6 +117,11 @@ class TraceProtocol:
     def value_read(self, t, what: str) -> None:
         """Python is about to read the value of concrete tensor `t` (`what`: ".item()",
         "float()", ".numpy()" ...): whatever it then does depends on that value."""
+
+    def random_state(self, what: str) -> None:
+        """`what` ("eager.manual_seed()", "eager.get_rng_state()" ...) is about to reseed the
+        global generator, or read or set its state: Python work on the generator itself,
+        not a draw (draws are registry ops)."""
 
 
 EAGER = TraceProtocol()

@@ -3,12 +3,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import dispatch as _dispatch
+
 _generator = np.random.default_rng()
 
 
 def manual_seed(seed: int) -> np.random.Generator:
     """Reseed the global generator so every random op (rand, randn, dropout, init) repeats."""
     global _generator
+    _dispatch.note_random_state("eager.manual_seed()")
     _generator = np.random.default_rng(int(seed))
     return _generator
 
@@ -24,10 +27,12 @@ def generator() -> np.random.Generator:
 
 
 def get_rng_state() -> dict:
+    _dispatch.note_random_state("eager.get_rng_state()")
     return _generator.bit_generator.state
 
 
 def set_rng_state(state: dict) -> None:
+    _dispatch.note_random_state("eager.set_rng_state()")
     _generator.bit_generator.state = state
 
 
@@ -47,6 +52,7 @@ class Generator:
         self._rng = np.random.default_rng(self._seed)
 
     def manual_seed(self, seed: int) -> Generator:
+        _dispatch.note_random_state("Generator.manual_seed()")
         self._seed = int(seed)
         self._rng = np.random.default_rng(self._seed)
         return self
@@ -58,9 +64,11 @@ class Generator:
         return self._seed
 
     def get_state(self) -> dict:
+        _dispatch.note_random_state("Generator.get_state()")
         return self._rng.bit_generator.state
 
     def set_state(self, state: dict) -> Generator:
+        _dispatch.note_random_state("Generator.set_state()")
         self._rng.bit_generator.state = state
         return self
 

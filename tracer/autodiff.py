@@ -428,6 +428,27 @@ def saved_modified(outputs) -> str | None:
     return None
 
 
+def eager_only_backward(outputs) -> str | None:
+    """Why the gradient of `outputs` (after a trace) needs eager's autograd, else None: an
+    in-place op on a value a backward rule saved (`saved_modified`), or a custom
+    eager.autograd.Function on the way, whose own backward the IR autodiff would bypass (it
+    differentiates the ops its forward recorded)."""
+    modified = saved_modified(outputs)
+    if modified is not None:
+        return f"an in-place op modified a value backward needs ({modified})"
+    seen, stack = set(), [t.grad_fn for t in outputs if isinstance(t, Tensor)]
+    while stack:
+        node = stack.pop()
+        if not isinstance(node, Node) or id(node) in seen:
+            continue
+        seen.add(id(node))
+        if node._state is None and getattr(node.op, "category", None) == "custom":
+            return (f"the gradient goes through the custom autograd.Function "
+                    f"{node.op.name}, whose backward a compiled backward would not run")
+        stack.extend(node.edges)
+    return None
+
+
 def freed_outputs(outputs, skip=()) -> dict:
     """Output index -> (op, params, input types) of each output whose graph a backward
     inside the function consumed: eagerly it still requires grad, and a second backward
@@ -521,4 +542,5 @@ class _PlanOp:
 
 
 __all__ = ["build_plan", "BackwardPlan", "CompiledNode", "attach", "saved_modified",
+           "eager_only_backward",
            "freed_outputs", "freed_node"]

@@ -492,9 +492,8 @@ class ConcreteFunction:
             return self._plan
         self._plan_key = key
         if self.saved_modified is not None:
-            # eager's backward raises here (and only when it runs): let eager's autograd do it
-            self.plan_error = (f"an in-place op modified a value backward needs "
-                               f"({self.saved_modified})")
+            # (eager's backward raises here, or runs a custom Function's own backward)
+            self.plan_error = self.saved_modified
             self._plan = None
             return None
         from .autodiff import build_plan

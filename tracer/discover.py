@@ -246,12 +246,14 @@ class _Walker:
         self.frozen: list = []     # (source, what) of values that cannot be guarded
         self._seen: set = set()
         self._modules: set = set()
+        self.resized: set = set()  # (see collect_guards)
 
     def entry(self, source, template, anchor, value, depth, epoch=False, named=True,
-              indexed=False):
+              indexed=False, sized=True):
         """Guard `value`, found at `template` on `anchor`; walk into it. True if anything
         under it was guarded. `named`: the user's code names it (a global, an attribute, a
-        string key); `indexed`: an element of a list or tuple."""
+        string key); `indexed`: an element of a list or tuple; `sized`: a list's length or
+        a dict's keys are guarded (see `walk`)."""
         if is_scalar(value):
             if named:
                 self.guards.append(Guard("value", source, template, (anchor,), value, epoch))
@@ -270,7 +272,7 @@ class _Walker:
             return False
         if isinstance(value, types.ModuleType):
             return False
-        inner = self.walk(source, value, depth + 1)
+        inner = self.walk(source, value, depth + 1, sized)
         if inner or (named and not isinstance(value, (types.FunctionType, types.BuiltinFunctionType,
                                                         types.MethodType, type))):
             self.guards.append(Guard("identity", source, template, (anchor,), value, epoch))
@@ -281,7 +283,7 @@ class _Walker:
             return True
         return inner
 
-    def walk(self, source, obj, depth) -> bool:
+    def walk(self, source, obj, depth, sized=True) -> bool:
         if depth > MAX_DEPTH or id(obj) in self._seen:
             return False
         self._seen.add(id(obj))
@@ -291,6 +293,16 @@ class _Walker:
             return True
         if isinstance(obj, Optimizer):
             return False  # hyperparameters are read live (eager/optim.py)
+        if sized and (obj.__class__ is dict or obj.__class__ is list) \
+                and id(obj) not in self.resized:
+            # Which entries there are: a key added (`cfg.get("scale", 1.0)`, a loop over the
+            # items) or an element appended (`sum(extra)`) changes what the code does, and
+            # the container is the same object, so its identity guard cannot see it.
+            what, template = ("keys", "tuple({0})") if obj.__class__ is dict \
+                else ("length", "len({0})")
+            self.guards.append(Guard("value", f"{source}'s {what}", template, (obj,),
+                                     tuple(obj) if what == "keys" else len(obj)))
+            found = True
         if isinstance(obj, dict):
             for k, v in list(obj.items()):
                 if isinstance(k, (str, int)):
@@ -306,6 +318,15 @@ class _Walker:
                 found |= self.entry(f"{source}.{k}", "{0}.__dict__[" + _key(k) + "]", obj, v, depth,
                                     named=k in self.names)
             found |= self.walk(f"{type(obj).__name__}", type(obj), depth)
+        elif obj.__class__ is functools.partial:
+            # (its keywords are a dict of its own, changeable in place: each one matters)
+            kw = obj.keywords
+            self.guards.append(Guard("value", f"{source}.keywords' keys", "tuple({0}.keywords)",
+                                     (obj,), tuple(kw)))
+            for k, v in list(kw.items()):
+                self.entry(f"{source}.keywords[{k!r}]", "{0}.keywords[" + _key(k) + "]", obj,
+                           v, depth)
+            found = True
         elif _user_class(obj):
             for k, v in list(vars(obj).items()):
                 if not k.startswith("__"):
@@ -332,7 +353,10 @@ class _Walker:
             for k, v in list(m.__dict__.items()):
                 if k in _MODULE_STORES or k.startswith("__"):
                     continue
-                self.entry(f"{path}.{k}", "{0}.__dict__[" + _key(k) + "]", m, v, 0, epoch=True)
+                # (a list kept on the module that the code never names - a log the
+                # training loop appends to - must not retrace every call)
+                self.entry(f"{path}.{k}", "{0}.__dict__[" + _key(k) + "]", m, v, 0, epoch=True,
+                           sized=k in self.names)
             for store in ("_buffers", "_parameters"):
                 for k, b in m.__dict__[store].items():
                     # an empty slot (a loss's weight=None, a Linear without bias) is guarded
@@ -353,12 +377,14 @@ def _named_modules(root, prefix):
     return out
 
 
-def collect_guards(recorder: Recorder, root_fn, captured, extra_roots=()):
-    """(guards, frozen) for what the trace recorded: see the module docstring."""
+def collect_guards(recorder: Recorder, root_fn, captured, extra_roots=(), resized=()):
+    """(guards, frozen) for what the trace recorded: see the module docstring. `resized`:
+    ids of containers whose size the trace changed (Snapshot.resized)."""
     if not COLLECT[0]:
         return [], []
     names = recorder.names_read()
     walker = _Walker(names, {id(t) for t in captured})
+    walker.resized = set(resized)
     root_globals = getattr(root_fn, "__globals__", None)
     candidates = None
     nested = _nested_codes(recorder.codes)
@@ -407,6 +433,7 @@ class Snapshot:
 
     def __init__(self, roots):
         self.entries: list = []   # (source, container, key, kind, value before)
+        self.sizes: dict = {}     # id -> (list or dict, its length before)
         # (opt.state, {param: (its state dict, a copy of it)}) of each optimizer reached
         self.optimizer_states: list = []
         self._seen: set = set()
@@ -437,10 +464,12 @@ class Snapshot:
                         self.entries.append((f"{path}.{k}", m, k, "attr", v))
                         self._take(f"{path}.{k}", v, depth + 1)
         elif isinstance(obj, dict):
+            self.sizes[id(obj)] = (obj, len(obj))
             for k, v in list(obj.items()):
                 self.entries.append((f"{source}[{k!r}]", obj, k, "item", v))
                 self._take(f"{source}[{k!r}]", v, depth + 1)
         elif isinstance(obj, list):
+            self.sizes[id(obj)] = (obj, len(obj))
             for i, v in enumerate(list(obj)):
                 self.entries.append((f"{source}[{i}]", obj, i, "item", v))
                 self._take(f"{source}[{i}]", v, depth + 1)
@@ -451,6 +480,11 @@ class Snapshot:
             for k, v in list(vars(obj).items()):
                 self.entries.append((f"{source}.{k}", obj, k, "attr", v))
                 self._take(f"{source}.{k}", v, depth + 1)
+
+    def resized(self) -> set:
+        """ids of the lists and dicts the traced code itself grew or shrank (`calls.append`):
+        a side effect made while tracing only, so their size is no guard of the trace."""
+        return {k for k, (obj, n) in self.sizes.items() if len(obj) != n}
 
     def changes(self) -> list:
         """(source, container, key, kind, value before) of every entry now different."""

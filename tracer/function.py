@@ -41,7 +41,8 @@ from .pytree import LEAF, Static, flatten
 from .control import GradientThroughControlFlow
 from .discover import StateRebound, _where_defined
 from .errors import ProgramRaised, step_error
-from .trace import GradientBeforeTrace, HistoryAfterCall, TracingError, current_trace
+from .trace import (GradientBeforeTrace, HistoryAfterCall, AutogradStateChanged,
+                    RandomStateInTrace, TracingError, current_trace)
 # The compiled specializations and the tracing of one signature live in their own modules;
 # these names stay importable from here (tests, tracer.check). Function calls
 # `trace_function` through this module's attribute, so patching
@@ -520,7 +521,8 @@ class Function:
                 if self._refused[key] >= 2:
                     self._eager_keys.add(key)
                 return None
-            except (GradientBeforeTrace, HistoryAfterCall, HostRandomInTrace) as exc:
+            except (GradientBeforeTrace, HistoryAfterCall, HostRandomInTrace,
+                    AutogradStateChanged, RandomStateInTrace) as exc:
                 # (only eager autograd can go on into a graph made before the call, or give
                 # state a history; only eager draws new numbers from host generators)
                 if self.fullgraph:

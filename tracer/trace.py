@@ -193,6 +193,19 @@ class HistoryAfterCall(TracingError):
     call cannot give it; @function runs that signature eagerly."""
 
 
+class AutogradStateChanged(TracingError):
+    """The traced function leaves autograd's Python state changed (a parameter's or an
+    argument's requires_grad, a layer frozen inside the step; the grad mode switched by a
+    bare set_grad_enabled call): a trace would change it only once; @function runs that
+    signature eagerly."""
+
+
+class RandomStateInTrace(TracingError):
+    """The traced code reseeds the global generator or an eager.Generator, or reads or sets
+    its state (`eager.manual_seed` inside the step): a trace would do that once;
+    @function runs that signature eagerly."""
+
+
 class Trace(TraceProtocol):
     """One trace in progress (possibly nested inside a parent for cond/while bodies).
 
@@ -221,6 +234,7 @@ class Trace(TraceProtocol):
         self.created_mutated: dict = {}  # id(tensor) -> (tensor, its array before the update)
         self.grad_sources: dict = {}   # id(grad tensor) -> capture index of its owner
         self.entry_grads: dict = {}    # id(tensor) -> (tensor, its .grad when the call began)
+        self.entry_requires_grad: dict = {}  # id(tensor) -> (tensor, requires_grad then)
         # Tracked Python state (eager.dispatch.read_item): what the trace depends on, and
         # what it wrote, keyed by (id(container), key). See tracer/pystate.py.
         self.item_guards: dict = {}
@@ -311,6 +325,11 @@ class Trace(TraceProtocol):
                 # restore must compare with the .grad the call started with; otherwise every
                 # call looks different from the trace and traces again.
                 state.grad = entry[1]
+            entry = self.entry_requires_grad.get(id(t))
+            if entry is not None:
+                # (a layer frozen for part of the step: the guard and the restore want the
+                # flag the call started with, not the one at first use)
+                state.requires_grad = entry[1]
             self.captures[id(t)] = state
             self.capture_order.append(state)
             g = getattr(t, "_grad", None)
@@ -389,6 +408,16 @@ class Trace(TraceProtocol):
             data = t._data  # (a copy only of what a guard will compare: see tracing.py)
             seen = data.copy() if data.size <= VALUE_GUARD_ELEMENTS else data
             root.value_reads[key] = (t, seen, what, _short_where())
+
+    def random_state(self, what: str) -> None:
+        """Reseeding the global generator, or reading or setting its state, is Python work a
+        trace would do once: refused before it happens (@function runs the signature
+        eagerly, so eager's numbers come out)."""
+        raise RandomStateInTrace(
+            f"{_where()}: {what} inside {self._root().name}, while it is traced: a trace "
+            f"would reseed (or read or set) the global generator only once, and the "
+            f"compiled calls would draw other numbers than eager. Seed before calling the "
+            f"function, or draw the numbers outside and pass them in")
 
     def apply(self, op, inputs, params):
         """An op of eager code: an equation of the trace; returns its traced value."""

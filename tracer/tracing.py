@@ -12,6 +12,7 @@ import time
 
 import numpy as np
 
+from eager import dispatch
 from eager.autograd import Node
 from eager.errors import describe
 from eager.tensor import Tensor
@@ -28,7 +29,8 @@ from .guards import Guard
 from .ir import Graph, UpdateKind, verify
 from .pystate import ItemState, restore_items
 from .pytree import Static, flatten, unflatten
-from .trace import VALUE_GUARD_ELEMENTS, HistoryAfterCall, LiveScalar, Trace
+from .trace import (VALUE_GUARD_ELEMENTS, HistoryAfterCall, LiveScalar,
+                    AutogradStateChanged, Trace)
 
 
 def _raised_in(exc: BaseException, code) -> bool:
@@ -65,12 +67,13 @@ def trace_function(fn, name, args, kwargs, *rest, **options) -> ConcreteFunction
 def _trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
                     static_argnames, param_names, backend, optimize=True,
                     input_signature=None, *, roots, snapshot) -> ConcreteFunction:
-    from .autodiff import freed_outputs, saved_modified
+    from .autodiff import eager_only_backward, freed_outputs
     from .symbolic import signature_type
 
     t0 = time.perf_counter()
     tr = Trace(name)
     tr.entry_grads = _entry_grads(fn, args, kwargs)
+    tr.entry_requires_grad = {k: (t, t.requires_grad) for k, (t, _) in tr.entry_grads.items()}
     traced_leaves = []
     symbols: dict = {}
     for k, (t, n) in enumerate(zip(leaves, names)):
@@ -82,6 +85,7 @@ def _trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
     targs, tkwargs = _rebuild(tree, traced_leaves, args, kwargs, static_argnums,
                               static_argnames, param_names)
     recorder = Recorder()
+    grad_mode = dispatch.is_grad_enabled()
     try:
         with tr:
             with recorder:
@@ -89,6 +93,13 @@ def _trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
                 try:
                     out = fn(*targs, **tkwargs)
                     refuse_host_random(rng_before, fn, name)
+                    # (one given a history in place is HistoryAfterCall's, below)
+                    rg_changed = [(t, rg) for t, rg in tr.entry_requires_grad.values()
+                                  if t.requires_grad != rg and t.grad_fn is None]
+                    rg_changed += [(n, t.requires_grad) for n, t, tt in
+                                   zip(names, leaves, traced_leaves)
+                                   if tt.requires_grad != t.requires_grad and tt.grad_fn is None]
+                    mode_left = dispatch.is_grad_enabled()
                 except Exception as exc:
                     # Autograd's own refusal (backward after an in-place write to a value
                     # it saved, or through a freed graph), which eager raises as well:
@@ -107,7 +118,7 @@ def _trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
             out_alias = _output_aliases(tr, out_leaves, outputs, traced_leaves)
             differentiable = any(t.grad_fn is not None and t.grad_fn._state is None
                                  for t in out_leaves)
-            modified = saved_modified(out_leaves) if differentiable else None
+            modified = eager_only_backward(out_leaves) if differentiable else None
             freed = freed_outputs(out_leaves, out_alias)
             for t, grad in tr.entry_grads.values():
                 if t.grad is not grad:
@@ -121,9 +132,18 @@ def _trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
             gained = _gained_history(tr, traced_leaves)
     finally:
         _restore_captures(tr)
+        dispatch.set_grad_enabled(grad_mode)
         rebound = snapshot.changes()
         snapshot.restore(rebound)
     refuse_rebinding(fn, name, rebound, recorder, roots)
+    if rg_changed:
+        _refuse_requires_grad_change(fn, name, args, kwargs, rg_changed)
+    if mode_left != grad_mode:
+        raise AutogradStateChanged(
+            f"{_where_defined(fn)}: {name} leaves gradient mode {'on' if mode_left else 'off'}"
+            f" (a bare eager.set_grad_enabled({mode_left}) call); a trace would switch it only "
+            f"once. Switch it with `with eager.set_grad_enabled(flag):` or `with "
+            f"eager.no_grad():` inside the function, or before calling it")
     caps = tr.capture_order
     _link_grad_aliases(caps)
     reads = list(tr.value_reads.values())
@@ -139,7 +159,8 @@ def _trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
             f"detached value (c.add_(h.detach()))")
     found_guards, frozen = collect_guards(recorder, fn,
                                           [s.tensor for s in caps] + [r[0] for r in reads],
-                                          [r for r in roots if not isinstance(r[1], Tensor)])
+                                          [r for r in roots if not isinstance(r[1], Tensor)],
+                                          snapshot.resized())
     read_guards = _value_read_guards(reads, capture_names[len(caps):], dict(
         (i - len(caps), src) for i, src in sources if i >= len(caps)), frozen)
     capture_names = capture_names[:len(caps)]
@@ -386,6 +407,19 @@ def _drop_temporaries(tr: Trace, reachable: set):
             del tr.created_mutated[key]
 
 
+def _refuse_requires_grad_change(fn, name, args, kwargs, changed):
+    """(changed: (tensor or argument name, requires_grad when the call began))"""
+    state = [t for t, _ in changed if isinstance(t, Tensor)]
+    found = iter(_find_sources(fn, args, kwargs, state)[0])
+    names = [f"argument {t}" if isinstance(t, str) else next(found) for t, _ in changed]
+    what = ", ".join(f"{n} ({rg} -> {not rg})" for n, (_, rg) in zip(names, changed))
+    raise AutogradStateChanged(
+        f"{_where_defined(fn)}: {name} changes requires_grad of {what} and leaves it so; a "
+        f"trace would make that change only once. Freeze or unfreeze outside the function "
+        f"(a compiled call then traces again for the new setting), or set it back before "
+        f"the function returns")
+
+
 def _restore_captures(tr: Trace):
     restore_items(tr)
     # Also the .grad of reachable tensors the trace never captured (it failed half-way).
@@ -400,3 +434,6 @@ def _restore_captures(tr: Trace):
         t._version[0] = s.version
     for t, orig in tr.created_mutated.values():
         t._data = orig
+    for t, rg in tr.entry_requires_grad.values():
+        if t.requires_grad != rg:  # (a parameter the trace froze and never used)
+            t.requires_grad = rg
