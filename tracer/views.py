@@ -237,8 +237,10 @@ def _write_strided(trace, t, value) -> bool:
     pos = np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape)  # element numbers
     for link in reversed(chain):
         pos = np.asarray(link.op.impl(pos, **link.params))
-    index = np.unravel_index(np.ascontiguousarray(pos), shape)
-    consts = tuple(fn.const(np.ascontiguousarray(i), np.int64) for i in index)
+    # (np.array, not np.ascontiguousarray: that makes a 0-d position, one element of the
+    # view written, 1-d, and the scatter's index no longer has the written value's shape)
+    index = np.unravel_index(np.array(pos, order="C"), shape)
+    consts = tuple(fn.const(np.array(i, dtype=np.int64, order="C"), np.int64) for i in index)
     new = trace.compute(OPS["scatter"], (root, t) + consts, {})
     if root._data.__class__ is np.ndarray:
         from eager import dispatch
