@@ -23,7 +23,7 @@ from .captures import (_entry_grads, _find_sources, _link_grad_aliases,
 from .concrete import ConcreteFunction
 from .discover import Recorder, Snapshot, _where_defined, collect_guards, refuse_rebinding
 from .errors import ProgramRaised
-from .host_random import host_random_states, refuse_host_random
+from .host_random import host_random_states, outside_reads, refuse_host_random
 from .guards import Guard
 from .ir import Graph, UpdateKind, verify
 from .pystate import ItemState, restore_items
@@ -88,8 +88,9 @@ def _trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
             with recorder:
                 rng_before = host_random_states(roots)
                 try:
-                    out = fn(*targs, **tkwargs)
-                    refuse_host_random(rng_before, fn, name)
+                    with outside_reads() as outside:
+                        out = fn(*targs, **tkwargs)
+                    refuse_host_random(rng_before, fn, name, outside)
                 except Exception as exc:
                     # Autograd's own refusal (backward after an in-place write to a value
                     # it saved, or through a freed graph), which eager raises as well:
