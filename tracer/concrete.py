@@ -27,6 +27,7 @@ from .pystate import ItemState
 from .pytree import LEAF, flatten, unflatten
 from .symbolic import check_nonempty
 from .trace import TracingError
+from .views import derive
 
 
 # --------------------------------------------------------------------------------------
@@ -46,7 +47,7 @@ class ConcreteFunction:
                  signature, captures, capture_grad_owner, update_targets, grad_pattern,
                  sources, one_shot, differentiable, trace_seconds, compile_seconds,
                  created_targets, guards=(), frozen=(), item_state=None, out_alias=None,
-                 saved_modified=None, freed_outputs=None, input_layouts=()):
+                 saved_modified=None, freed_outputs=None, input_layouts=(), out_views=None):
         self.name = name
         # (argument index, its strides, or None for C-contiguous) of each argument whose
         # layout the trace's view/copy decisions read: a call with another layout takes
@@ -98,11 +99,15 @@ class ConcreteFunction:
         self._update_copies = _updates_needing_copy(graph)
         # Outputs that are an argument, a capture or a .grad itself (see _output_aliases).
         self._out_alias = out_alias or {}
+        # ...and of the "input_view" / "capture_view" ones: the view ops and whether the
+        # output had autograd history (see tracer.views.view_chain)
+        self._out_views = out_views or {}
         # Outputs whose graph a backward inside consumed, per index: the released node
         # they get at each call (shared: any backward through it raises at once)
         self._freed = {j: freed_node(*t) for j, t in (freed_outputs or {}).items()}
         self._plain = (not captures and not guards and not graph.updates and out_tree == LEAF
                        and not self._out_copies and not self._freed and len(graph.outputs) == 1
+                       and not self._out_views
                        and not self._items and not self.input_layouts)
         # Nothing captured, nothing to guard: the signature alone selects this trace.
         self.unguarded = (not captures and not guards and not self._items
@@ -399,6 +404,11 @@ class ConcreteFunction:
             else:  # input_grad
                 lines.append(f"    assign_grad(leaves[{i}], {r})")
         for j, (kind, i) in self._out_alias.items():
+            if j in self._out_views:
+                ns["derive"], ns[f"chain{j}"] = derive, self._out_views[j]
+                base = f"leaves[{i}]" if kind == "input_view" else f"c{i}"
+                lines.append(f"    outs[{j}] = derive({base}, *chain{j})")
+                continue
             lines.append(f"    outs[{j}] = " + {"input": f"leaves[{i}]", "capture": f"c{i}",
                                                  "grad": f"c{i}._grad",
                                                  "input_grad": f"leaves[{i}]._grad"}[kind])
@@ -579,7 +589,10 @@ class ConcreteFunction:
         """Outputs that are an argument or capture itself become that tensor (eager's
         `return x`), instead of a copy that would lose its autograd link."""
         for j, (kind, i) in self._out_alias.items():
-            if kind == "input":
+            if j in self._out_views:
+                base = leaves[i] if kind == "input_view" else self._captures[i]
+                outs[j] = derive(base, *self._out_views[j])
+            elif kind == "input":
                 outs[j] = leaves[i]
             elif kind == "capture":
                 outs[j] = self._captures[i]

@@ -29,6 +29,7 @@ from .ir import Graph, UpdateKind, verify
 from .pystate import ItemState, restore_items
 from .pytree import Static, flatten, unflatten
 from .trace import VALUE_GUARD_ELEMENTS, HistoryAfterCall, LiveScalar, Trace
+from .views import view_chain
 
 
 def _raised_in(exc: BaseException, code) -> bool:
@@ -106,7 +107,7 @@ def _trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
             out_tree = flatten(out, out_leaves, "out", out_names)
             _refuse_symbolic_outputs(out_tree, name)
             outputs = tuple(tr.lift(t) for t in out_leaves)
-            out_alias = _output_aliases(tr, out_leaves, outputs, traced_leaves)
+            out_alias, out_views = _output_aliases(tr, out_leaves, outputs, traced_leaves)
             differentiable = any(t.grad_fn is not None and t.grad_fn._state is None
                                  for t in out_leaves)
             modified = saved_modified(out_leaves) if differentiable else None
@@ -197,6 +198,7 @@ def _trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
         grad_pattern=grad_pattern, sources=sources, one_shot=bool(created_targets),
         differentiable=differentiable, trace_seconds=t1 - t0, compile_seconds=t2 - t1,
         created_targets=created_targets, guards=guards, frozen=frozen, out_alias=out_alias,
+        out_views=out_views,
         item_state=ItemState(tr.item_guards.values(), tr.item_writes.values()),
         saved_modified=modified, freed_outputs=freed,
         input_layouts=_read_layouts(tr, leaves))
@@ -230,9 +232,30 @@ def _output_aliases(tr: Trace, out_leaves, outputs, traced_leaves) -> dict:
     the no-op `x.reshape(x.shape)`, `x.float()` of float32, `x[0:n]` of length n, for which
     eager returns `x`), or the .grad of one (`loss.backward(); return w.grad`): the call
     returns that very tensor, as eager does, with its identity, memory and autograd link
-    (read after the write-back, for a .grad)."""
-    aliases = {}
+    (read after the write-back, for a .grad).
+
+    Also ("input_view", k) | ("capture_view", i) for outputs that are a view of one
+    (`return x[1:]`, `x.T`, `x.view(-1)`, `x.detach()`), with {output index: (view ops,
+    whether it had autograd history)}: the call returns that view of the real tensor, made
+    after the write-back, sharing its memory as eager's does."""
+    aliases, views = {}, {}
     for j, (t, v) in enumerate(zip(out_leaves, outputs)):
+        found = view_chain(t)
+        if found is not None:
+            root, chain = found
+            for k, leaf in enumerate(traced_leaves):
+                if leaf is root:
+                    aliases[j] = ("input_view", k)
+                    break
+            else:
+                state = tr.captures.get(id(root))
+                if state is not None and state.tensor is root and \
+                        getattr(state, "grad_owner", None) is None and \
+                        not isinstance(root, LiveScalar):
+                    aliases[j] = ("capture_view", state.index)
+            if j in aliases:
+                views[j] = (chain, t.requires_grad)
+                continue
         for k, leaf in enumerate(traced_leaves):
             if leaf is t and v is tr.inputs[k]:
                 aliases[j] = ("input", k)
@@ -253,7 +276,7 @@ def _output_aliases(tr: Trace, out_leaves, outputs, traced_leaves) -> dict:
                         getattr(state.tensor, "_grad", None) is t:
                     aliases[j] = ("grad", state.index)
                     break
-    return aliases
+    return aliases, views
 
 
 def _refuse_symbolic_outputs(tree, name):

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from eager.errors import user_location
-from eager.ops import OPS, has_dims
+from eager.ops import OPS, has_dims, is_dim
 
 from .errors import TracingError
 
@@ -272,3 +272,45 @@ def _made_in(trace, value) -> bool:
             if o is var:
                 return True
     return False
+
+
+# ------------------------------------------------------------ outputs that are views
+def view_chain(t):
+    """(root, ((op, params), ...)) when traced `t` is a view, through view ops only, of
+    `root` (an argument or captured tensor, say), the ops in the order applied; else None.
+    Eagerly such an output shares the root's memory: the compiled call derives it again
+    from the real root (`derive`), so the caller's writes through either reach the other."""
+    chain, u = [], t
+    while u._view_of is not None:
+        link = u._view_of
+        if link.layout is False or _symbolic(link.params):
+            return None  # (params with a symbolic size: not the same at every call)
+        chain.append((link.op, link.params))
+        u = link.base
+    return (u, tuple(reversed(chain))) if chain else None
+
+
+def _symbolic(value) -> bool:
+    if is_dim(value):
+        return True
+    if isinstance(value, (tuple, list)):
+        return any(_symbolic(v) for v in value)
+    if isinstance(value, dict):
+        return any(_symbolic(v) for v in value.values())
+    if isinstance(value, slice):
+        return any(_symbolic(v) for v in (value.start, value.stop, value.step))
+    return False
+
+
+def derive(base, chain, grad: bool):
+    """The view `chain` (from `view_chain`) of real tensor `base`, made as eager makes it;
+    with autograd history only where the traced output had it (`grad`)."""
+    from eager import dispatch
+
+    before = dispatch.set_grad_enabled(grad and dispatch.is_grad_enabled())
+    try:
+        for op, params in chain:
+            base = dispatch.apply(op, base, **params)
+    finally:
+        dispatch.set_grad_enabled(before)
+    return base

@@ -66,3 +66,70 @@ def test_a_generator_seeded_inside_and_library_clock_reads_still_trace():
         warnings.simplefilter("error")
         assert np.array_equal(h(x).numpy(), h(x).numpy())
     assert h.trace_count == 1
+
+
+# ------------------------------------------------- outputs that are views of arguments
+def _arange(requires_grad=False):
+    return eager.tensor(np.arange(12, dtype=np.float32).reshape(3, 4),
+                        requires_grad=requires_grad)
+
+
+def _snap(ts):
+    return [t.detach().numpy().copy() for t in ts]
+
+
+def _same(eager_values, compiled_values):
+    assert len(eager_values) == len(compiled_values)
+    for k, (e, c) in enumerate(zip(eager_values, compiled_values)):
+        np.testing.assert_array_equal(c, e, err_msg=f"value {k}")
+
+
+OUTPUT_VIEWS = {
+    "x[1:]": lambda x: x[1:],
+    "x.T": lambda x: x.T,
+    "x.view(-1)": lambda x: x.view(-1),
+    "x.mul_(2)[:, ::2]": lambda x: x.mul_(2)[:, ::2],
+    "x.diagonal()": lambda x: x.diagonal(),
+    "(x.unbind(0)[1], x + 1)": lambda x: (x.unbind(0)[1], x + 1),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("case", sorted(OUTPUT_VIEWS))
+def test_an_output_that_views_an_argument_shares_its_memory(case, backend):
+    # The compiled call returned a copy: the caller's in-place write through the output
+    # did not reach the argument, nor a write to the argument the output.
+    def run(f):
+        x, seen = _arange(), []
+        for _ in range(3):
+            out = f(x)
+            view = out[0] if isinstance(out, tuple) else out
+            view.add_(10)
+            seen += _snap([x, view])
+            x.mul_(-1)
+            seen += _snap([view])
+        return seen
+
+    body = OUTPUT_VIEWS[case]
+    _same(run(body), run(tracer.function(body, backend=backend)))
+
+
+W = _arange()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_views_of_captures_and_of_arguments_that_need_grad(backend):
+    def f(x):
+        return W.T, (x * 2)[1:], x[1:]
+
+    def run(f):
+        W.data = _arange().data
+        x, seen = _arange(requires_grad=True), []
+        for _ in range(2):
+            wt, a, b = f(x)
+            ((a * b).sum()).backward()
+            wt.mul_(2)  # reaches W
+            seen += _snap([W, a, b, x.grad]) + [np.array([b.requires_grad, b.is_leaf])]
+        return seen
+
+    _same(run(f), run(tracer.function(f, backend=backend)))
