@@ -407,7 +407,7 @@ class ConcreteFunction:
             if j in self._out_views:
                 ns["derive"], ns[f"chain{j}"] = derive, self._out_views[j]
                 base = f"leaves[{i}]" if kind == "input_view" else f"c{i}"
-                lines.append(f"    outs[{j}] = derive({base}, *chain{j})")
+                lines.append(f"    outs[{j}] = derive({base}, *chain{j}, leaves)")
                 continue
             lines.append(f"    outs[{j}] = " + {"input": f"leaves[{i}]", "capture": f"c{i}",
                                                  "grad": f"c{i}._grad",
@@ -591,7 +591,7 @@ class ConcreteFunction:
         for j, (kind, i) in self._out_alias.items():
             if j in self._out_views:
                 base = leaves[i] if kind == "input_view" else self._captures[i]
-                outs[j] = derive(base, *self._out_views[j])
+                outs[j] = derive(base, *self._out_views[j], leaves)
             elif kind == "input":
                 outs[j] = leaves[i]
             elif kind == "capture":

@@ -253,9 +253,11 @@ def _output_aliases(tr: Trace, out_leaves, outputs, traced_leaves) -> dict:
                         getattr(state, "grad_owner", None) is None and \
                         not isinstance(root, LiveScalar):
                     aliases[j] = ("capture_view", state.index)
-            if j in aliases:
-                views[j] = (chain, t.requires_grad)
+            where = _symbol_places(tr, chain)
+            if j in aliases and where is not None:
+                views[j] = (chain, t.requires_grad, where)
                 continue
+            aliases.pop(j, None)
         for k, leaf in enumerate(traced_leaves):
             if leaf is t and v is tr.inputs[k]:
                 aliases[j] = ("input", k)
@@ -277,6 +279,32 @@ def _output_aliases(tr: Trace, out_leaves, outputs, traced_leaves) -> dict:
                     aliases[j] = ("grad", state.index)
                     break
     return aliases, views
+
+
+def _symbol_places(tr: Trace, chain):
+    """{Dim: (argument index, axis)} for the symbolic sizes in view ops `chain`'s params
+    (bound from the call's arguments), or None when an argument has none of them."""
+    dims = set()
+    for _op, params in chain:
+        dims.update(_dims_in(params))
+    where = {}
+    for k, v in enumerate(tr.inputs):
+        for axis, d in enumerate(v.type.shape):
+            if d in dims and d not in where:
+                where[d] = (k, axis)
+    return where if len(where) == len(dims) else None
+
+
+def _dims_in(value) -> list:
+    from eager.ops import is_dim
+
+    if is_dim(value):
+        return [value]
+    if isinstance(value, (tuple, list)):
+        return [d for v in value for d in _dims_in(v)]
+    if isinstance(value, dict):
+        return [d for v in value.values() for d in _dims_in(v)]
+    return []
 
 
 def _refuse_symbolic_outputs(tree, name):

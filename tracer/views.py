@@ -283,34 +283,26 @@ def view_chain(t):
     chain, u = [], t
     while u._view_of is not None:
         link = u._view_of
-        if link.layout is False or _symbolic(link.params):
-            return None  # (params with a symbolic size: not the same at every call)
+        if link.layout is False:
+            return None  # (whether eager's reshape shares memory depends on the sizes)
         chain.append((link.op, link.params))
         u = link.base
     return (u, tuple(reversed(chain))) if chain else None
 
 
-def _symbolic(value) -> bool:
-    if is_dim(value):
-        return True
-    if isinstance(value, (tuple, list)):
-        return any(_symbolic(v) for v in value)
-    if isinstance(value, dict):
-        return any(_symbolic(v) for v in value.values())
-    if isinstance(value, slice):
-        return any(_symbolic(v) for v in (value.start, value.stop, value.step))
-    return False
-
-
-def derive(base, chain, grad: bool):
+def derive(base, chain, grad: bool, where, leaves):
     """The view `chain` (from `view_chain`) of real tensor `base`, made as eager makes it;
-    with autograd history only where the traced output had it (`grad`)."""
+    with autograd history only where the traced output had it (`grad`). `where` gives each
+    symbolic size in the chain's params as (argument index, axis) of the call's `leaves`."""
     from eager import dispatch
 
+    from .symbolic import bind_params
+
+    sizes = {d: leaves[k].shape[axis] for d, (k, axis) in where.items()}
     before = dispatch.set_grad_enabled(grad and dispatch.is_grad_enabled())
     try:
         for op, params in chain:
-            base = dispatch.apply(op, base, **params)
+            base = dispatch.apply(op, base, **(bind_params(params, sizes) if sizes else params))
     finally:
         dispatch.set_grad_enabled(before)
     return base

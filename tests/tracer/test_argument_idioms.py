@@ -133,3 +133,16 @@ def test_views_of_captures_and_of_arguments_that_need_grad(backend):
         return seen
 
     _same(run(f), run(tracer.function(f, backend=backend)))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_output_view_with_a_symbolic_size_shares_memory(backend):
+    f = tracer.function(lambda x: x.unsqueeze(0), backend=backend,
+                        input_signature=[tracer.TensorSpec((None, 4), eager.float32)])
+    for n in (3, 5):
+        x = eager.zeros(n, 4)
+        out = f(x)
+        out[0, 1].fill_(7.0)
+        assert out.shape == (1, n, 4)
+        np.testing.assert_array_equal(x.numpy()[1], [7.0] * 4)
+    assert f.trace_count == 1
