@@ -15,7 +15,7 @@ from eager.random import get_rng_state, set_rng_state
 from eager.ops import OPS
 from eager.tensor import Tensor
 
-from .aliasing import AliasCheck
+from .aliasing import AliasCheck, memory_owner
 from .autodiff import freed_node
 from .backends import get_backend
 from .guards import check_lines, first_failure
@@ -641,9 +641,7 @@ def _signature_matches(inputs, leaves) -> bool:
     return True
 
 
-def _memory_owner(a) -> int:
-    """An id for the memory `a` looks at: its base's, or its own."""
-    return id(a) if a.base is None else id(a.base)
+_memory_owner = memory_owner
 
 
 def _assign_data(t: Tensor, value):

@@ -54,6 +54,9 @@ def layout_of(t):
     if link is not None:
         return link.layout
     data = t._data
+    kept = getattr(data, "kept", None)
+    if kept is not None:
+        return kept[0]
     if data.__class__ is np.ndarray:
         size = data.itemsize
         return _proxy(data.shape, tuple(s // size for s in data.strides),
@@ -87,7 +90,10 @@ def _note_layout_read(t) -> None:
     while t._view_of is not None:
         t = t._view_of.base
     value = t._data
-    if value.__class__ is not np.ndarray and hasattr(value, "var"):  # a TracedValue
+    if getattr(value, "kept", None) is not None:  # an argument written in place
+        if value.kept[1] is not None:
+            value.trace._root().layout_if_written.add(value.kept[1])
+    elif value.__class__ is not np.ndarray and hasattr(value, "var"):  # a TracedValue
         root = value.trace._root()
         if any(value.var is x for x in root.inputs):
             root.layout_if_written.add(id(value.var))
@@ -182,6 +188,8 @@ def write(trace, t, value):
                                f"before writing in place (at {user_location()})")
         _check_known(link, "written in place")
         refresh(trace, t)  # (bring the link up to date: only `t`'s own value is new)
+    else:
+        value = _keep_layout(t, value)
     t._data = value
     if link is None:
         return
@@ -209,6 +217,55 @@ def write(trace, t, value):
         dispatch.note_mutated(base)  # a capture (or created state) of the trace now
     write(trace, base, new)
     link.base_value = base._data
+
+
+def _keep_layout(t, value):
+    """`value`, as `t`'s value after an in-place write, carrying `t`'s memory layout when `t`
+    is an argument or an outside tensor: eagerly an in-place op keeps the tensor's array, so
+    a later reshape, view() or is_contiguous() of `t` sees that array's layout (a transposed
+    argument's), not the C order taken for a computed value."""
+    old = t._data
+    if value.__class__ is np.ndarray or not hasattr(value, "var"):
+        return value
+    kept = getattr(old, "kept", None) if old.__class__ is not np.ndarray else None
+    if kept is None:
+        if old.__class__ is np.ndarray:
+            origin = None  # (an outside tensor: its array is read at every call)
+        elif hasattr(old, "var"):
+            origin = id(old.var)
+            if not any(old.var is x for x in old.trace._root().inputs):
+                return value  # (a value the trace computed: taken as C-ordered, as before)
+        else:
+            return value
+        layout = layout_of(t)
+        if layout is None:
+            return value
+        kept = (layout, origin)
+    from .trace import TracedValue
+
+    new = TracedValue(value.var, value.trace)
+    new.kept = kept
+    return new
+
+
+def kept_needs_copy(value, shape) -> bool:
+    """TracedValue.view_needs_copy for a value with a kept layout (`_keep_layout`)."""
+    _note_kept_read(value)
+    try:
+        np.reshape(value.kept[0], tuple(shape), copy=False)
+    except ValueError:
+        return True
+    return False
+
+
+def kept_c_contiguous(value) -> bool:
+    _note_kept_read(value)
+    return value.kept[0].flags.c_contiguous
+
+
+def _note_kept_read(value) -> None:
+    if value.kept[1] is not None:
+        value.trace._root().layout_reads.add(value.kept[1])
 
 
 def _write_strided(trace, t, value) -> bool:

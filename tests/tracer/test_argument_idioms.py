@@ -146,3 +146,61 @@ def test_an_output_view_with_a_symbolic_size_shares_memory(backend):
         assert out.shape == (1, n, 4)
         np.testing.assert_array_equal(x.numpy()[1], [7.0] * 4)
     assert f.trace_count == 1
+
+
+# ------------------------------------------------- layouts after an in-place write
+def _layouts():
+    """A C-contiguous, a transposed and a column-strided argument, and a clone of the
+    transposed one (eager's clone keeps the strides, as PyTorch's)."""
+    base = eager.tensor(np.arange(24, dtype=np.float32).reshape(4, 6))
+    return [base[:, :4].clone().contiguous(), base.T[:4], base[:, :4], base.T[:4].clone()]
+
+
+def _reshape_after_write(x):
+    # eagerly x keeps its own array: the reshape copies when x is not contiguous, and the
+    # write through its slice then does not reach x
+    x.add_(1)
+    x.reshape(-1)[:5].mul_(2)
+    return x * 1 if x.is_contiguous() else x * -1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_written_argument_keeps_its_layout(backend):
+    # The trace took an argument's new value after x.add_(1) as C-contiguous: the reshape
+    # of a transposed argument was traced as a view and the write went through to x.
+    def run(f):
+        seen = []
+        for x in _layouts():
+            seen += _snap([f(x), x])
+        return seen
+
+    _same(run(_reshape_after_write), run(tracer.function(_reshape_after_write,
+                                                         backend=backend)))
+
+
+G = eager.tensor(np.arange(24, dtype=np.float32).reshape(4, 6)).T
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_written_outside_tensor_keeps_its_layout(backend):
+    def f(x):
+        G.add_(x)
+        G.reshape(-1)[:3].mul_(2)
+        return G.sum()
+
+    def run(f):
+        G.data = eager.tensor(np.arange(24, dtype=np.float32).reshape(4, 6)).T.data
+        return _snap([f(eager.ones(1)), f(eager.ones(1)), G])
+
+    _same(run(f), run(tracer.function(f, backend=backend)))
+
+
+def test_view_of_a_written_transposed_argument_raises_as_eagerly():
+    def f(x):
+        x.add_(1)
+        return x.view(-1)
+
+    with pytest.raises(Exception, match="not contiguous"):
+        f(_layouts()[1])
+    with pytest.raises(Exception, match="not contiguous"):
+        tracer.function(f, backend="interpret")(_layouts()[1])
