@@ -83,6 +83,12 @@ def _trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
     leaf_values = [t._data for t in traced_leaves]
     targs, tkwargs = _rebuild(tree, traced_leaves, args, kwargs, static_argnums,
                               static_argnames, param_names)
+    # The function gets copies of container arguments (holding the traced tensors): what it
+    # appends to or rebinds in them eager does to the caller's containers at every call
+    arg_snapshot = Snapshot(
+        [(f"argument {n}", a) for n, a in zip(param_names, targs) if isinstance(a, _MUTABLE)]
+        + [(f"argument {k}", a) for k, a in tkwargs.items() if isinstance(a, _MUTABLE)],
+        sizes=True)
     recorder = Recorder()
     try:
         with tr:
@@ -126,7 +132,7 @@ def _trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
         _restore_captures(tr)
         rebound = snapshot.changes()
         snapshot.restore(rebound)
-    refuse_rebinding(fn, name, rebound, recorder, roots)
+    refuse_rebinding(fn, name, rebound + arg_snapshot.changes(), recorder, roots)
     caps = tr.capture_order
     _link_grad_aliases(caps)
     reads = list(tr.value_reads.values())
@@ -359,6 +365,9 @@ def _var_name(path: str) -> str:
     while "__" in name:
         name = name.replace("__", "_")
     return name or "arg"
+
+
+_MUTABLE = (list, dict, tuple)
 
 
 def _rebuild(tree, traced_leaves, args, kwargs, static_argnums, static_argnames, param_names):

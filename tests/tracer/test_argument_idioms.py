@@ -204,3 +204,38 @@ def test_view_of_a_written_transposed_argument_raises_as_eagerly():
         f(_layouts()[1])
     with pytest.raises(Exception, match="not contiguous"):
         tracer.function(f, backend="interpret")(_layouts()[1])
+
+
+# ------------------------------------------------- container arguments the function changes
+def _append_to_argument(x, acc):
+    acc.append(x * 2)
+    return x + len(acc)
+
+
+def _add_a_key(x, d):
+    d["y"] = x * 2
+    return x + 1
+
+
+@pytest.mark.parametrize("case", ["list argument", "dict argument"])
+def test_a_container_argument_the_function_changes_is_changed_at_every_call(case):
+    # The function gets copies of container arguments (holding the traced tensors):
+    # acc.append(...) / d["y"] = ... never reached the caller's container; eagerly they
+    # change it at every call
+    def run(f):
+        state, seen = ([] if case == "list argument" else {}), []
+        for v in (1.0, 3.0, 3.0):
+            seen += _snap([f(eager.full((2,), v), state)])
+        if isinstance(state, list):
+            return seen + [np.array(len(state))] + _snap(state)
+        return seen + _snap([state["y"]])
+
+    body = {"list argument": _append_to_argument, "dict argument": _add_a_key}[case]
+    expected = run(body)
+    f = tracer.function(body, backend="interpret")
+    with pytest.warns(RuntimeWarning, match=r"argument (acc|d) .*rebinds this outside state"):
+        got = run(f)
+    _same(expected, got)
+    with pytest.raises(tracer.TracingError, match="rebinds this outside state"):
+        tracer.function(body, backend="interpret", fullgraph=True)(
+            eager.ones(2), [] if case == "list argument" else {})
