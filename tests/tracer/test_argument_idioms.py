@@ -239,3 +239,26 @@ def test_a_container_argument_the_function_changes_is_changed_at_every_call(case
     with pytest.raises(tracer.TracingError, match="rebinds this outside state"):
         tracer.function(body, backend="interpret", fullgraph=True)(
             eager.ones(2), [] if case == "list argument" else {})
+
+
+H = eager.zeros(4, 4)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_outside_tensor_whose_layout_changes_between_calls_is_traced_again(backend):
+    # The captured array's layout was not checked: a trace made with H C-contiguous (its
+    # reshape a view, the write reaching H) served a transposed H, whose reshape copies
+    def f(x):
+        H.reshape(-1)[:3].mul_(2)
+        return H * x
+
+    def run(f):
+        seen = []
+        for layout in _layouts():
+            H.data = layout.data
+            seen += _snap([f(eager.ones(1)), H])
+        return seen
+
+    g = tracer.function(f, backend=backend)
+    _same(run(f), run(g))
+    assert g.trace_count == 4
