@@ -262,3 +262,20 @@ def test_an_outside_tensor_whose_layout_changes_between_calls_is_traced_again(ba
     g = tracer.function(f, backend=backend)
     _same(run(f), run(g))
     assert g.trace_count == 4
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_gradient_of_another_dtype_passed_to_backward(backend):
+    # PyTorch casts backward's gradient to the output's dtype; eager computed on in float64
+    # and the compiled backward's float32 kernel failed to unbox the float64 array
+    def f(a):
+        return (a * 3.0).tanh()
+
+    def run(f):
+        a = eager.tensor(np.linspace(-1, 1, 6, dtype=np.float32), requires_grad=True)
+        f(a).backward(eager.tensor(np.linspace(0.5, 2, 6)))  # float64
+        assert a.grad.dtype == eager.float32
+        return a.grad.numpy()
+
+    # (the numba backend's tanh is a vectorized approximation: a few ulps)
+    np.testing.assert_allclose(run(tracer.function(f, backend=backend)), run(f), rtol=1e-4)
