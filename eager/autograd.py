@@ -393,6 +393,8 @@ def _as_grad(g, out):
         raise op_error("backward", f"gradient shape {g.shape} does not match the output "
                        f"shape {out.shape}", (g, out), hint="pass a gradient of the "
                        "output's shape")
+    if g.dtype != out.dtype:  # (PyTorch casts it to the output's dtype, as here)
+        g = g.to(out.dtype)
     return g
 
 

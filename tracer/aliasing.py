@@ -83,7 +83,22 @@ class AliasCheck:
         return None
 
 
-def _owner(a) -> int:
+def memory_owner(a) -> int:
+    """An id for the memory `a` looks at: that of the array owning it, found through the
+    holder numpy's `as_strided` leaves as the base of a diagonal or unfold view (whose own
+    `base` is not the array it views), or `a`'s own."""
     if a.__class__ is not np.ndarray:
         return id(a)
-    return id(a) if a.base is None else id(a.base)
+    while True:
+        base = a.base
+        if base is None:
+            return id(a)
+        if base.__class__ is not np.ndarray:
+            inner = getattr(base, "base", None)  # (as_strided's DummyArray)
+            if inner.__class__ is not np.ndarray:
+                return id(base)
+            base = inner
+        a = base
+
+
+_owner = memory_owner

@@ -15,18 +15,20 @@ from eager.random import get_rng_state, set_rng_state
 from eager.ops import OPS
 from eager.tensor import Tensor
 
-from .aliasing import AliasCheck
+from .aliasing import AliasCheck, memory_owner
 from .autodiff import freed_node
 from .backends import get_backend
 from .guards import check_lines, first_failure
 from .errors import ProgramRaised, step_error
 from .ir import Graph, Var, may_raise
+from .layout import ANY_LAYOUT, layout_change, layout_key
 from .ownership import assign_grad as _assign_grad, unshared as _unshared
 from .passes import draws_random
 from .pystate import ItemState
 from .pytree import LEAF, flatten, unflatten
 from .symbolic import check_nonempty
 from .trace import TracingError
+from .views import derive
 
 
 # --------------------------------------------------------------------------------------
@@ -46,7 +48,7 @@ class ConcreteFunction:
                  signature, captures, capture_grad_owner, update_targets, grad_pattern,
                  sources, one_shot, differentiable, trace_seconds, compile_seconds,
                  created_targets, guards=(), frozen=(), item_state=None, out_alias=None,
-                 saved_modified=None, freed_outputs=None, input_layouts=()):
+                 saved_modified=None, freed_outputs=None, input_layouts=(), out_views=None):
         self.name = name
         # (argument index, its strides, or None for C-contiguous) of each argument whose
         # layout the trace's view/copy decisions read: a call with another layout takes
@@ -77,6 +79,7 @@ class ConcreteFunction:
         self._items = item_state if item_state is not None else ItemState()
         self._epoch = STRUCTURE_EPOCH[0]
         self._capture_types = tuple((v.type.shape, v.type.dtype) for v in graph.captures)
+        self._capture_strides = tuple(layout_key(t._data) for t in captures)  # (and layouts)
         self._guard_seen = [None] * len(captures)  # per capture: last array that passed
         # Memory owners of the captured arrays (for .grad destinations), kept until one of
         # those arrays changes.
@@ -98,12 +101,13 @@ class ConcreteFunction:
         self._update_copies = _updates_needing_copy(graph)
         # Outputs that are an argument, a capture or a .grad itself (see _output_aliases).
         self._out_alias = out_alias or {}
+        self._out_views = out_views or {}  # (views of one: _output_aliases, tracer.views)
         # Outputs whose graph a backward inside consumed, per index: the released node
         # they get at each call (shared: any backward through it raises at once)
         self._freed = {j: freed_node(*t) for j, t in (freed_outputs or {}).items()}
         self._plain = (not captures and not guards and not graph.updates and out_tree == LEAF
                        and not self._out_copies and not self._freed and len(graph.outputs) == 1
-                       and not self._items and not self.input_layouts)
+                       and not self._out_views and not self._items and not self.input_layouts)
         # Nothing captured, nothing to guard: the signature alone selects this trace.
         self.unguarded = (not captures and not guards and not self._items
                           and not self.input_layouts)
@@ -205,6 +209,9 @@ class ConcreteFunction:
                     return (f"capture {self.graph.capture_names[i]}: "
                             f"{_sig_text(shape, dtype)} -> "
                             f"{_sig_text(np.shape(data), np.asarray(data).dtype)}")
+                if owner is None and layout_key(data) != self._capture_strides[i]:
+                    return layout_change(self.graph.capture_names[i], self._capture_strides[i],
+                                         data)
                 seen[i] = data
                 self._capture_owners[0] = None  # (the generated call's cache of them)
             rg = self._capture_requires_grad[i]
@@ -271,7 +278,8 @@ class ConcreteFunction:
         caps = self._captures
         ns = {"MISS": MISS, "ndarray": np.ndarray, "seen": self._guard_seen,
               "dseen": self._dest_seen, "EPOCH": STRUCTURE_EPOCH, "self": self,
-              "co": self._capture_owners, "_owner": _memory_owner,
+              "co": self._capture_owners, "_owner": memory_owner,
+              "layout_key": layout_key,
               "program": self.program, "assign_data": _assign_data, "assign_grad": _assign_grad,
               "wrap": Tensor._wrap, "copy": np.array, "unflatten": unflatten,
               "out_tree": self.out_tree, "alias": self._alias, "astale": [True],
@@ -287,6 +295,7 @@ class ConcreteFunction:
             owner = self._capture_grad_owner[i]
             shape, dtype = self._capture_types[i]
             ns[f"S{i}"], ns[f"D{i}"] = shape, dtype
+            ns[f"L{i}"] = self._capture_strides[i] if owner is None else ANY_LAYOUT
             if owner is not None:
                 lines.append(f"    g = c{owner}._grad")
                 if guarded:
@@ -299,7 +308,7 @@ class ConcreteFunction:
                           "        co[0] = None",
                           "        astale[0] = True",
                           f"        if d{i}.__class__ is not ndarray or d{i}.shape != S{i} "
-                          f"or d{i}.dtype != D{i}:",
+                          f"or d{i}.dtype != D{i} or layout_key(d{i}) != L{i}:",
                           "            return MISS",
                           f"        seen[{i}] = d{i}"]
                 rg = self._capture_requires_grad[i]
@@ -399,9 +408,13 @@ class ConcreteFunction:
             else:  # input_grad
                 lines.append(f"    assign_grad(leaves[{i}], {r})")
         for j, (kind, i) in self._out_alias.items():
-            lines.append(f"    outs[{j}] = " + {"input": f"leaves[{i}]", "capture": f"c{i}",
-                                                 "grad": f"c{i}._grad",
-                                                 "input_grad": f"leaves[{i}]._grad"}[kind])
+            if j in self._out_views:  # (a view of an argument or capture: made again)
+                ns["derive"], ns[f"chain{j}"] = derive, self._out_views[j]
+                base = f"leaves[{i}]" if kind == "input_view" else f"c{i}"
+                lines.append(f"    outs[{j}] = derive({base}, *chain{j}, leaves)")
+            else:
+                lines.append(f"    outs[{j}] = " + {"input": f"leaves[{i}]", "capture": f"c{i}",
+                             "grad": f"c{i}._grad", "input_grad": f"leaves[{i}]._grad"}[kind])
         if self._items.writes:
             ns["items_replay"] = self._items.replay
             lines.append("    items_replay()")
@@ -578,7 +591,10 @@ class ConcreteFunction:
         """Outputs that are an argument or capture itself become that tensor (eager's
         `return x`), instead of a copy that would lose its autograd link."""
         for j, (kind, i) in self._out_alias.items():
-            if kind == "input":
+            if j in self._out_views:
+                base = leaves[i] if kind == "input_view" else self._captures[i]
+                outs[j] = derive(base, *self._out_views[j], leaves)
+            elif kind == "input":
                 outs[j] = leaves[i]
             elif kind == "capture":
                 outs[j] = self._captures[i]
@@ -625,11 +641,6 @@ def _signature_matches(inputs, leaves) -> bool:
 
             return matches([v.type for v in inputs], [t._data for t in leaves])
     return True
-
-
-def _memory_owner(a) -> int:
-    """An id for the memory `a` looks at: its base's, or its own."""
-    return id(a) if a.base is None else id(a.base)
 
 
 def _assign_data(t: Tensor, value):

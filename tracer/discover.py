@@ -431,7 +431,11 @@ class Snapshot:
     """The entries of the containers and objects reachable before the trace, to find (and
     undo) what the traced function rebound."""
 
-    def __init__(self, roots):
+    def __init__(self, roots, sizes: bool = False):
+        """`sizes`: also note the keys of dicts and the lengths of lists (for the copies of
+        container arguments the function gets; appending to an outside list is a Python
+        side effect made while tracing only, as documented)."""
+        self.note_sizes = sizes
         self.entries: list = []   # (source, container, key, kind, value before)
         self.sizes: dict = {}     # id -> (list or dict, its length before)
         # (opt.state, {param: (its state dict, a copy of it)}) of each optimizer reached
@@ -465,11 +469,19 @@ class Snapshot:
                         self._take(f"{path}.{k}", v, depth + 1)
         elif isinstance(obj, dict):
             self.sizes[id(obj)] = (obj, len(obj))
+            # (its keys too: a key added inside - d["y"] = ... - is a change eager makes
+            # at every call)
+            if self.note_sizes:
+                self.entries.append((f"{source} (a key added or removed)", obj, None,
+                                     "keys", tuple(obj)))
             for k, v in list(obj.items()):
                 self.entries.append((f"{source}[{k!r}]", obj, k, "item", v))
                 self._take(f"{source}[{k!r}]", v, depth + 1)
         elif isinstance(obj, list):
             self.sizes[id(obj)] = (obj, len(obj))
+            # (its length first: restored before its items; acc.append(...) changes it)
+            if self.note_sizes:
+                self.entries.append((f"{source} (its length)", obj, None, "len", len(obj)))
             for i, v in enumerate(list(obj)):
                 self.entries.append((f"{source}[{i}]", obj, i, "item", v))
                 self._take(f"{source}[{i}]", v, depth + 1)
@@ -491,6 +503,10 @@ class Snapshot:
         out = []
         for entry in self.entries:
             _source, obj, key, kind, before = entry
+            if kind in ("keys", "len"):
+                if (tuple(obj) if kind == "keys" else len(obj)) != before:
+                    out.append(entry)
+                continue
             try:
                 now = obj[key] if kind == "item" else obj.__dict__.get(key, _GONE)
             except (KeyError, IndexError):
@@ -504,7 +520,13 @@ class Snapshot:
     @staticmethod
     def restore(changes):
         for _source, obj, key, kind, before in changes:
-            if kind == "item":
+            if kind == "keys":
+                for k in [k for k in obj if k not in set(before)]:
+                    del obj[k]  # (removed keys come back with their item entries)
+            elif kind == "len":
+                del obj[before:]
+                obj.extend([None] * (before - len(obj)))  # (its items entries refill these)
+            elif kind == "item":
                 obj[key] = before
             else:
                 obj.__dict__[key] = before

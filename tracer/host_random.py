@@ -5,14 +5,26 @@ while tracing: the trace would use those numbers at every call, where eager draw
 tracing.trace_function notes the generators' states before the traced code runs (the two
 global ones and any generator object among the call's roots: an `rng` global or closure
 variable) and, if one moved, puts them all back and raises `HostRandomInTrace`: the
-signature then runs eagerly (tracer.function), drawing exactly eager's numbers. A generator
-made inside the function from fresh OS entropy (`np.random.default_rng()`) is not seen.
+signature then runs eagerly (tracer.function), drawing exactly eager's numbers.
+
+Values from the outside world that the user's code reads while it is traced are refused the
+same way (`outside_reads`): fresh OS entropy (`np.random.default_rng()`, `PCG64()`,
+`random.Random()`, `secrets`, `os.urandom`) and the clock (`time.time()`, `perf_counter()`,
+...). Those entry points are wrapped while a trace runs; a call from the tracing thread's
+user code is noted, other threads and tracejit's own calls pass through unseen.
 """
 from __future__ import annotations
 
+import os
 import random
+import sys
+import threading
+import time
+from contextlib import contextmanager
 
 import numpy as np
+
+from eager.errors import _is_library_file
 
 from .discover import _where_defined
 from .errors import TracingError
@@ -61,14 +73,112 @@ def host_random_states(roots) -> list:
     return [(desc, g, _generator_state(g)) for desc, g, _ in found]
 
 
-def refuse_host_random(before: list, fn, name: str) -> None:
+def refuse_host_random(before: list, fn, name: str, outside=()) -> None:
+    """Raise HostRandomInTrace if a generator in `before` moved or the user's code read a
+    value from the outside world (`outside`: the notes of `outside_reads`)."""
     moved = [desc for desc, g, state in before if not _same_state(_generator_state(g), state)]
-    if not moved:
+    if not moved and not outside:
         return
     for _desc, g, state in before:
         _set_generator_state(g, state)
+    if outside:
+        where, what = outside[0]
+        raise HostRandomInTrace(
+            f"{where}: {name} reads {what} while it is traced; a trace would use that value "
+            f"at every call. Read it outside the function and pass it in as an argument "
+            f"(random numbers: eager.rand / eager.randn / eager.randint are recorded, new "
+            f"numbers at every call; a generator seeded inside, np.random.default_rng(seed), "
+            f"gives the same numbers at every call and traces)")
     raise HostRandomInTrace(
         f"{_where_defined(fn)}: {name} draws numbers from {' and '.join(moved)} while it "
         f"is traced; a trace would use those numbers at every call. Draw them with "
         f"eager.rand / eager.randn / eager.randint (recorded: new numbers at every call), "
         f"or pass them in as arguments")
+
+
+# ------------------------------------------------------------------ the outside world
+_STDLIB = os.path.dirname(os.__file__) + os.sep
+# (frames of these files are skipped: the stdlib's generators calling the entropy source
+# for the user, `random.Random()` or numpy's default_rng() through `secrets`)
+_PASS_THROUGH = (random.__file__, os.path.join(_STDLIB, "secrets.py"))
+_CLOCKS = ("time", "time_ns", "perf_counter", "perf_counter_ns", "monotonic",
+           "monotonic_ns", "process_time", "process_time_ns", "thread_time", "thread_time_ns")
+_ENTROPY = "fresh OS entropy ({})"
+_watching = threading.local()
+_lock = threading.Lock()
+_installed: list = []  # (owner, attribute, original) while any thread traces
+_tracing_threads = [0]
+
+
+def _note(what: str) -> None:
+    notes = getattr(_watching, "notes", None)
+    if notes is None:
+        return
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_code.co_filename in _PASS_THROUGH:
+        frame = frame.f_back
+    if frame is None:
+        return
+    filename = frame.f_code.co_filename
+    if _is_library_file(filename) or filename.startswith(_STDLIB):
+        return  # (tracejit's own timing, logging's timestamps, tempfile's names)
+    notes.append((f"{os.path.basename(filename)}:{frame.f_lineno}", what))
+
+
+def _wrapped(original, what):
+    def watched(*args, **kwargs):
+        _note(what)
+        return original(*args, **kwargs)
+
+    watched.__wrapped__ = original
+    return watched
+
+
+def _seed_watched(original):
+    def seed(self, a=None, *args, **kwargs):
+        if a is None:
+            _note(_ENTROPY.format("a random.Random() seeded from the OS"))
+        return original(self, a, *args, **kwargs)
+
+    seed.__wrapped__ = original
+    return seed
+
+
+def _install() -> None:
+    targets = [(time, name, _wrapped(getattr(time, name), f"the clock (time.{name}())"))
+               for name in _CLOCKS if hasattr(time, name)]
+    targets.append((os, "urandom", _wrapped(os.urandom, _ENTROPY.format("os.urandom()"))))
+    # numpy's SeedSequence() (default_rng(), PCG64(), Generator(PCG64()), RandomState()),
+    # random.SystemRandom and secrets all draw through random._urandom
+    targets.append((random, "_urandom", _wrapped(
+        random._urandom, _ENTROPY.format("a generator seeded from the OS: "
+                                         "np.random.default_rng(), SystemRandom, secrets"))))
+    targets.append((random.Random, "seed", _seed_watched(random.Random.seed)))
+    for owner, attr, wrapper in targets:
+        _installed.append((owner, attr, owner.__dict__[attr]))
+        setattr(owner, attr, wrapper)
+
+
+@contextmanager
+def outside_reads():
+    """Within the block, the list it gives collects ('file.py:LINE', what) for each read of
+    the clock or of fresh OS entropy made by the user's code in this thread."""
+    outer = getattr(_watching, "notes", None)
+    notes: list = []
+    with _lock:
+        if _tracing_threads[0] == 0:
+            _install()
+        _tracing_threads[0] += 1
+    _watching.notes = notes
+    try:
+        yield notes
+    finally:
+        _watching.notes = outer
+        if outer is not None:
+            outer.extend(notes)  # (a trace made inside a trace: the outer one read them too)
+        with _lock:
+            _tracing_threads[0] -= 1
+            if _tracing_threads[0] == 0:
+                while _installed:
+                    owner, attr, original = _installed.pop()
+                    setattr(owner, attr, original)

@@ -226,3 +226,28 @@ def view_needs_copy(trace, var, shape) -> bool:
 def is_c_contiguous(trace, var) -> bool:
     w = witness(trace, var)
     return w is None or w.flags.c_contiguous
+
+
+# ----------------------------------------------------- captured arrays' layouts, per call
+def layout_key(data):
+    """None for a C-contiguous array (or no array), else its strides: a captured array
+    with another key than at trace time fails the trace's guards (its view-or-copy
+    decisions read the layout, as eager's do)."""
+    if data.__class__ is not np.ndarray or data.flags.c_contiguous:
+        return None
+    return data.strides
+
+
+def layout_change(name, was, data) -> str:
+    return (f"capture {name}: strides {was or 'C-contiguous'} -> "
+            f"{layout_key(data) or 'C-contiguous'}")
+
+
+class _AnyLayout:
+    """Equal to every layout key (a captured .grad: its layout is not checked)."""
+
+    def __ne__(self, other):
+        return False
+
+
+ANY_LAYOUT = _AnyLayout()

@@ -41,11 +41,14 @@ _INSTEAD = ("use tracer.cond(pred, true_fn, false_fn, *operands) for data-depend
 class TracedValue:
     """Stands in for a numpy array inside traced tensors: a `Var` of the trace."""
 
-    __slots__ = ("var", "trace")
+    __slots__ = ("var", "trace", "kept")
 
     def __init__(self, var: Var, trace: "Trace"):
         self.var = var
         self.trace = trace
+        # (layout proxy, id of the argument Var it is, or None) for the value an in-place
+        # write gave a tensor: eagerly the tensor keeps its array's layout (tracer.views)
+        self.kept = None
 
     @property
     def shape(self) -> tuple:
@@ -104,12 +107,16 @@ class TracedValue:
         """Whether eager's array would have to be copied to take `shape` (Tensor.view)."""
         from .layout import view_needs_copy
 
+        if self.kept is not None:
+            return views.kept_needs_copy(self, shape)
         return view_needs_copy(self.trace, self.var, shape)
 
     @property
     def c_contiguous(self) -> bool:
         from .layout import is_c_contiguous
 
+        if self.kept is not None:
+            return views.kept_c_contiguous(self)
         return is_c_contiguous(self.trace, self.var)
 
     def astype(self, dtype):

@@ -24,13 +24,14 @@ from .captures import (_entry_grads, _find_sources, _link_grad_aliases,
 from .concrete import ConcreteFunction
 from .discover import Recorder, Snapshot, _where_defined, collect_guards, refuse_rebinding
 from .errors import ProgramRaised
-from .host_random import host_random_states, refuse_host_random
+from .host_random import host_random_states, outside_reads, refuse_host_random
 from .guards import Guard
 from .ir import Graph, UpdateKind, verify
 from .pystate import ItemState, restore_items
 from .pytree import Static, flatten, unflatten
 from .trace import (VALUE_GUARD_ELEMENTS, HistoryAfterCall, LiveScalar,
                     AutogradStateChanged, Trace)
+from .views import view_chain
 
 
 def _raised_in(exc: BaseException, code) -> bool:
@@ -84,6 +85,12 @@ def _trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
     leaf_values = [t._data for t in traced_leaves]
     targs, tkwargs = _rebuild(tree, traced_leaves, args, kwargs, static_argnums,
                               static_argnames, param_names)
+    # The function gets copies of container arguments (holding the traced tensors): what it
+    # appends to or rebinds in them eager does to the caller's containers at every call
+    arg_snapshot = Snapshot(
+        [(f"argument {n}", a) for n, a in zip(param_names, targs) if isinstance(a, _MUTABLE)]
+        + [(f"argument {k}", a) for k, a in tkwargs.items() if isinstance(a, _MUTABLE)],
+        sizes=True)
     recorder = Recorder()
     grad_mode = dispatch.is_grad_enabled()
     try:
@@ -91,8 +98,9 @@ def _trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
             with recorder:
                 rng_before = host_random_states(roots)
                 try:
-                    out = fn(*targs, **tkwargs)
-                    refuse_host_random(rng_before, fn, name)
+                    with outside_reads() as outside:
+                        out = fn(*targs, **tkwargs)
+                    refuse_host_random(rng_before, fn, name, outside)
                     # (one given a history in place is HistoryAfterCall's, below)
                     rg_changed = [(t, rg) for t, rg in tr.entry_requires_grad.values()
                                   if t.requires_grad != rg and t.grad_fn is None]
@@ -115,7 +123,7 @@ def _trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
             out_tree = flatten(out, out_leaves, "out", out_names)
             _refuse_symbolic_outputs(out_tree, name)
             outputs = tuple(tr.lift(t) for t in out_leaves)
-            out_alias = _output_aliases(tr, out_leaves, outputs, traced_leaves)
+            out_alias, out_views = _output_aliases(tr, out_leaves, outputs, traced_leaves)
             differentiable = any(t.grad_fn is not None and t.grad_fn._state is None
                                  for t in out_leaves)
             modified = eager_only_backward(out_leaves) if differentiable else None
@@ -135,7 +143,7 @@ def _trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
         dispatch.set_grad_enabled(grad_mode)
         rebound = snapshot.changes()
         snapshot.restore(rebound)
-    refuse_rebinding(fn, name, rebound, recorder, roots)
+    refuse_rebinding(fn, name, rebound + arg_snapshot.changes(), recorder, roots)
     if rg_changed:
         _refuse_requires_grad_change(fn, name, args, kwargs, rg_changed)
     if mode_left != grad_mode:
@@ -216,6 +224,7 @@ def _trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
         grad_pattern=grad_pattern, sources=sources, one_shot=bool(created_targets),
         differentiable=differentiable, trace_seconds=t1 - t0, compile_seconds=t2 - t1,
         created_targets=created_targets, guards=guards, frozen=frozen, out_alias=out_alias,
+        out_views=out_views,
         item_state=ItemState(tr.item_guards.values(), tr.item_writes.values()),
         saved_modified=modified, freed_outputs=freed,
         input_layouts=_read_layouts(tr, leaves))
@@ -249,9 +258,32 @@ def _output_aliases(tr: Trace, out_leaves, outputs, traced_leaves) -> dict:
     the no-op `x.reshape(x.shape)`, `x.float()` of float32, `x[0:n]` of length n, for which
     eager returns `x`), or the .grad of one (`loss.backward(); return w.grad`): the call
     returns that very tensor, as eager does, with its identity, memory and autograd link
-    (read after the write-back, for a .grad)."""
-    aliases = {}
+    (read after the write-back, for a .grad).
+
+    Also ("input_view", k) | ("capture_view", i) for outputs that are a view of one
+    (`return x[1:]`, `x.T`, `x.view(-1)`, `x.detach()`), with {output index: (view ops,
+    whether it had autograd history)}: the call returns that view of the real tensor, made
+    after the write-back, sharing its memory as eager's does."""
+    aliases, views = {}, {}
     for j, (t, v) in enumerate(zip(out_leaves, outputs)):
+        found = view_chain(t)
+        if found is not None:
+            root, chain = found
+            for k, leaf in enumerate(traced_leaves):
+                if leaf is root:
+                    aliases[j] = ("input_view", k)
+                    break
+            else:
+                state = tr.captures.get(id(root))
+                if state is not None and state.tensor is root and \
+                        getattr(state, "grad_owner", None) is None and \
+                        not isinstance(root, LiveScalar):
+                    aliases[j] = ("capture_view", state.index)
+            where = _symbol_places(tr, chain)
+            if j in aliases and where is not None:
+                views[j] = (chain, t.requires_grad, where)
+                continue
+            aliases.pop(j, None)
         for k, leaf in enumerate(traced_leaves):
             if leaf is t and v is tr.inputs[k]:
                 aliases[j] = ("input", k)
@@ -272,7 +304,33 @@ def _output_aliases(tr: Trace, out_leaves, outputs, traced_leaves) -> dict:
                         getattr(state.tensor, "_grad", None) is t:
                     aliases[j] = ("grad", state.index)
                     break
-    return aliases
+    return aliases, views
+
+
+def _symbol_places(tr: Trace, chain):
+    """{Dim: (argument index, axis)} for the symbolic sizes in view ops `chain`'s params
+    (bound from the call's arguments), or None when an argument has none of them."""
+    dims = set()
+    for _op, params in chain:
+        dims.update(_dims_in(params))
+    where = {}
+    for k, v in enumerate(tr.inputs):
+        for axis, d in enumerate(v.type.shape):
+            if d in dims and d not in where:
+                where[d] = (k, axis)
+    return where if len(where) == len(dims) else None
+
+
+def _dims_in(value) -> list:
+    from eager.ops import is_dim
+
+    if is_dim(value):
+        return [value]
+    if isinstance(value, (tuple, list)):
+        return [d for v in value for d in _dims_in(v)]
+    if isinstance(value, dict):
+        return [d for v in value.values() for d in _dims_in(v)]
+    return []
 
 
 def _refuse_symbolic_outputs(tree, name):
@@ -327,6 +385,9 @@ def _var_name(path: str) -> str:
     while "__" in name:
         name = name.replace("__", "_")
     return name or "arg"
+
+
+_MUTABLE = (list, dict, tuple)
 
 
 def _rebuild(tree, traced_leaves, args, kwargs, static_argnums, static_argnames, param_names):

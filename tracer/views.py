@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from eager.errors import user_location
-from eager.ops import OPS, has_dims
+from eager.ops import OPS, has_dims, is_dim
 
 from .errors import TracingError
 
@@ -54,6 +54,9 @@ def layout_of(t):
     if link is not None:
         return link.layout
     data = t._data
+    kept = getattr(data, "kept", None)
+    if kept is not None:
+        return kept[0]
     if data.__class__ is np.ndarray:
         size = data.itemsize
         return _proxy(data.shape, tuple(s // size for s in data.strides),
@@ -87,7 +90,10 @@ def _note_layout_read(t) -> None:
     while t._view_of is not None:
         t = t._view_of.base
     value = t._data
-    if value.__class__ is not np.ndarray and hasattr(value, "var"):  # a TracedValue
+    if getattr(value, "kept", None) is not None:  # an argument written in place
+        if value.kept[1] is not None:
+            value.trace._root().layout_if_written.add(value.kept[1])
+    elif value.__class__ is not np.ndarray and hasattr(value, "var"):  # a TracedValue
         root = value.trace._root()
         if any(value.var is x for x in root.inputs):
             root.layout_if_written.add(id(value.var))
@@ -182,6 +188,8 @@ def write(trace, t, value):
                                f"before writing in place (at {user_location()})")
         _check_known(link, "written in place")
         refresh(trace, t)  # (bring the link up to date: only `t`'s own value is new)
+    else:
+        value = _keep_layout(t, value)
     t._data = value
     if link is None:
         return
@@ -211,6 +219,55 @@ def write(trace, t, value):
     link.base_value = base._data
 
 
+def _keep_layout(t, value):
+    """`value`, as `t`'s value after an in-place write, carrying `t`'s memory layout when `t`
+    is an argument or an outside tensor: eagerly an in-place op keeps the tensor's array, so
+    a later reshape, view() or is_contiguous() of `t` sees that array's layout (a transposed
+    argument's), not the C order taken for a computed value."""
+    old = t._data
+    if value.__class__ is np.ndarray or not hasattr(value, "var"):
+        return value
+    kept = getattr(old, "kept", None) if old.__class__ is not np.ndarray else None
+    if kept is None:
+        if old.__class__ is np.ndarray:
+            origin = None  # (an outside tensor: its array is read at every call)
+        elif hasattr(old, "var"):
+            origin = id(old.var)
+            if not any(old.var is x for x in old.trace._root().inputs):
+                return value  # (a value the trace computed: taken as C-ordered, as before)
+        else:
+            return value
+        layout = layout_of(t)
+        if layout is None:
+            return value
+        kept = (layout, origin)
+    from .trace import TracedValue
+
+    new = TracedValue(value.var, value.trace)
+    new.kept = kept
+    return new
+
+
+def kept_needs_copy(value, shape) -> bool:
+    """TracedValue.view_needs_copy for a value with a kept layout (`_keep_layout`)."""
+    _note_kept_read(value)
+    try:
+        np.reshape(value.kept[0], tuple(shape), copy=False)
+    except ValueError:
+        return True
+    return False
+
+
+def kept_c_contiguous(value) -> bool:
+    _note_kept_read(value)
+    return value.kept[0].flags.c_contiguous
+
+
+def _note_kept_read(value) -> None:
+    if value.kept[1] is not None:
+        value.trace._root().layout_reads.add(value.kept[1])
+
+
 def _write_strided(trace, t, value) -> bool:
     """A write to `t` whose chain of views passes through a diagonal or unfold (eager/
     strided_ops.py): `scatter` `value` into that view's base at the element positions `t`
@@ -237,8 +294,10 @@ def _write_strided(trace, t, value) -> bool:
     pos = np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape)  # element numbers
     for link in reversed(chain):
         pos = np.asarray(link.op.impl(pos, **link.params))
-    index = np.unravel_index(np.ascontiguousarray(pos), shape)
-    consts = tuple(fn.const(np.ascontiguousarray(i), np.int64) for i in index)
+    # (np.array, not np.ascontiguousarray: that makes a 0-d position, one element of the
+    # view written, 1-d, and the scatter's index no longer has the written value's shape)
+    index = np.unravel_index(np.array(pos, order="C"), shape)
+    consts = tuple(fn.const(np.array(i, dtype=np.int64, order="C"), np.int64) for i in index)
     new = trace.compute(OPS["scatter"], (root, t) + consts, {})
     if root._data.__class__ is np.ndarray:
         from eager import dispatch
@@ -270,3 +329,37 @@ def _made_in(trace, value) -> bool:
             if o is var:
                 return True
     return False
+
+
+# ------------------------------------------------------------ outputs that are views
+def view_chain(t):
+    """(root, ((op, params), ...)) when traced `t` is a view, through view ops only, of
+    `root` (an argument or captured tensor, say), the ops in the order applied; else None.
+    Eagerly such an output shares the root's memory: the compiled call derives it again
+    from the real root (`derive`), so the caller's writes through either reach the other."""
+    chain, u = [], t
+    while u._view_of is not None:
+        link = u._view_of
+        if link.layout is False:
+            return None  # (whether eager's reshape shares memory depends on the sizes)
+        chain.append((link.op, link.params))
+        u = link.base
+    return (u, tuple(reversed(chain))) if chain else None
+
+
+def derive(base, chain, grad: bool, where, leaves):
+    """The view `chain` (from `view_chain`) of real tensor `base`, made as eager makes it;
+    with autograd history only where the traced output had it (`grad`). `where` gives each
+    symbolic size in the chain's params as (argument index, axis) of the call's `leaves`."""
+    from eager import dispatch
+
+    from .symbolic import bind_params
+
+    sizes = {d: leaves[k].shape[axis] for d, (k, axis) in where.items()}
+    before = dispatch.set_grad_enabled(grad and dispatch.is_grad_enabled())
+    try:
+        for op, params in chain:
+            base = dispatch.apply(op, base, **(bind_params(params, sizes) if sizes else params))
+    finally:
+        dispatch.set_grad_enabled(before)
+    return base

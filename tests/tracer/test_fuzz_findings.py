@@ -540,12 +540,10 @@ def test_bool_add_in_a_fused_kernel_is_an_or(backend):
                 backend, requires_grad=False)
 
 
-@pytest.mark.xfail(strict=True, reason="open: an in-place write through an element of a "
-                   "diagonal view (offset 1) fails to trace: 'scatter: src shape () != index "
-                   "shape (1,)' where eager writes it (the fuzzer's program 91141; it raises, "
-                   "not a silent difference)")
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_inplace_write_through_an_element_of_a_diagonal_view(backend):
+    # The fuzzer's program 91141: the write of one element (a 0-d view) of a diagonal
+    # view failed to trace ('scatter: src shape () != index shape (1,)').
     def f(a0):
         t1 = a0.diagonal(offset=1, dim1=-2, dim2=-1)
         t1[0].mul_(0.0)
@@ -553,3 +551,19 @@ def test_inplace_write_through_an_element_of_a_diagonal_view(backend):
 
     assert_same(f, lambda: [eager.tensor(np.arange(1, 5, dtype=np.float32).reshape(1, 4))],
                 backend, requires_grad=False)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_gradients_of_two_outputs_through_a_bfloat16_cast_are_summed_before_rounding(backend):
+    # The fuzzer's program 17501 (under TRACER_CHECK=1): the compiled backward ran once per
+    # output and rounded each output's gradient through the bfloat16 cast, where eager
+    # rounds their sum once: with cotangents that cancel, a1.grad was 30% off
+    def f(a1):
+        t2 = a1.to(eager.bfloat16).float()
+        t3 = (t2 * t2).sum(1, keepdim=True)
+        return t3.clone(), t3
+
+    with pytest.warns(RuntimeWarning, match="rounds them through a bfloat16 cast"):
+        assert_same(f, lambda: [eager.tensor(np.array([[0.3, -0.7, 1.1, 0.05]], np.float32),
+                                             requires_grad=True)],
+                    backend, backward=lambda outs: (outs[0] * 1.0 + outs[1] * -0.99).sum())

@@ -175,14 +175,16 @@ def test_namedtuple_and_keyword_tensors():
 def test_results_do_not_alias_arguments():
     @fn
     def f(x, y):
-        return x, x, y.reshape(-1)
+        return x, x, y.reshape(-1), y + 0
 
     x, y = eager.randn(2, 2), eager.randn(2, 2)
-    a, b, c = f(x, y)
+    a, b, c, d = f(x, y)
     # An argument returned is the argument itself, as eager's `return x` (a copy would lose
-    # its autograd link: issue 13, item 9); a computed value is not.
+    # its autograd link: issue 13, item 9); a view of one is a view of it, as eagerly
+    # (test_argument_idioms.py); a computed value is neither.
     assert a is x and b is x
-    assert not np.shares_memory(c.numpy(), y.numpy())
+    assert np.shares_memory(c.numpy(), y.numpy())
+    assert not np.shares_memory(d.numpy(), y.numpy())
 
 
 # --------------------------------------------------------------------------------------
