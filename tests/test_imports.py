@@ -20,6 +20,9 @@ LAYER = {"eager": 0, "tracer": 1, "codegen": 2}
 LAZY = {
     ("tracer.ir", "tracer.printing"):
         "str(graph) is the printout; printing needs the IR's classes",
+    ("tracer.views", "tracer.trace"):
+        "an in-place write's result keeps the argument's layout in a new TracedValue; the trace "
+        "imports views for its view and write rules",
     ("codegen.fuse", "codegen.emit"):
         "fuse's cost estimate asks emit whether a row kernel streams its output (emit._streams); "
         "goes with the split of emit.py",

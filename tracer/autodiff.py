@@ -122,7 +122,7 @@ def _refuse_rounding_per_output(bwd: Graph, n_cotangents: int) -> None:
         if not any(id(x) in grads for x in e.inputs if isinstance(x, Var)):
             continue
         grads.update(id(o) for o in e.outs)
-        if e.op == "cast" and e.params.get("dtype") in HALF:
+        if OPS[e.op].converts and e.params.get("dtype") in HALF:
             raise TracingError(
                 f"several outputs need gradients and the backward rounds them through a "
                 f"{e.params['dtype']} cast ({e.loc or bwd.name}), which eager does once on "
