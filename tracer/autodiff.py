@@ -437,6 +437,16 @@ def saved_modified(outputs) -> str | None:
     The IR autodiff differentiates the functional (in-place-free) graph, so it would give
     a gradient where eager raises; such a function's outputs get eager's autograd instead.
     """
+    for node in _unreleased_nodes(outputs):
+        try:
+            node.check_saved()
+        except RuntimeError as exc:
+            return str(exc)
+    return None
+
+
+def _unreleased_nodes(outputs):
+    """The autograd nodes behind `outputs` whose saved values backward has not released yet."""
     seen, stack = set(), [t.grad_fn for t in outputs if isinstance(t, Tensor)]
     while stack:
         node = stack.pop()
@@ -444,12 +454,8 @@ def saved_modified(outputs) -> str | None:
             continue
         seen.add(id(node))
         if node._state is None:
-            try:
-                node.check_saved()
-            except RuntimeError as exc:
-                return str(exc)
+            yield node
         stack.extend(node.edges)
-    return None
 
 
 def eager_only_backward(outputs) -> str | None:
@@ -460,16 +466,10 @@ def eager_only_backward(outputs) -> str | None:
     modified = saved_modified(outputs)
     if modified is not None:
         return f"an in-place op modified a value backward needs ({modified})"
-    seen, stack = set(), [t.grad_fn for t in outputs if isinstance(t, Tensor)]
-    while stack:
-        node = stack.pop()
-        if not isinstance(node, Node) or id(node) in seen:
-            continue
-        seen.add(id(node))
-        if node._state is None and getattr(node.op, "category", None) == "custom":
+    for node in _unreleased_nodes(outputs):
+        if getattr(node.op, "category", None) == "custom":
             return (f"the gradient goes through the custom autograd.Function "
                     f"{node.op.name}, whose backward a compiled backward would not run")
-        stack.extend(node.edges)
     return None
 
 
