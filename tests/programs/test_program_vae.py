@@ -85,14 +85,18 @@ def _run(compiled, backend, dtype=np.float32, logits=False):
     for data in _data(dtype):
         loss = step(data)
         yield [loss.item()], snapshot([model], [optimizer])
+    if compiled:
+        assert step.trace_count == 1
 
 
+@pytest.mark.filterwarnings("error::RuntimeWarning")  # (compiled, not an eager fallback)
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_vae_compiled_matches_eager(backend):
     losses = compare_runs(lambda c, b: _run(c, b), STEPS, backend, rtol=1e-4, atol=1e-5)
     assert len({l[0] for l in losses}) == STEPS and all(np.isfinite(losses))
 
 
+@pytest.mark.filterwarnings("error::RuntimeWarning")
 def test_vae_with_logits_float64_matches_eager_closely(backend="interpret"):
     # the float64 program's own kernels cost seconds to build: the IR (autodiff of
     # binary_cross_entropy_with_logits, Adam) is checked on the interpreter
