@@ -65,6 +65,10 @@ class Lowering:
     # "product" (np.matmul writes it into a given array), "permutes" (a view by
     # params["perm"]), "reshapes" (a view of the same elements in C order)
     placement: str = ""
+    # numpy: its step kernel is one long sequential loop (an RNN's time loop) that releases
+    # the GIL: the runner may run it on the kernel pool's thread while the calling thread
+    # runs products that do not depend on it (codegen.overlap)
+    sequential: bool = False
 
 
 def _pow(e, args, imports, const):
@@ -275,9 +279,11 @@ LOWERING: dict[str, Lowering] = {
     "plane_gather": Lowering("numpy", step_kernel=step_kernels.plane_gather),
     "plane_scatter_add": Lowering("numpy", step_kernel=step_kernels.plane_scatter_add),
     # eager/ops_rnn.py (an LSTM layer's time loop: one Numba call, numpy's BLAS per step)
-    "lstm_recurrence": Lowering("numpy", step_kernel=step_kernels_rnn.lstm_recurrence),
+    "lstm_recurrence": Lowering("numpy", step_kernel=step_kernels_rnn.lstm_recurrence,
+                                sequential=True),
     "lstm_recurrence_backward": Lowering("numpy",
-                                         step_kernel=step_kernels_rnn.lstm_recurrence_backward),
+                                         step_kernel=step_kernels_rnn.lstm_recurrence_backward,
+                                         sequential=True),
     # eager/dtype_ops.py (Tensor.view(dtype)), eager/strided_ops.py: strided views, copied
     "view_dtype": Lowering("numpy", inline=runner_forms.copied_view),
     "diagonal": Lowering("numpy", inline=runner_forms.copied_view),

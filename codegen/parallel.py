@@ -33,6 +33,27 @@ def _split_threads() -> int:
     return _SPLIT_THREADS
 
 
+class _Solo(threading.local):
+    """`with SOLO:` codegen.gemm's products split over this thread alone (`threads_here`):
+    the pool's thread runs a long step meanwhile (codegen.overlap)."""
+
+    on = False
+
+    def __enter__(self):
+        self.on = True
+
+    def __exit__(self, *exc):
+        self.on = False
+
+
+SOLO = _Solo()
+
+
+def threads_here() -> int:
+    """The threads a product called on this thread now splits over."""
+    return 1 if SOLO.on else _split_threads()
+
+
 def _split_pool():
     global _SPLIT_POOL
     with _SPLIT_LOCK:

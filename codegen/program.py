@@ -90,6 +90,8 @@ class Program:
             self._ahead.close()
             self.emitted, self.step_sources = {}, {}
         self.results = [self._operand(x) for x in graph.results]
+        # {long step: the steps run meanwhile on the calling thread} (codegen.overlap)
+        self.regions: dict = {}
         self.runner_source, self._run, self.call1 = runner.generate(self)
         self._observed = None  # (run_observed's runner, generated on first use)
 
@@ -320,7 +322,18 @@ class Program:
         if failed:
             text += "\n" + "\n".join(f"  note: {k.name} runs through numpy ({k.error})"
                                      for k in failed)
-        return text + "\n" + self.describe_steps()
+        return text + "\n" + self.describe_steps() + self.describe_regions()
+
+    def describe_regions(self) -> str:
+        """The steps the runner runs at once (codegen.overlap), a line per long step."""
+        lines = []
+        for k, mine in self.regions.items():
+            beside = ", ".join(step_text(self.steps[j], self._name).split(None, 1)[1]
+                               .split(" = ")[0] for j in mine)
+            outs = step_text(self.steps[k], self._name).split(None, 1)[1].split(" = ")[0]
+            lines.append(f"  at once: {outs} = {self.steps[k].eqn.op} on the kernel pool's "
+                         f"thread, {beside} on the calling thread")
+        return "".join("\n" + line for line in lines)
 
     @property
     def compiled_kernels(self) -> list:

@@ -22,7 +22,7 @@ from tracer.errors import STEP_LINES
 from tracer.ir import Literal
 from tracer.symbolic import bind_params, check_nonempty, param_has_dims
 
-from . import matmul_layout, placement
+from . import matmul_layout, overlap, parallel, placement
 from .lower import LOWERING
 from .outpool import _recycled, _recycles
 from .steps import FallbackStep, subgraph_runner, KernelCall, SubgraphStep
@@ -42,6 +42,8 @@ def generate(program, observe: bool = False):
     for each value it wrote (check mode's search for the first diverging equation)."""
     gen = _Generator(program, observe)
     body, ns = gen.body()
+    if not observe:  # (the observing runner runs every step in order, on this thread)
+        program.regions = gen.regions
     results = [gen.result(r, j) for j, r in enumerate(program.results)]
     unpack = []
     if program.n_args:
@@ -156,28 +158,13 @@ class _Generator:
         for s, value in p.const_slots:
             ns[f"v{s}"] = value
         start = len(lines)
-        for k, step in enumerate(p.steps):
-            if isinstance(step, KernelCall):
-                self.kernel(k, step)
-            elif isinstance(step, FallbackStep):
-                ns[f"fb{k}"] = step.run
-                sizes = "sizes" if p.bind is not None else "None"
-                reads = "".join(f", v{s}" for s in step.reads)
-                lines.append(f"    {''.join(f'v{s}, ' for s in step.outs)}= fb{k}({sizes}{reads})"
-                             f"  # {step.kernel.name} through numpy")
-            elif isinstance(step, SubgraphStep):
-                ns[f"sub{k}"], ns[f"e{k}"] = subgraph_runner(step.eqn.op), step.eqn
-                sizes = "sizes" if p.bind is not None else "None"
-                ops = ", ".join(self.operand(x, f"l{k}_{j}") for j, x in enumerate(step.inputs))
-                lines.append(f"    {''.join(f'v{s}, ' for s in step.outs)}= "
-                             f"sub{k}(e{k}, [{ops}], {sizes})  # {step.eqn.op}")
+        order, regions = ([*range(len(p.steps))], {}) if self.observe else overlap.plan(self)
+        self.regions = regions
+        for k in order:
+            if k in regions:
+                self.region(k, regions[k])
             else:
-                first = len(lines)
-                self.numpy_step(k, step)
-                # (which equation each line runs: an index error names its op and line)
-                self.step_lines.update((line, step.eqn) for line in lines[first:])
-            if self.observe:
-                lines.extend(f"    note({s}, v{s})" for s in _writes(step))
+                self.step(k, p.steps[k])
         prologue = []
         if self.rings:
             ns["recycled"], ns["n_rings"] = _recycled, self.rings
@@ -198,6 +185,56 @@ class _Generator:
                              "        bufs = tls.runner_buffers = [None] * len(pool_specs)"]
         lines[start:start] = prologue
         return lines, ns
+
+    def step(self, k, step):
+        """The lines of step `k` (the runner's own order)."""
+        p, lines, ns = self.p, self.lines, self.ns
+        if isinstance(step, KernelCall):
+            self.kernel(k, step)
+        elif isinstance(step, FallbackStep):
+            ns[f"fb{k}"] = step.run
+            sizes = "sizes" if p.bind is not None else "None"
+            reads = "".join(f", v{s}" for s in step.reads)
+            lines.append(f"    {''.join(f'v{s}, ' for s in step.outs)}= fb{k}({sizes}{reads})"
+                         f"  # {step.kernel.name} through numpy")
+        elif isinstance(step, SubgraphStep):
+            ns[f"sub{k}"], ns[f"e{k}"] = subgraph_runner(step.eqn.op), step.eqn
+            sizes = "sizes" if p.bind is not None else "None"
+            ops = ", ".join(self.operand(x, f"l{k}_{j}") for j, x in enumerate(step.inputs))
+            lines.append(f"    {''.join(f'v{s}, ' for s in step.outs)}= "
+                         f"sub{k}(e{k}, [{ops}], {sizes})  # {step.eqn.op}")
+        else:
+            first = len(lines)
+            self.numpy_step(k, step)
+            # (which equation each line runs: an index error names its op and line)
+            self.step_lines.update((line, step.eqn) for line in lines[first:])
+        if self.observe:
+            lines.extend(f"    note({s}, v{s})" for s in _writes(step))
+
+    def region(self, k, mine):
+        """Long step `k` on the kernel pool's thread while this one runs steps `mine`
+        one-threaded (codegen.overlap); the earlier of two failing steps' error is raised."""
+        p, lines, ns = self.p, self.lines, self.ns
+        ns.update(spawn=overlap.spawn, join=overlap.join, settle=overlap.settle,
+                  SOLO=parallel.SOLO)
+        first = len(lines)
+        self.step(k, p.steps[k])
+        body = ["    " + line for line in lines[first:]]
+        self.step_lines.update((line, p.steps[k].eqn) for line in body)
+        out = _writes(p.steps[k])
+        lines[first:] = [f"    def side{k}():  # {p.steps[k].eqn.op} on the pool's thread",
+                         *body, f"        return {', '.join(f'v{s}' for s in out)},",
+                         f"    job{k} = spawn(side{k})", "    try:", "        with SOLO:"]
+        for j in mine:
+            lines.append(f"            at = {j}")
+            start = len(lines)
+            self.step(j, p.steps[j])
+            moved = ["        " + line for line in lines[start:]]
+            self.step_lines.update((line, p.steps[j].eqn) for line in moved)
+            lines[start:] = moved
+        lines += ["    except BaseException as exc:",
+                  f"        settle(job{k}, exc, at, {k})",
+                  f"    {''.join(f'v{s}, ' for s in out)}= join(job{k})"]
 
     def kernel(self, k, step):
         p, lines, ns = self.p, self.lines, self.ns
