@@ -195,7 +195,7 @@ def _run(a4, b4, c4) -> None:
     n = c4.shape[3]
     kernel = _kernel()
     packs = b4.strides[3] != 4
-    threads = parallel.threads_here()  # (one in an overlap region: codegen.overlap)
+    threads = parallel._split_threads()
     pieces = [(0, nb, 0, m, 0, n)]
     if threads > 1 and 2 * nb * m * n * k >= SPLIT_FLOPS:
         pieces = _pieces(nb, m, n, threads * 2, packs)

@@ -5,21 +5,22 @@ writes nor write what it reads.
 
 W10's backward: the decoder's weight-gradient product does not wait for layer 2's
 backward recurrence, nor layer 2's weight-gradient products for layer 1's; run one after
-the other, the second core idled through each recurrence. The products of such a region
-run one-threaded (parallel.SOLO: the pool's thread is busy), through codegen.gemm's
-kernel only (whose result does not depend on how it is split: the same bits as before),
-never a parallel=True kernel (parallel._PRANGE_LOCK's rule) nor numpy's OpenBLAS.
+the other, the second core idled through each recurrence. A region's products are
+codegen.gemm's (whose result does not depend on how it is split: the same bits as
+before), never a parallel=True kernel (parallel._PRANGE_LOCK's rule) nor numpy's OpenBLAS
+(its threads would spin against the loop). They split over the threads as ever: the
+calling thread takes their pieces one by one, and the pool's thread, once the loop is done,
+takes the rest (a helper it never got to is cancelled, not waited for: parallel._finish).
 
 The plan (`plan`) is made from each step's reads and writes, by memory: a view is the
 memory it looks into, a value made in its place in a cat (codegen.placement) any such
-value. A product moves into a long step's region from
-before it only if no step it jumps over (the long one included) reads what it writes or
-writes what it reads, and from after it likewise; steps whose effects are not known that
-way (fallbacks, sub-graphs, writes into the caller's arrays or in place into a capture,
-which may share memory with another) are barriers no product
-crosses. Each step computes what it computed before (only the thread and the time
-differ), so the results are the same bits. An exception comes out as the sequential order would raise it: of two
-failing steps, the earlier one's (`settle`).
+value. A product moves into a long step's region from before it only if no step it jumps
+over (the long one included) reads what it writes or writes what it reads, and from after
+it likewise; steps whose effects are not known that way (fallbacks, sub-graphs, writes into
+the caller's arrays or in place into a capture, which may share memory with another) are
+barriers no product crosses. Each step computes what it computed before (only the thread
+and the time differ), so the results are the same bits. An exception comes out as the
+sequential order would raise it: of two failing steps, the earlier one's (`settle`).
 """
 from __future__ import annotations
 
@@ -82,8 +83,8 @@ def _long(st) -> bool:
 
 
 def _movable(gen, st) -> bool:
-    """A product the calling thread can run one-threaded beside a long step: codegen.gemm's
-    kernel (its runner form's choice), into memory of the program's own."""
+    """A product the calling thread can run beside a long step: codegen.gemm's kernel (its
+    runner form's choice), into memory of the program's own."""
     if not isinstance(st, NumpyStep) or st.how != "blas" or st.dest >= 0 \
             or LOWERING.get(st.eqn.op) is None \
             or LOWERING[st.eqn.op].inline is not runner_forms.matmul \

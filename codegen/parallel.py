@@ -33,27 +33,6 @@ def _split_threads() -> int:
     return _SPLIT_THREADS
 
 
-class _Solo(threading.local):
-    """`with SOLO:` codegen.gemm's products split over this thread alone (`threads_here`):
-    the pool's thread runs a long step meanwhile (codegen.overlap)."""
-
-    on = False
-
-    def __enter__(self):
-        self.on = True
-
-    def __exit__(self, *exc):
-        self.on = False
-
-
-SOLO = _Solo()
-
-
-def threads_here() -> int:
-    """The threads a product called on this thread now splits over."""
-    return 1 if SOLO.on else _split_threads()
-
-
 def _split_pool():
     global _SPLIT_POOL
     with _SPLIT_LOCK:
@@ -121,8 +100,7 @@ def _split_call(entry, n: int, align: int):
         try:
             work()
         finally:
-            for f in futures:
-                f.result()
+            _finish(futures)
         return bool(refused)
     return run
 
@@ -163,5 +141,14 @@ def run_pieces(work_one, pieces: list, threads: int) -> None:
     try:
         work()
     finally:
-        for f in futures:
+        _finish(futures)
+
+
+def _finish(futures) -> None:
+    """Wait for the pool's helpers that took up pieces; those still waiting for a thread
+    are cancelled: the calling thread has done every piece, and the pool's thread may be
+    running something long (codegen.overlap's loop, another caller's work), which waiting
+    for them would wait for too."""
+    for f in futures:
+        if not f.cancel():
             f.result()

@@ -22,7 +22,7 @@ from tracer.errors import STEP_LINES
 from tracer.ir import Literal
 from tracer.symbolic import bind_params, check_nonempty, param_has_dims
 
-from . import matmul_layout, overlap, parallel, placement
+from . import matmul_layout, overlap, placement
 from .lower import LOWERING
 from .outpool import _recycled, _recycles
 from .steps import FallbackStep, subgraph_runner, KernelCall, SubgraphStep
@@ -213,10 +213,9 @@ class _Generator:
 
     def region(self, k, mine):
         """Long step `k` on the kernel pool's thread while this one runs steps `mine`
-        one-threaded (codegen.overlap); the earlier of two failing steps' error is raised."""
+        (codegen.overlap); the earlier of two failing steps' error is raised."""
         p, lines, ns = self.p, self.lines, self.ns
-        ns.update(spawn=overlap.spawn, join=overlap.join, settle=overlap.settle,
-                  SOLO=parallel.SOLO)
+        ns.update(spawn=overlap.spawn, join=overlap.join, settle=overlap.settle)
         first = len(lines)
         self.step(k, p.steps[k])
         body = ["    " + line for line in lines[first:]]
@@ -224,12 +223,12 @@ class _Generator:
         out = _writes(p.steps[k])
         lines[first:] = [f"    def side{k}():  # {p.steps[k].eqn.op} on the pool's thread",
                          *body, f"        return {', '.join(f'v{s}' for s in out)},",
-                         f"    job{k} = spawn(side{k})", "    try:", "        with SOLO:"]
+                         f"    job{k} = spawn(side{k})", "    try:"]
         for j in mine:
-            lines.append(f"            at = {j}")
+            lines.append(f"        at = {j}")
             start = len(lines)
             self.step(j, p.steps[j])
-            moved = ["        " + line for line in lines[start:]]
+            moved = ["    " + line for line in lines[start:]]
             self.step_lines.update((line, p.steps[j].eqn) for line in moved)
             lines[start:] = moved
         lines += ["    except BaseException as exc:",
