@@ -148,9 +148,14 @@ def spawn(fn):
     return pool.submit(fn)
 
 
-def join(job):
-    """What `job` returned (or raises what it raised); never returns before it is done,
-    even when interrupted (it writes the calling thread's buffers)."""
+def join(job, fn):
+    """What the long step `fn`, started as `job`, returned (or raise what it raised). If the
+    pool's thread has not started it yet (busy, or its core taken by another process), the
+    calling thread runs it itself rather than wait: never slower than one after the other.
+    Never returns before it is done, even when interrupted (it writes this thread's
+    buffers)."""
+    if job.cancel():
+        return fn()
     try:
         return job.result()
     except BaseException:
@@ -159,9 +164,15 @@ def join(job):
         raise
 
 
-def settle(job, exc: BaseException, at: int, pos: int):
-    """After step `at` of the calling thread raised `exc` in long step `pos`'s region:
-    wait for `job`, then raise what the steps in their order would have raised first."""
+def settle(job, fn, exc: BaseException, at: int, pos: int):
+    """After step `at` of the calling thread raised `exc` in long step `pos`'s region
+    (`fn`, started as `job`): wait for it (or run it here, if it is earlier and the pool's
+    thread never started it), then raise what the steps in their order would have raised
+    first."""
+    if job.cancel():
+        if pos < at:
+            fn()
+        raise exc
     concurrent.futures.wait([job])
     first = job.exception()
     if first is not None and pos < at:

@@ -232,8 +232,8 @@ class _Generator:
             self.step_lines.update((line, p.steps[j].eqn) for line in moved)
             lines[start:] = moved
         lines += ["    except BaseException as exc:",
-                  f"        settle(job{k}, exc, at, {k})",
-                  f"    {''.join(f'v{s}, ' for s in out)}= join(job{k})"]
+                  f"        settle(job{k}, side{k}, exc, at, {k})",
+                  f"    {''.join(f'v{s}, ' for s in out)}= join(job{k}, side{k})"]
 
     def kernel(self, k, step):
         p, lines, ns = self.p, self.lines, self.ns

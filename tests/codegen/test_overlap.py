@@ -10,6 +10,7 @@ The shapes are test_rnn_traced's (its kernels serve here), with every product th
 codegen.gemm's kernel (`forced`: its rule on whatever this machine is, for any size)."""
 from __future__ import annotations
 
+import concurrent.futures
 import threading
 
 import numpy as np
@@ -200,19 +201,38 @@ def test_an_error_in_either_thread_comes_out_as_the_steps_in_order_raise_it(forc
     assert np.isfinite(run(*args)[0].item())
 
 
-def test_settle_raises_the_error_of_the_earlier_step():
+def test_settle_and_join_raise_the_error_of_the_earlier_step():
     pool = parallel._SPLIT_POOL or parallel._split_pool()
-    failed = pool.submit(_raising("long step"))
+    failed, ok = pool.submit(_raising("long step")), pool.submit(lambda: 1)
+    concurrent.futures.wait([failed, ok])  # (both run: none is cancelled below)
     for at, pos, which in ((39, 42, "main"), (51, 42, "long step"), (51, 57, "main")):
         with pytest.raises(Boom, match=which) if which != "main" else \
                 pytest.raises(ValueError, match="main"):
-            overlap.settle(failed, ValueError("main"), at, pos)
-    ok = pool.submit(lambda: 1)
+            overlap.settle(failed, None, ValueError("main"), at, pos)
     with pytest.raises(ValueError, match="main"):
-        overlap.settle(ok, ValueError("main"), 51, 42)
+        overlap.settle(ok, None, ValueError("main"), 51, 42)
     with pytest.raises(Boom):
-        overlap.join(failed)
-    assert overlap.join(ok) == 1
+        overlap.join(failed, None)
+    assert overlap.join(ok, None) == 1
+    # a long step the pool's thread has not started (busy here): the caller runs it,
+    # and only where it comes first
+    gate = threading.Event()
+    busy = pool.submit(gate.wait)
+    try:
+        ran = []
+        for at, pos, which in ((39, 42, "main"), (51, 42, "long step")):
+            waiting = pool.submit(_raising("never"))
+            with pytest.raises(Boom, match=which) if which != "main" else \
+                    pytest.raises(ValueError, match="main"):
+                overlap.settle(waiting, lambda: (ran.append(pos), _raising("long step")()),
+                               ValueError("main"), at, pos)
+            assert waiting.cancelled()
+        assert ran == [42]
+        waiting = pool.submit(_raising("never"))
+        assert overlap.join(waiting, lambda: 2) == 2 and waiting.cancelled()
+    finally:
+        gate.set()
+    busy.result()
 
 
 def test_threads_of_the_user_calling_one_compiled_function_get_their_own_results(forced):
