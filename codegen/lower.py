@@ -251,7 +251,7 @@ LOWERING: dict[str, Lowering] = {
     "gather": Lowering("numpy", inline=runner_forms.gather),
     "scatter_add": Lowering("numpy", inline=runner_forms.scatter_add,
                             step_kernel=step_kernels.scatter_add, unique_positions=True),
-    "scatter_slice": _NUMPY,
+    "scatter_slice": Lowering("numpy", inline=runner_forms.scatter_slice),
     "slice_update": _NUMPY,
     "cat": Lowering("numpy", inline=runner_forms.cat, placement="joins"),
     "uniform": _NUMPY,

@@ -78,6 +78,7 @@ class _Generator:
         self.lines: list = []
         self.flat_known: dict = {}  # slot -> the expression saying whether f<slot> is a view
         self.pooled: list = []      # (shape, dtype) of the per-thread buffers, in order
+        self.zeroed: set = set()    # which of them are made filled with zeros
         self.rings = 0              # outputs recycled through per-thread rings (_recycled)
         self.step_lines: dict = {}  # generated line of a numpy step -> its equation
         self.fortran: set = set()   # slots holding a Fortran-ordered array (as built)
@@ -111,11 +112,15 @@ class _Generator:
             return f"array(lr{j})"  # (a fresh array each call, as the caller may keep it)
         return f"v{r}"
 
-    def pool(self, shape, dtype) -> str:
+    def pool(self, shape, dtype, zeroed: bool = False) -> str:
         """The expression of a per-thread buffer of `shape` and `dtype`, reused every call
-        (for a value that does not escape the program, as a kernel's pooled output)."""
+        (for a value that does not escape the program, as a kernel's pooled output);
+        `zeroed`: filled with zeros when made (static shapes only)."""
         self.pooled.append((tuple(shape), dtype))
         i = len(self.pooled) - 1
+        if zeroed:
+            assert self.p.bind is None
+            self.zeroed.add(i)
         if self.p.bind is None:
             return f"bufs[{i}][0]"
         self.ns[f"P{i}"] = dtype
@@ -174,10 +179,12 @@ class _Generator:
         if self.pooled:
             ns["pool_specs"] = self.pooled
             if p.bind is None:
+                ns["pool_makers"] = [np.zeros if i in self.zeroed else np.empty
+                                     for i in range(len(self.pooled))]
                 prologue += ["    bufs = tls.__dict__.get('runner_buffers')",
                              "    if bufs is None:",
                              "        bufs = tls.runner_buffers = [(o, o.reshape(-1)) for o in "
-                             "(empty(shape, dtype) for shape, dtype in pool_specs)]"]
+                             "(make(*spec) for make, spec in zip(pool_makers, pool_specs))]"]
             else:
                 ns["pooled"] = _pooled
                 prologue += ["    bufs = tls.__dict__.get('runner_buffers')",

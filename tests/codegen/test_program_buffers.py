@@ -144,3 +144,34 @@ def test_a_copying_reshape_inside_the_program_reuses_a_buffer(backend):
     if backend == "numba":
         source = f.get_concrete_function(eager.from_numpy(xs[0])).program.runner_source
         assert "reshape_into(" in source, source
+
+
+def _slice_grad(x, w):
+    # dx of a slice is a scatter_slice (zeros, the gradient in rows 2:5) that stays inside
+    y = (x[2:5] * w).tanh().sum()
+    (dx,) = eager.autograd.grad(y, [x])
+    return (dx * dx + 1.0).sum(1)  # (no gradient: the call runs compiled)
+
+
+def test_a_scatter_slice_inside_the_program_writes_its_slice_into_zeros_made_once():
+    f = tracer.function(_slice_grad)
+    rng = np.random.default_rng(5)
+    calls = [(rng.standard_normal((6, 8)).astype(np.float32),
+              rng.standard_normal((3, 8)).astype(np.float32)) for _ in range(3)]
+
+    def eager_of(x, w):
+        return _slice_grad(eager.tensor(x, requires_grad=True), eager.tensor(w)).numpy()
+    for x, w in calls:   # (each call's slice over the last's: the rest stays zero)
+        got = f(eager.tensor(x, requires_grad=True), eager.tensor(w)).numpy()
+        np.testing.assert_allclose(got, eager_of(x, w), rtol=1e-6, atol=1e-6)
+    program = f.get_concrete_function(eager.tensor(calls[0][0], requires_grad=True),
+                                      eager.tensor(calls[0][1])).program
+    assert "scatter_slice into zeros made once" in program.runner_source
+    # another thread: buffers (and zeros) of its own
+    import threading
+    out = []
+    t = threading.Thread(target=lambda: out.append(
+        f(eager.tensor(calls[1][0], requires_grad=True), eager.tensor(calls[1][1])).numpy()))
+    t.start()
+    t.join()
+    np.testing.assert_allclose(out[0], eager_of(*calls[1]), rtol=1e-6, atol=1e-6)
