@@ -177,9 +177,9 @@ def _raising(message):
 
 def test_an_error_in_either_thread_comes_out_as_the_steps_in_order_raise_it(forced,
                                                                           monkeypatch):
-    want, _, run, args = _lm(True, steps=1)
+    _, _, run, args = _lm(True, steps=1)
     program = run.get_concrete_function(*args).program
-    k, mine = list(program.regions.items())[1]  # layer 1's loop; both products before it
+    k = list(program.regions)[1]  # layer 1's loop; both its products come before it
     good, step = program._run, program.steps[k]
     loop = step.kernel
     monkeypatch.setattr(step, "kernel", _raising("in the loop"))
@@ -224,7 +224,7 @@ def test_settle_and_join_raise_the_error_of_the_earlier_step():
             waiting = pool.submit(_raising("never"))
             with pytest.raises(Boom, match=which) if which != "main" else \
                     pytest.raises(ValueError, match="main"):
-                overlap.settle(waiting, lambda: (ran.append(pos), _raising("long step")()),
+                overlap.settle(waiting, lambda p=pos: (ran.append(p), _raising("long step")()),
                                ValueError("main"), at, pos)
             assert waiting.cancelled()
         assert ran == [42]
