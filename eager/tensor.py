@@ -7,6 +7,7 @@ from . import device as _device
 from . import dtype_ops as _dtype_ops
 from . import dtypes
 from . import functions as F
+from . import hooks as _hooks
 from . import dispatch as _dispatch
 from .dispatch import apply as _apply
 from .ops import OPS as _OPS
@@ -31,6 +32,7 @@ class Tensor(InPlaceWrites):
     requires_grad = False
     _grad = None
     _retains_grad = False
+    _grad_hooks = ()  # a leaf's register_hook hooks, ((key, fn), ...) (eager.hooks)
 
     # .grad is a property only so a trace can tell whether a function *read* a tensor's
     # incoming .grad (its result then depends on it) or overwrote it first (zero_grad).
@@ -266,6 +268,14 @@ class Tensor(InPlaceWrites):
     @property
     def retains_grad(self) -> bool:
         return self._retains_grad
+
+    def register_hook(self, hook):
+        """Run ``hook(grad)`` on this tensor's gradient at each backward; a returned tensor
+        replaces the gradient. Returns a handle whose ``remove()`` takes the hook off.
+
+        >>> h = w.register_hook(lambda g: g.clamp(-1, 1))
+        """
+        return _hooks.register_tensor_hook(self, hook)
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
         from .autograd import backward

@@ -172,6 +172,38 @@ class InPlaceWrites:
     def zero_(self) -> InPlaceWrites:
         return self.fill_(0)
 
+    def t_(self) -> InPlaceWrites:
+        """Transpose this (at most 2-d) tensor in place: it takes the shape of t()."""
+        if self.ndim > 2:
+            raise RuntimeError(f"t_() expects a tensor with <= 2 dimensions, but self is "
+                               f"{self.ndim}D; use transpose_(0, 1) or x = x.mT "
+                               f"(at {user_location()})")
+        if self.ndim < 2:
+            return self
+        self._check_inplace("t_")
+        data = self._data
+        if type(data) is np.ndarray and not _dispatch.tracing() and not self.requires_grad:
+            self._data = data.T  # (the same memory, as PyTorch's t_ of a view)
+            self._version[0] += 1
+            return self
+        if self._is_view or self._has_views:
+            raise RuntimeError(f"t_: this tensor shares storage with "
+                               f"{'its base' if self._is_view else 'a view of it'}, whose "
+                               f"shape would not follow; use x = x.t() "
+                               f"(at {user_location()})")
+        if type(self._data) is np.ndarray and _dispatch.tracing():
+            raise RuntimeError(f"t_ on a tensor the traced function did not make (an "
+                               f"argument read as a constant, a captured tensor) is not "
+                               f"supported; use x = x.t() (at {user_location()})")
+        result = F.t(self._snapshot())
+        # (a recorded value is rebound: the trace sees an argument's new value as its
+        # update, as other in-place writes)
+        self._data = result._data
+        self._version[0] += 1
+        if result.grad_fn is not None:
+            self.grad_fn = result.grad_fn
+        return self
+
     def __setitem__(self, key, value):
         """``x[key] = value``: eagerly a write into x's memory; while tracing, or with
         autograd, the functional form: x takes ``slice_update(x, value, index)``."""
