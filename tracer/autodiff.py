@@ -471,8 +471,8 @@ def eager_only_backward(outputs) -> str | None:
             return (f"the gradient goes through the custom autograd.Function "
                     f"{node.op.name}, whose backward a compiled backward would not run")
         if node.hooks is not None:
-            return (f"a tensor the function made has a gradient hook (register_hook), which a "
-                    f"compiled backward would not run")
+            return ("a tensor the function made has a gradient hook (register_hook), which a "
+                    "compiled backward would not run")
     return None
 
 

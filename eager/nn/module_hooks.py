@@ -26,8 +26,11 @@ def _register(module, store: str, hook, prepend: bool, flag: bool) -> RemovableH
                         f"{type(hook).__name__}")
 
     def remove(key):
-        object.__setattr__(module, store, tuple(h for h in getattr(module, store)
-                                                if h[0] != key))
+        left = tuple(h for h in getattr(module, store) if h[0] != key)
+        if left:
+            object.__setattr__(module, store, left)
+        else:  # (back to the class's empty tuple: a trace made before the hook serves again)
+            module.__dict__.pop(store, None)
         STRUCTURE_EPOCH[0] += 1
 
     handle = RemovableHandle(remove)
