@@ -27,6 +27,7 @@ from . import tensor as _tensor
 from .tensor import Tensor
 from . import autograd
 from .autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .dtypes import get_default_dtype, set_default_dtype  # noqa: E402,F401
 from .random import Generator, initial_seed, manual_seed, get_rng_state, set_rng_state
 
 # Bind the late references that keep the hot path free of imports.

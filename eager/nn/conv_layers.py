@@ -6,6 +6,8 @@ import math
 
 import numpy as np
 
+from ..dtypes import default_float
+
 from .. import functions as T
 from ..device import check_device
 from . import conv as C
@@ -16,7 +18,7 @@ from .module import Module, Parameter
 
 
 def _empty(*shape):
-    return Parameter(T.Tensor._wrap(np.zeros(shape, np.float32)))
+    return Parameter(T.Tensor._wrap(np.zeros(shape, default_float())))
 
 
 class _ConvNd(Module):
