@@ -165,3 +165,33 @@ def test_pixel_shuffle_layers_in_a_compiled_super_resolution_step():
             np.testing.assert_allclose(pc.detach().numpy(), pe.detach().numpy(), rtol=1e-5,
                                        atol=1e-6)
     assert compiled.trace_count == 1
+
+
+def test_set_default_dtype_factories_layers_and_retrace():
+    assert eager.get_default_dtype() == eager.float32
+
+    @tracer.function
+    def f(n):
+        return n * 0.5 + eager.ones(3)   # (an int tensor and a Python float: the default)
+
+    @tracer.function
+    def g(x):
+        return x * 0.5                   # (a float32 tensor's dtype wins: no default read)
+
+    n, x = eager.arange(3), eager.ones(3)
+    assert f(n).dtype == eager.float32 and g(x).dtype == eager.float32
+    try:
+        eager.set_default_dtype(eager.float64)
+        assert eager.get_default_dtype() == eager.float64
+        assert eager.tensor(1.5).dtype == eager.float64
+        assert eager.zeros(2).dtype == eager.arange(0.0, 2.0).dtype == eager.float64
+        assert nn.Linear(2, 2).weight.dtype == nn.LSTM(2, 2).weight_hh_l0.dtype == eager.float64
+        got = f(n)
+        assert got.dtype == eager.float64 and f.trace_count == 2
+        np.testing.assert_array_equal(got.numpy(), (n * 0.5 + eager.ones(3)).numpy())
+        assert g(x).dtype == eager.float32 and g.trace_count == 1
+    finally:
+        eager.set_default_dtype(eager.float32)
+    assert f(n).dtype == eager.float32 and f.trace_count == 2
+    with pytest.raises(TypeError, match="floating-point"):
+        eager.set_default_dtype(eager.int32)
