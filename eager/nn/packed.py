@@ -94,11 +94,13 @@ def pack_padded_sequence(input, lengths, batch_first: bool = False,
 
 def pack_sequence(sequences, enforce_sorted: bool = True) -> PackedSequence:
     """Pack a list of (L_i, *) tensors."""
-    from .rnn_utils import pad_sequence
-
+    sequences = list(sequences)
     lengths = [s.shape[0] for s in sequences]
-    return pack_padded_sequence(pad_sequence(sequences), lengths,
-                                enforce_sorted=enforce_sorted)
+    longest = max(lengths)
+    padded = [s if s.shape[0] == longest else T.cat(
+        [s, T.zeros((longest - s.shape[0],) + tuple(s.shape[1:]), dtype=s.dtype)], 0)
+        for s in sequences]
+    return pack_padded_sequence(T.stack(padded, 1), lengths, enforce_sorted=enforce_sorted)
 
 
 def pad_packed_sequence(sequence: PackedSequence, batch_first: bool = False,

@@ -13,7 +13,8 @@ import eager as torch
 import eager.nn as nn
 import eager.nn.functional as F
 import tracer
-from eager.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence, pad_sequence
+from eager.nn.utils.rnn import (pack_padded_sequence, pack_sequence, pad_packed_sequence,
+                                pad_sequence)
 from _program_helpers import compare_runs, snapshot
 
 STEPS, VOCAB, EMBED, HIDDEN = 3, 7, 5, 6
@@ -113,6 +114,8 @@ def test_packed_lstm_matches_a_per_sequence_loop():
 
 
 def test_packing_errors_and_traced_lengths():
+    p = pack_sequence([torch.tensor([1.0, 2.0, 3.0]), torch.tensor([4.0, 5.0])])
+    assert p.data.tolist() == [1.0, 4.0, 2.0, 5.0, 3.0] and p.batch_sizes.tolist() == [2, 2, 1]
     x = torch.zeros(4, 2, 3)
     with pytest.raises(RuntimeError, match="sorted in decreasing order"):
         pack_padded_sequence(x, [1, 3])
