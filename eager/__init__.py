@@ -27,7 +27,8 @@ from . import tensor as _tensor
 from .tensor import Tensor
 from . import autograd
 from .autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
-from .random import Generator, manual_seed, get_rng_state, set_rng_state
+from .dtypes import get_default_dtype, set_default_dtype  # noqa: E402,F401
+from .random import Generator, initial_seed, manual_seed, get_rng_state, set_rng_state
 
 # Bind the late references that keep the hot path free of imports.
 _dispatch._Tensor = Tensor
@@ -75,10 +76,10 @@ from . import utils  # noqa: E402
 from .serialization import load, save  # noqa: E402
 
 # Indexing, shaping, scans and sampling (issue 16 item 4).
-from .indexing import (gather, index_select, masked_fill, masked_select, nonzero, where,  # noqa: E402
+from .indexing import (gather, index_add, index_copy, index_select, masked_fill, masked_select, nonzero, where,  # noqa: E402
                        scatter, scatter_add, scatter_reduce, take_along_dim)
 from .shaping import (bmm, chunk, diag, diagonal, einsum, flip, mm, movedim,  # noqa: E402
-                      mv, narrow, repeat_interleave, roll, split, tile, tril, triu, unbind,
+                      mv, narrow, select, repeat_interleave, roll, split, tile, tril, triu, unbind,
                       unflatten)
 from .scan import (argsort, cummax, cummin, cumprod, cumsum, logcumsumexp, sort,  # noqa: E402
                    topk)

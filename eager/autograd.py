@@ -21,6 +21,7 @@ from . import functions as F
 from . import slice_grads
 from .dispatch import _state
 from .errors import describe, op_error, user_location
+from .hooks import GRAD_HOOKS, run_hooks
 from .ops import TensorType
 
 Tensor = None  # bound by eager/__init__.py
@@ -42,7 +43,7 @@ class Node:
     """One recorded op: how to send the gradient of its output to its inputs."""
 
     __slots__ = ("op", "params", "types", "saved", "versions", "out", "out_version",
-                 "edges", "retained", "_state", "serial", "__weakref__")
+                 "edges", "retained", "_state", "serial", "hooks", "__weakref__")
 
     def __init__(self, op, params, types, saved, edges, out):
         self.op = op
@@ -54,6 +55,7 @@ class Node:
         self.out_version = out._version[0] if out is not None else 0
         self.edges = edges      # per input: Node, leaf Tensor, or None
         self.retained = None    # weakref to the output tensor when retain_grad() was called
+        self.hooks = None       # ((key, fn), ...) of the output's register_hook (eager.hooks)
         self._state = None
         self.serial = next(_NODE_SERIAL)  # creation order (a trace's nodes come after its start)
 
@@ -305,9 +307,15 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None)
         _state.protocol.backward_nodes(order)
         captured = {}
         for node in order:
-            g = slice_grads.total(node_grads.pop(id(node), None))
+            g = node_grads.pop(id(node), None)
+            if g.__class__ is _OutputGrads:  # (a custom Function with several outputs)
+                g = g.grads
+            else:
+                g = slice_grads.total(g)
             if g is None:
                 continue
+            if node.hooks is not None:
+                g = run_hooks(node.hooks, g, node.name())
             if wanted is not None and id(node) in wanted:
                 captured[id(node)] = g
             if node.retained is not None:
@@ -315,6 +323,16 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None)
                 if t is not None:
                     t.grad = g if t.grad is None else F.add(t.grad, g)
             edges = node.edges
+            if node.__class__ is _FunctionOutput:
+                # Hand this output's gradient to its Function, which runs backward once
+                # with all of them (topological order: after every output's node).
+                pending = node_grads.get(id(edges[0]))
+                if pending is None:
+                    pending = node_grads[id(edges[0])] = _OutputGrads(edges[0].op.n_outputs)
+                pending.add(node.index, g)
+                if not retain_graph:
+                    node.release()
+                continue
             needed = [e is not None for e in edges]
             if getattr(node.op, "slice_grad", False) and needed[0] \
                     and g.dtype == node.types[0].dtype:
@@ -347,14 +365,23 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None)
     finally:
         dispatch.set_grad_enabled(prev_mode)
 
+    if leaves and dispatch._hooked_threads:  # (a trace depends on which hooks leaves have)
+        dispatch.read_item(GRAD_HOOKS, "version")
     if wanted is not None:
         result = []
         for key, t in wanted.items():
-            result.append(captured.get(key) if t.grad_fn is not None
-                          else slice_grads.total(leaf_grads.get(key)))
+            if t.grad_fn is not None:
+                result.append(captured.get(key))
+            else:
+                g = slice_grads.total(leaf_grads.get(key))
+                if g is not None and t._grad_hooks:
+                    g = run_hooks(t._grad_hooks, g, f"a leaf {describe(t)}")
+                result.append(g)
         return result
     for key, t in leaves.items():
         g = slice_grads.total(leaf_grads[key])
+        if t._grad_hooks:
+            g = run_hooks(t._grad_hooks, g, f"a leaf {describe(t)}")
         if not create_graph:
             g = g.detach()
             data = g._data
@@ -466,6 +493,7 @@ class FunctionCtx:
         self._freed = False
         self.needs_input_grad = ()
         self.materialize_grads = True
+        self._non_differentiable = ()
 
     def save_for_backward(self, *tensors):
         self._saved = tensors
@@ -486,7 +514,14 @@ class FunctionCtx:
         return self._saved
 
     def mark_non_differentiable(self, *tensors):
-        pass
+        """Outputs that get no gradient (indices, masks): they do not require grad, and
+        backward gets zeros (or None, without materialized grads) for them."""
+        self._non_differentiable = tuple(tensors)
+
+    def set_materialize_grads(self, value: bool) -> None:
+        """False: backward gets None, not a tensor of zeros, for an output whose gradient
+        nothing sent (an unused output of several)."""
+        self.materialize_grads = bool(value)
 
 
 class _FunctionOp:
@@ -496,15 +531,25 @@ class _FunctionOp:
     saves = ()
     saves_out = False
 
-    def __init__(self, cls, ctx, n_inputs):
+    def __init__(self, cls, ctx, n_inputs, out_types=None):
         self.name = cls.__name__
         self.cls = cls
         self.ctx = ctx
         self.n_inputs = n_inputs
+        self.out_types = out_types  # several outputs: each one's TensorType (else None)
+        self.n_outputs = 1 if out_types is None else len(out_types)
 
     def vjp(self, g, out, *inputs):
         ctx = self.ctx
-        grads = self.cls.backward(ctx, g)
+        if self.out_types is None:
+            grads = self.cls.backward(ctx, g)
+        else:
+            g = list(g)
+            if ctx.materialize_grads:
+                for k, ty in enumerate(self.out_types):
+                    if g[k] is None:
+                        g[k] = F.zeros(ty.shape, dtype=ty.dtype)
+            grads = self.cls.backward(ctx, *g)
         if not isinstance(grads, tuple):
             grads = (grads,)
         if len(grads) < self.n_inputs:
@@ -514,6 +559,30 @@ class _FunctionOp:
                                f"forward took {self.n_inputs} inputs")
         return tuple(F.as_tensor(x) if x is not None and not isinstance(x, Tensor) else x
                      for x in grads)
+
+
+class _OutputGrads:
+    """The gradients of a several-output custom Function's outputs, gathered for its one
+    backward call (None where nothing sent one)."""
+
+    __slots__ = ("grads",)
+
+    def __init__(self, n):
+        self.grads = [None] * n
+
+    def add(self, k, g):
+        prev = self.grads[k]
+        self.grads[k] = g if prev is None else F.add(prev, g)
+
+
+class _FunctionOutput(Node):
+    """Output `index` of a custom Function with several outputs: its one edge is the
+    Function's node (the engine gathers every output's gradient there)."""
+
+    __slots__ = ("index",)
+
+    def name(self):
+        return f"{self.op.name}Backward[{self.index}]"
 
 
 class _FunctionNode(Node):
@@ -561,8 +630,10 @@ class Function:
         ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
         with no_grad():
             out = cls.forward(ctx, *args, **kwargs)
+        if isinstance(out, tuple):
+            return _apply_several(cls, ctx, args, out)
         if not isinstance(out, Tensor):
-            raise TypeError(f"{cls.__name__}.forward must return a single Tensor, got "
+            raise TypeError(f"{cls.__name__}.forward must return a Tensor or a tuple, got "
                             f"{describe(out)}")
         if _state.grad_enabled and any(ctx.needs_input_grad):
             if any(out is a for a in args):
@@ -578,3 +649,28 @@ class Function:
             out.requires_grad = True
         del tensors
         return out
+
+
+def _apply_several(cls, ctx, args, outs):
+    """Function.apply of a forward returning a tuple: one node for the Function, and one
+    per differentiable output pointing at it."""
+    if not (_state.grad_enabled and any(ctx.needs_input_grad)):
+        return outs
+    outs = tuple(o.detach() if isinstance(o, Tensor) and any(o is a for a in args) else o
+                 for o in outs)
+    skip = {id(t) for t in ctx._non_differentiable}
+    out_types = tuple(TensorType(o.shape, o.dtype) if isinstance(o, Tensor)
+                      else TensorType((), np.dtype(np.float32)) for o in outs)
+    edges = tuple((a.grad_fn if a.grad_fn is not None else a)
+                  if isinstance(a, Tensor) and a.requires_grad else None for a in args)
+    types = tuple(TensorType(a.shape, a.dtype) if isinstance(a, Tensor)
+                  else TensorType((), np.dtype(np.float64)) for a in args)
+    node = _FunctionNode(_FunctionOp(cls, ctx, len(args), out_types), {}, types, (), edges, None)
+    for k, o in enumerate(outs):
+        if not isinstance(o, Tensor) or id(o) in skip or not np.issubdtype(o.dtype, np.inexact):
+            continue
+        out_node = _FunctionOutput(node.op, {}, (out_types[k],), (None,), (node,), None)
+        out_node.index = k
+        o.grad_fn = out_node
+        o.requires_grad = True
+    return outs

@@ -20,6 +20,7 @@ from operator import attrgetter
 
 import numpy as np
 
+from . import dtypes as _dtypes
 from .dtypes import FLOATING
 from .errors import describe, op_error
 from .protocol import EAGER, TraceProtocol
@@ -215,6 +216,9 @@ def read_item(container, key, how=VALUE, dtype=np.float64, name: str = ""):
     if not _hooked_threads:
         return value
     return _state.protocol.read_item(container, key, value, how, np.dtype(dtype), name)
+
+
+_dtypes.READ_DEFAULT[0] = read_item  # (the default dtype: guarded where a trace used it)
 
 
 def note_item_write(container, key, value):

@@ -44,8 +44,41 @@ float64 = np.dtype(np.float64)
 # PyTorch's alias names (eager/__init__.py also binds eager.float, eager.int, eager.bool)
 half, double, short, long = float16, float64, int16, int64
 
-DEFAULT_FLOAT = float32
+DEFAULT_FLOAT = float32  # (the start value; read the current one with default_float())
 DEFAULT_INT = int64
+
+
+class _Defaults(dict):
+    """The default float dtype (eager.set_default_dtype), read through
+    eager.dispatch.read_item so that a trace that used it is guarded by it."""
+
+    name = "the default dtype (eager.set_default_dtype)"
+
+
+DEFAULTS = _Defaults(float=float32)
+READ_DEFAULT = [None]  # eager.dispatch.read_item (installed by eager.dispatch)
+
+
+def default_float() -> np.dtype:
+    """The dtype of Python floats, float factories and nn parameters: float32 unless
+    eager.set_default_dtype changed it."""
+    read = READ_DEFAULT[0]
+    return DEFAULTS["float"] if read is None else read(DEFAULTS, "float")
+
+
+def set_default_dtype(dtype) -> None:
+    """Make `dtype` (a floating dtype) the default of Python floats, float factories and
+    new nn layers, as torch.set_default_dtype; compiled functions that used the default
+    trace again."""
+    d = canonical(dtype)
+    if d not in FLOATING:
+        raise TypeError(f"only floating-point types are supported as the default type, got "
+                        f"{d}")
+    dict.__setitem__(DEFAULTS, "float", d)
+
+
+def get_default_dtype() -> np.dtype:
+    return default_float()
 
 SUPPORTED = (bool_, uint8, int8, int16, int32, int64, uint16, uint32, uint64,
              float16, bfloat16, float32, float64)
@@ -131,7 +164,7 @@ def is_half(dtype: np.dtype) -> bool:
 def canonical(dtype) -> np.dtype:
     """Return the supported numpy dtype for `dtype` (a numpy dtype, type or string)."""
     if dtype is float:
-        return DEFAULT_FLOAT
+        return default_float()
     if dtype is int:
         return DEFAULT_INT
     if dtype is bool:
@@ -162,7 +195,7 @@ def scalar_dtype(value) -> np.dtype:
     if isinstance(value, (int, np.integer)):
         return DEFAULT_INT
     if isinstance(value, (float, np.floating)):
-        return DEFAULT_FLOAT
+        return default_float()
     raise TypeError(f"expected a Python number, got {type(value).__name__}")
 
 

@@ -45,6 +45,8 @@ from .scan_ops import SCATTER, SCATTER_REDUCE, size_error
 
 __all__ = [
     "gather",
+    "index_add",
+    "index_copy",
     "index_select",
     "masked_fill",
     "masked_select",
@@ -208,6 +210,42 @@ def scatter_add(x, dim, index, src):
     """x with src added at `index` along `dim`; repeated indices add up."""
     x, _axis, idx, src = _scatter_setup("scatter_add", x, dim, index, src)
     return add(x, _scatter_add_prim(src, idx, x.shape))
+
+
+def _index_source(op, x, dim, index, source):
+    """The 1-D `index` of index_add / index_copy spread over `source`'s shape (a scatter
+    index), after PyTorch's checks."""
+    x, source = as_tensor(x, op), as_tensor(source, op)
+    index = _int_index(index, op)
+    if index.ndim > 1:
+        raise size_error(op, f"index must be 0-d or 1-d, got {index.ndim}-d", (index,),
+                         exc=IndexError)
+    axis = _norm_dim(dim, max(x.ndim, 1), op)
+    index = reshape(index, (-1,))
+    want = tuple(x.shape[:axis]) + (index.shape[0],) + tuple(x.shape[axis + 1:])
+    if x.ndim == 0 or tuple(source.shape) != want:
+        raise size_error(op, f"source of shape {tuple(source.shape)} does not fit: along "
+                         f"dim {axis} it needs the index's length ({index.shape[0]}) and "
+                         f"elsewhere the input's sizes {tuple(x.shape)}, i.e. {want}",
+                         (x, index, source), exc=RuntimeError)
+    view = [1] * x.ndim
+    view[axis] = index.shape[0]
+    return x, axis, broadcast_to(reshape(index, tuple(view)), want), source
+
+
+def index_add(x, dim, index, source, *, alpha=1):
+    """x with alpha * source[.., i, ..] added into x[.., index[i], ..] along `dim`;
+    repeated indices add up, as torch.index_add."""
+    x, axis, full, source = _index_source("index_add", x, dim, index, source)
+    if alpha != 1:
+        source = source * alpha
+    return scatter_add(x, axis, full, source)
+
+
+def index_copy(x, dim, index, source):
+    """x with x[.., index[i], ..] = source[.., i, ..] along `dim`, as torch.index_copy."""
+    x, axis, full, source = _index_source("index_copy", x, dim, index, source)
+    return scatter(x, axis, full, source)
 
 
 _REDUCES = ("sum", "prod", "mean", "amax", "amin")

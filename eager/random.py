@@ -5,7 +5,8 @@ import numpy as np
 
 from . import dispatch as _dispatch
 
-_generator = np.random.default_rng()
+_seed = [int(np.random.SeedSequence().entropy % (2 ** 63))]  # (eager.initial_seed)
+_generator = np.random.default_rng(_seed[0])
 
 
 def manual_seed(seed: int) -> np.random.Generator:
@@ -13,6 +14,7 @@ def manual_seed(seed: int) -> np.random.Generator:
     global _generator
     _dispatch.note_random_state("eager.manual_seed()")
     _generator = np.random.default_rng(int(seed))
+    _seed[0] = int(seed)
     return _generator
 
 
@@ -24,6 +26,13 @@ def seed() -> int:
 
 def generator() -> np.random.Generator:
     return _generator
+
+
+def initial_seed() -> int:
+    """The seed the global generator was last seeded with (manual_seed or seed), as
+    torch.initial_seed."""
+    _dispatch.note_random_state("eager.initial_seed()")
+    return _seed[0]
 
 
 def get_rng_state() -> dict:

@@ -166,6 +166,23 @@ def unbind(x, dim=0):
     return tuple(out)
 
 
+def select(x, dim, index):
+    """x[.., index, ..] along `dim`: a view with that dimension removed, as torch.select."""
+    x = as_tensor(x, "select")
+    if x.ndim == 0:
+        raise size_error("select", "cannot be applied to a 0-dim tensor", (x,),
+                         exc=IndexError)
+    axis = _norm_dim(dim, x.ndim, "select")
+    size = x.shape[axis]
+    index = int(index)
+    if not -size <= index < size:
+        raise size_error("select", f"index {index} is out of range for dimension {axis} of "
+                         f"size {size}", (x,), exc=IndexError)
+    key = _whole(x.ndim)
+    key[axis] = index % size
+    return getitem_basic(x, tuple(key))
+
+
 def narrow(x, dim, start, length):
     """The view x[.., start:start + length, ..] along `dim` (start may be negative)."""
     x = as_tensor(x, "narrow")

@@ -45,8 +45,8 @@ def _scatter_method(self, dim, index, src=None, *, value=None, reduce=None):
 
 _FUNCTIONS = {
     indexing: ("gather", "take_along_dim", "index_select", "scatter_add", "scatter_reduce",
-               "masked_fill", "masked_select", "nonzero"),
-    shaping: ("tril", "triu", "split", "chunk", "unbind", "narrow", "unflatten", "unfold",
+               "masked_fill", "masked_select", "nonzero", "index_add", "index_copy"),
+    shaping: ("select", "tril", "triu", "split", "chunk", "unbind", "narrow", "unflatten", "unfold",
               "repeat", "tile", "repeat_interleave", "flip", "roll", "diag", "diagonal",
               "mm", "bmm", "mv", "movedim"),
     scan: ("cumsum", "cumprod", "cummax", "cummin", "logcumsumexp", "sort", "argsort",
@@ -63,7 +63,8 @@ def attach() -> None:
     for name, fn in (("masked_fill_", indexing.masked_fill), ("scatter_", _scatter_method),
                      ("scatter_add_", indexing.scatter_add),
                      ("scatter_reduce_", indexing.scatter_reduce),
-                     ("tril_", shaping.tril), ("triu_", shaping.triu)):
+                     ("tril_", shaping.tril), ("triu_", shaping.triu),
+                     ("index_add_", indexing.index_add), ("index_copy_", indexing.index_copy)):
         setattr(Tensor, name, _inplace(fn, name))
     Tensor.new_zeros = _new(zeros)
     Tensor.new_ones = _new(ones)

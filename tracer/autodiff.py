@@ -470,6 +470,9 @@ def eager_only_backward(outputs) -> str | None:
         if getattr(node.op, "category", None) == "custom":
             return (f"the gradient goes through the custom autograd.Function "
                     f"{node.op.name}, whose backward a compiled backward would not run")
+        if node.hooks is not None:
+            return ("a tensor the function made has a gradient hook (register_hook), which a "
+                    "compiled backward would not run")
     return None
 
 

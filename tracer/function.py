@@ -301,6 +301,12 @@ class Function:
                                         "function's backward() would go on into its graph",
                                         "pass a leaf (x.detach().requires_grad_()) or call "
                                         "backward() outside the function")
+        if concrete.writes_input_grads and any(t._grad_hooks for t in leaves):
+            # (the trace's arguments are tensors of its own, without the caller's hooks)
+            return self._eager_for_grad(args, kwargs, "an argument has a gradient hook "
+                                        "(register_hook) that the function's backward would "
+                                        "run", "register the hook on a parameter the function "
+                                        "reads, or call backward() outside the function")
         if concrete.writes_input_grads and any(t.grad is not None for t in leaves):
             # The trace began with every argument's .grad unset, so its backward assigns
             # .grad where eager would accumulate into the existing one.

@@ -44,7 +44,7 @@ def _dtype_of_data(data):
         return dtypes.canonical(data.dtype)
     arr = np.asarray(data)
     if dtypes.is_floating(arr.dtype):
-        return dtypes.DEFAULT_FLOAT
+        return dtypes.default_float()
     if arr.dtype.kind in "iu":
         return dtypes.DEFAULT_INT
     if arr.dtype.kind == "b":
@@ -85,7 +85,7 @@ def from_numpy(a: np.ndarray) -> "Tensor":
 
 
 def _creation_dtype(dtype, default=None):
-    return dtypes.canonical(dtype) if dtype is not None else (default or dtypes.DEFAULT_FLOAT)
+    return dtypes.canonical(dtype) if dtype is not None else (default or dtypes.default_float())
 
 
 def _make(arr, requires_grad):
@@ -142,7 +142,7 @@ def arange(start, end=None, step=1, dtype=None, requires_grad=False):
         start, end = 0, start
     if dtype is None:
         is_float = builtins.any(isinstance(v, (float, np.floating)) for v in (start, end, step))
-        dtype = dtypes.DEFAULT_FLOAT if is_float else dtypes.DEFAULT_INT
+        dtype = dtypes.default_float() if is_float else dtypes.DEFAULT_INT
     return _make(np.arange(start, end, step).astype(dtypes.canonical(dtype)), requires_grad)
 
 

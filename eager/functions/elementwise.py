@@ -88,14 +88,19 @@ def _scalar_for(value, like_dtype):
         t = None
     if t is not None:
         return t
-    dtype = dtypes.promote_weak(like_dtype, dtypes.scalar_dtype(value))
+    if is_float and dtypes.is_floating(like_dtype):
+        dtype = like_dtype  # (the tensor's float dtype wins: the default is not read)
+    else:
+        dtype = dtypes.promote_weak(like_dtype, dtypes.scalar_dtype(value))
+        if is_float:  # (it depends on eager.set_default_dtype: not kept)
+            key = None
     try:
         arr = np.array(value, dtype=dtype)
     except OverflowError:  # uint8 tensor + 300: the scalar wraps to the dtype, as in PyTorch
         arr = np.array(value).astype(dtype)
     arr.flags.writeable = False
     t = Tensor._wrap(arr)
-    if len(_SCALAR_CACHE) < 4096 and (is_float or value == value):
+    if key is not None and len(_SCALAR_CACHE) < 4096 and (is_float or value == value):
         _SCALAR_CACHE[key] = t
     return t
 
@@ -149,14 +154,14 @@ def _operands(a, b, op):
 def _float_operands(a, b, op):
     a, b = _operands(a, b, op)
     if not dtypes.is_floating(a.dtype):
-        a, b = cast(a, dtypes.DEFAULT_FLOAT), cast(b, dtypes.DEFAULT_FLOAT)
+        a, b = cast(a, dtypes.default_float()), cast(b, dtypes.default_float())
     return a, b
 
 
 def _floating(x, op):
     x = as_tensor(x, op)
     if not dtypes.is_floating(x._data.dtype):
-        return cast(x, dtypes.DEFAULT_FLOAT)
+        return cast(x, dtypes.default_float())
     return x
 
 

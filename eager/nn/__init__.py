@@ -14,6 +14,7 @@ from . import conv_layers as _conv_layers
 from .conv_layers import *  # noqa: F401,F403 - Conv2d, MaxPool2d, Upsample, ... (its __all__)
 from . import norm_layers as _norm_layers
 from .norm_layers import *  # noqa: F401,F403 - BatchNorm2d, GroupNorm, RMSNorm, ... (its __all__)
+from .similarity import CosineSimilarity, PairwiseDistance, PixelShuffle, PixelUnshuffle
 from .rnn import GRU, GRUCell, LSTM, LSTMCell, RNN, RNNCell
 from .attention import MultiheadAttention, scaled_dot_product_attention
 from .transformer import (Transformer, TransformerDecoder, TransformerDecoderLayer,
@@ -28,6 +29,7 @@ __all__ = ["functional", "init", "Module", "Parameter", "Linear", "Sequential", 
            "BCELoss", "BCEWithLogitsLoss", "L1Loss", "SmoothL1Loss", "HuberLoss", "KLDivLoss"]
 __all__ += _conv_layers.__all__
 __all__ += _norm_layers.__all__
+__all__ += ["CosineSimilarity", "PairwiseDistance", "PixelShuffle", "PixelUnshuffle"]
 __all__ += ["RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell"]
 __all__ += ["MultiheadAttention", "Transformer", "TransformerEncoder",
             "TransformerEncoderLayer", "TransformerDecoder", "TransformerDecoderLayer"]

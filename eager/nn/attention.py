@@ -25,7 +25,7 @@ from . import functional as F
 from . import init
 from .layers import Linear
 from .module import Module, Parameter
-from ..dtypes import is_floating
+from ..dtypes import default_float, is_floating
 
 
 class NonDynamicallyQuantizableLinear(Linear):
@@ -180,7 +180,7 @@ class MultiheadAttention(Module):
         self.batch_first = batch_first
         self.head_dim = embed_dim // num_heads
         def zeros(*shape):
-            return Parameter(T.Tensor._wrap(np.zeros(shape, np.float32)))
+            return Parameter(T.Tensor._wrap(np.zeros(shape, default_float())))
         if self._qkv_same_embed_dim:
             self.in_proj_weight = zeros(3 * embed_dim, embed_dim)
             self.register_parameter("q_proj_weight", None)

@@ -6,6 +6,8 @@ import math
 
 import numpy as np
 
+from ..dtypes import default_float
+
 from .. import functions as T
 from ..device import check_device
 from . import conv as C
@@ -16,7 +18,7 @@ from .module import Module, Parameter
 
 
 def _empty(*shape):
-    return Parameter(T.Tensor._wrap(np.zeros(shape, np.float32)))
+    return Parameter(T.Tensor._wrap(np.zeros(shape, default_float())))
 
 
 class _ConvNd(Module):
@@ -124,10 +126,32 @@ class _ConvTranspose(_ConvNd):
         super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation,
                          groups, bias, padding_mode, device, dtype, output_padding)
 
-    def forward(self, x):
+    def forward(self, x, output_size=None):
+        output_padding = self.output_padding if output_size is None else \
+            self._output_padding(x, output_size)
         return C._conv_transposend(f"conv_transpose{self._nd}d", self._nd, x, self.weight,
-                                   self.bias, self.stride, self.padding, self.output_padding,
+                                   self.bias, self.stride, self.padding, output_padding,
                                    self.groups, self.dilation)
+
+    def _output_padding(self, x, output_size):
+        """The output_padding giving `output_size` (its last nd entries), as PyTorch's:
+        a stride above 1 leaves stride choices of output size for one input size."""
+        nd = self._nd
+        size = [int(n) for n in output_size][-nd:]
+        if len(size) != nd:
+            raise ValueError(f"{type(self).__name__}: output_size must have {nd} or "
+                             f"{nd + 2} elements, got {tuple(output_size)}")
+        pads = []
+        for d in range(nd):
+            smallest = ((x.shape[x.ndim - nd + d] - 1) * self.stride[d] - 2 * self.padding[d]
+                        + self.dilation[d] * (self.kernel_size[d] - 1) + 1)
+            if not smallest <= size[d] < smallest + self.stride[d]:
+                raise ValueError(f"{type(self).__name__}: requested an output size of "
+                                 f"{tuple(size)}, but valid sizes along dimension {d} range "
+                                 f"from {smallest} to {smallest + self.stride[d] - 1} (for "
+                                 f"an input of {tuple(x.shape)})")
+            pads.append(size[d] - smallest)
+        return tuple(pads)
 
 
 class ConvTranspose1d(_ConvTranspose):

@@ -128,3 +128,5 @@ from .pooling import (adaptive_avg_pool1d, adaptive_avg_pool2d,  # noqa: E402
 from .resample import interpolate, pad, upsample  # noqa: E402
 from .normalization import (alpha_dropout, batch_norm, dropout1d, dropout2d,  # noqa: E402
                             dropout3d, group_norm, instance_norm, rms_norm)
+from .similarity import (  # noqa: E402,F401 - re-exported
+    cosine_similarity, pairwise_distance, pixel_shuffle, pixel_unshuffle)

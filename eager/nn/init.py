@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from ..autograd import no_grad
-from ..functions import from_numpy, rand, randn
+from ..functions import from_numpy, rand, randn, reshape
 
 
 def _fans(t):
@@ -93,3 +95,26 @@ def xavier_uniform_(t, gain=1.0):
     fan_in, fan_out = _fans(t)
     bound = gain * math.sqrt(6.0 / (fan_in + fan_out))
     return uniform_(t, -bound, bound)
+
+
+def orthogonal_(t, gain=1.0, generator=None):
+    """Fill `t` (at least 2-d; trailing dims flattened) with a (semi-)orthogonal matrix
+    times `gain`: the Q of a normal draw's QR, its signs fixed by R's diagonal, as
+    PyTorch's."""
+    if t.ndim < 2:
+        raise ValueError(f"orthogonal_: only tensors with 2 or more dimensions are supported, "
+                         f"got shape {t.shape}")
+    if t.numel() == 0:
+        return t
+    rows = t.shape[0]
+    cols = t.numel() // rows
+    with no_grad():
+        flat = randn((rows, cols), dtype=t.dtype, generator=generator).numpy().astype(
+            np.float64)
+        if rows < cols:
+            flat = flat.T
+        q, r = np.linalg.qr(flat)
+        q = q * np.sign(np.diag(r))
+        if rows < cols:
+            q = q.T
+        return t.copy_(reshape(from_numpy((q * gain).astype(t.dtype)), t.shape))

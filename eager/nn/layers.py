@@ -6,6 +6,8 @@ from collections import OrderedDict
 
 import numpy as np
 
+from ..dtypes import default_float
+
 from .. import functions as T
 from . import functional as F
 from . import init
@@ -14,7 +16,7 @@ from .module import Module, Parameter
 
 
 def _empty(*shape):
-    return Parameter(T.Tensor._wrap(np.zeros(shape, np.float32)))
+    return Parameter(T.Tensor._wrap(np.zeros(shape, default_float())))
 
 
 class Linear(Module):

@@ -43,6 +43,11 @@ class Parameter(Tensor):
 class Module:
     """Base class of all layers: registers Parameters, buffers and sub-Modules by attribute."""
 
+    # Hooks ((key, fn, flag), ...), set per instance when one is registered (module_hooks)
+    _forward_pre_hooks = ()
+    _forward_hooks = ()
+    _backward_hooks = ()
+
     def __init__(self):
         object.__setattr__(self, "_parameters", OrderedDict())
         object.__setattr__(self, "_buffers", OrderedDict())
@@ -137,7 +142,29 @@ class Module:
         raise NotImplementedError(f"{type(self).__name__} must define forward()")
 
     def __call__(self, *args, **kwargs):
+        if self._forward_hooks or self._forward_pre_hooks or self._backward_hooks:
+            return _module_hooks.call_with_hooks(self, args, kwargs)
         return self.forward(*args, **kwargs)
+
+    def register_forward_pre_hook(self, hook, *, prepend=False, with_kwargs=False):
+        """``hook(module, args)`` before each forward; a returned value replaces args."""
+        return _module_hooks.register_forward_pre_hook(self, hook, prepend=prepend,
+                                                       with_kwargs=with_kwargs)
+
+    def register_forward_hook(self, hook, *, prepend=False, with_kwargs=False,
+                              always_call=False):
+        """``hook(module, args, output)`` after each forward; a returned value replaces the
+        output.
+
+        >>> h = layer.register_forward_hook(lambda m, args, out: out.clamp(min=0))
+        """
+        return _module_hooks.register_forward_hook(self, hook, prepend=prepend,
+                                                   with_kwargs=with_kwargs)
+
+    def register_full_backward_hook(self, hook, prepend=False):
+        """``hook(module, grad_input, grad_output)`` when the gradients of the module's
+        inputs are computed; a returned tuple replaces grad_input."""
+        return _module_hooks.register_full_backward_hook(self, hook, prepend=prepend)
 
     # -------------------------------------------------------------- traversal
     def named_modules(self, prefix=""):
@@ -362,3 +389,6 @@ class Module:
 
 # What load_state_dict returns, as PyTorch's `_IncompatibleKeys`.
 IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
+
+
+from . import module_hooks as _module_hooks  # noqa: E402 (it imports Function, Tensor)

@@ -24,6 +24,8 @@ import math
 
 import numpy as np
 
+from ..dtypes import default_float
+
 from .. import functions as T
 from .. import shaping as S
 from ..device import check_device
@@ -42,7 +44,7 @@ _GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
 
 
 def _empty(*shape):
-    return Parameter(T.Tensor._wrap(np.zeros(shape, np.float32)))
+    return Parameter(T.Tensor._wrap(np.zeros(shape, default_float())))
 
 
 # --------------------------------------------------------------------------------------
@@ -221,6 +223,10 @@ class RNNBase(Module):
                            f"{tuple(h.shape)}", (h,), exc=RuntimeError)
 
     def forward(self, input, hx=None):
+        if isinstance(input, tuple) and type(input).__name__ == "PackedSequence":
+            from .packed import forward_packed
+
+            return forward_packed(self, input, hx)
         self._check_input(input, hx)
         x = input
         batched = x.ndim == 3

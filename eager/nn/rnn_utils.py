@@ -41,4 +41,8 @@ def pad_sequence(sequences, batch_first: bool = False, padding_value: float = 0.
     return T.stack(padded, 0 if batch_first else 1)
 
 
-__all__ = ["pad_sequence"]
+from .packed import (PackedSequence, pack_padded_sequence, pack_sequence,  # noqa: E402
+                     pad_packed_sequence)
+
+__all__ = ["pad_sequence", "PackedSequence", "pack_padded_sequence", "pad_packed_sequence",
+           "pack_sequence"]

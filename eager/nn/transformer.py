@@ -225,7 +225,7 @@ class Transformer(Module):
     @staticmethod
     def generate_square_subsequent_mask(sz: int, device=None, dtype=None):
         """(sz, sz) float mask: -inf above the main diagonal, 0 on and below it."""
-        dtype = dtypes.float32 if dtype is None else dtype
+        dtype = dtypes.default_float() if dtype is None else dtype
         return T.where(_upper(sz), T.const(-math.inf, dtype), T.const(0.0, dtype))
 
 

@@ -1472,6 +1472,8 @@ from opinfo_dtypes import DTYPE_OPINFOS  # noqa: E402  (issue 16 item 7: view(dt
 OPINFOS += DTYPE_OPINFOS
 from opinfo_rnn import RNN_OPINFOS  # noqa: E402  (an LSTM layer's time loop)
 OPINFOS += RNN_OPINFOS
+from opinfo_apis import API_OPINFOS  # noqa: E402  (select, index_add, pixel_shuffle ...)
+OPINFOS += API_OPINFOS
 
 BY_NAME = {info.name: info for info in OPINFOS}
 _DUPLICATE = [n for n in BY_NAME if sum(i.name == n for i in OPINFOS) > 1]

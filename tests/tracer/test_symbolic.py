@@ -353,6 +353,11 @@ NEEDS_THE_SIZE |= {"conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_trans
 NEEDS_THE_SIZE |= {"addmm", "baddbmm", "outer"}
 # an LSTM layer's time loop packs its rows along the time dim (6T rows of (B, H))
 NEEDS_THE_SIZE |= {"lstm_recurrence", "lstm_recurrence_backward"}
+# tests/eager/opinfo_apis.py: select checks its index against the size it selects along;
+# index_add / index_copy scatter with per-dim indices of it; pixel_shuffle's (9, 1, 2)
+# sample splits the symbolic channels
+NEEDS_THE_SIZE |= {"select", "index_add", "index_add_", "index_add_alpha", "index_copy",
+                   "index_copy_", "pixel_shuffle"}
 
 
 # Softmax over a dim that is symbolic and 0 in a call: eager returns the empty result (as
