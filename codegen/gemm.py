@@ -35,6 +35,7 @@ MIN_FLOPS = 1 << 17     # 2*M*N*K (times the batch) at least: smaller ones stay 
 # 0.5 ms copying into fresh memory, against 34 us in BLAS)
 PACK_MIN_ROWS = 64
 SPLIT_FLOPS = 1 << 23   # from here a product is split over the kernel threads
+_A_BLOCK = 128 * 256     # gemm_kernel's MC * KC: one packed block of a transposed A
 _AVX512_CORES = ("skylakex", "cooperlake", "sapphirerapids")
 _F32 = np.dtype(np.float32)
 
@@ -195,16 +196,18 @@ def _run(a4, b4, c4) -> None:
     n = c4.shape[3]
     kernel = _kernel()
     packs = b4.strides[3] != 4
+    # (room for a block of a transposed A: gemm_kernel.product_blocks copies it)
+    extra = _A_BLOCK if a4.strides[2] == 4 and a4.strides[3] != 4 else 0
     threads = parallel._split_threads()
     pieces = [(0, nb, 0, m, 0, n)]
     if threads > 1 and 2 * nb * m * n * k >= SPLIT_FLOPS:
         pieces = _pieces(nb, m, n, threads * 2, packs)
     if len(pieces) == 1:
-        kernel(a4, b4, c4, _scratch(k * n if packs else 0), 0, nb, 0, m, 0, n)
+        kernel(a4, b4, c4, _scratch((k * n if packs else 0) + extra), 0, nb, 0, m, 0, n)
         return
 
     def piece(p):
-        kernel(a4, b4, c4, _scratch(k * (p[5] - p[4]) if packs else 0), *p)
+        kernel(a4, b4, c4, _scratch((k * (p[5] - p[4]) if packs else 0) + extra), *p)
     parallel.run_pieces(piece, pieces, threads)
 
 

@@ -266,3 +266,22 @@ def test_lstm_recurrence_kernels_take_the_kernel_for_their_step_products(own, mo
     for e in eqns:
         source, _sizes = getattr(step_kernels_rnn, e.op)(e)
         assert ("product_blocks(" in source) is own and ("gemm_f32(" in source) is not own
+
+
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")
+@pytest.mark.parametrize("m,k,n", [(13, 300, 65), (150, 40, 70), (8, 5, 33)])
+def test_a_transposed_a_is_copied_in_panels_with_the_same_bits(m, k, n):
+    # a weight gradient's x.T @ dy: the kernel copies blocks of the transposed A into
+    # panels (edge rows 13 = 8+4+1, two K blocks, two row blocks of MC = 128); each element
+    # is still the same dot product in the same order as with a row-major A
+    a_t = _f32(k, m).T
+    a_t.base[0, m // 2] = np.nan
+    a_t.base[k - 1, 0] = np.inf
+    b = _f32(k, n)
+    got = gemm.matmul(a_t, b)
+    np.testing.assert_array_equal(got, gemm.matmul(np.ascontiguousarray(a_t), b))
+    want = a_t.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
+    stack = _f32(2, 3, k, m).transpose(0, 1, 3, 2)        # batched, as P.T @ dO
+    np.testing.assert_array_equal(gemm.matmul(stack, b),
+                                  gemm.matmul(np.ascontiguousarray(stack), b))
