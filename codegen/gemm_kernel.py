@@ -151,6 +151,47 @@ def _copy_lanes(typingctx, src, dst, n):
     return sig, codegen
 
 
+def _make_prefetch(write: int):
+    @intrinsic
+    def prefetch(typingctx, address):
+        """Ask for the cache line at `address` (llvm.prefetch: a hint, never a fault)."""
+        sig = types.void(address)
+
+        def codegen(context, builder, signature, args):
+            ptr = ir.IntType(8).as_pointer()
+            fn = _masked(builder, "llvm.prefetch.p0",
+                         ir.FunctionType(ir.VoidType(), [ptr, _I32, _I32, _I32]))
+            builder.call(fn, [builder.inttoptr(args[0], ptr), ir.Constant(_I32, write),
+                              ir.Constant(_I32, 3), ir.Constant(_I32, 1)])
+            return context.get_dummy_value()
+
+        return sig, codegen
+    return prefetch
+
+
+_PREFETCH_R = _make_prefetch(0)
+_PREFETCH_W = _make_prefetch(1)
+
+
+@njit(inline="always")
+def _prefetch_matrix(p, rows, cols, s0, s1, write):
+    """Prefetch the lines of a rows x cols matrix at address p (strides in floats) when one
+    of its axes is contiguous; else nothing."""
+    if s1 == 1:
+        lines, stride, count = (4 * cols + 63) // 64, s0, rows
+    elif s0 == 1:
+        lines, stride, count = (4 * rows + 63) // 64, s1, cols
+    else:
+        return
+    for r in range(count):
+        row = p + 4 * r * stride
+        for ln in range(lines):
+            if write:
+                _PREFETCH_W(row + 64 * ln)
+            else:
+                _PREFETCH_R(row + 64 * ln)
+
+
 _UK8 = _make_ukernel(8)
 _UK4 = _make_ukernel(4)
 _UK2 = _make_ukernel(2)
@@ -229,11 +270,21 @@ def product_blocks(a, b, c, scratch, b0, b1, i0, i1, j0, j1):
     packs = b.strides[3] != 4
     pack_a = sa0 == 1 and sa1 != 1 and j1 - j0 > NR and i1 - i0 >= MR
     pp = np.int64(scratch.ctypes.data) + 4 * (K * (j1 - j0) if packs else 0)
+    sb0_, sb1_ = b.strides[2] // 4, b.strides[3] // 4
     for q in range(b0, b1):
         q1 = q // nb2
         q2 = q - q1 * nb2
         pa = np.int64(a.ctypes.data) + q1 * a.strides[0] + q2 * a.strides[1]
         pc = np.int64(c.ctypes.data) + q1 * c.strides[0] + q2 * c.strides[1]
+        if q + 1 < b1:  # (a stack of small matrices: the next one's lines are asked for
+            n1 = (q + 1) // nb2  # now, as its strided rows are not prefetched by the CPU)
+            n2 = q + 1 - n1 * nb2
+            _prefetch_matrix(np.int64(a.ctypes.data) + n1 * a.strides[0] + n2 * a.strides[1]
+                             + 4 * i0 * sa0, i1 - i0, K, sa0, sa1, False)
+            _prefetch_matrix(np.int64(b.ctypes.data) + n1 * b.strides[0] + n2 * b.strides[1]
+                             + 4 * j0 * sb1_, K, j1 - j0, sb0_, sb1_, False)
+            _prefetch_matrix(np.int64(c.ctypes.data) + n1 * c.strides[0] + n2 * c.strides[1]
+                             + 4 * (i0 * ldc + j0), i1 - i0, j1 - j0, ldc, 1, True)
         if K == 0:
             for i in range(i0, i1):
                 for j in range(j0, j1):
