@@ -155,8 +155,10 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.nd
     m, n = a.shape[-2], b.shape[-1]
     if a.ndim == 2 and b.ndim == 2:
         shape = (m, n)
-    else:
-        shape = np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (m, n)
+    else:  # (equal batch axes, as attention's, without broadcast_shapes: 4 us a call)
+        batch_a, batch_b = a.shape[:-2], b.shape[:-2]
+        shape = (batch_a if batch_a == batch_b else np.broadcast_shapes(batch_a, batch_b)) \
+            + (m, n)
     if out is None:
         out = np.empty(shape, _F32)
     elif out.__class__ is not np.ndarray or out.dtype != _F32 or out.shape != shape \
