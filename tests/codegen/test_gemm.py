@@ -285,3 +285,23 @@ def test_a_transposed_a_is_copied_in_panels_with_the_same_bits(m, k, n):
     stack = _f32(2, 3, k, m).transpose(0, 1, 3, 2)        # batched, as P.T @ dO
     np.testing.assert_array_equal(gemm.matmul(stack, b),
                                   gemm.matmul(np.ascontiguousarray(stack), b))
+
+
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")
+def test_a_transposed_b_is_copied_exactly():
+    # x @ w.T and q @ k.transpose(-2, -1): b's columns are contiguous, copied into rows by
+    # 16 x 16 blocks transposed in registers, with edges (k 37 = 32 + 5, n 70 = 64 + 6)
+    # element by element; the product has the bits of the same product with b row-major
+    a = _f32(66, 37)
+    w = _f32(70, 37)
+    w[3, 20] = np.nan
+    w[50, 36] = -np.inf
+    got = gemm.matmul(a, w.T)
+    np.testing.assert_array_equal(got, gemm.matmul(a, np.ascontiguousarray(w.T)))
+    np.testing.assert_allclose(got, a.astype(np.float64) @ w.T.astype(np.float64),
+                               rtol=1e-5, atol=1e-4)
+    q, kk = _f32(2, 64, 3, 32).transpose(0, 2, 1, 3), _f32(2, 64, 3, 32).transpose(0, 2, 3, 1)
+    np.testing.assert_array_equal(gemm.matmul(q, kk), gemm.matmul(q, np.ascontiguousarray(kk)))
+    w_rev = _f32(70, 37)[::-1]                # negative column stride of b
+    np.testing.assert_array_equal(gemm.matmul(a, w_rev.T),
+                                  gemm.matmul(a, np.ascontiguousarray(w_rev.T)))
