@@ -158,8 +158,9 @@ def test_split_over_threads_gives_the_same_bits(monkeypatch):
     one = gemm.matmul(a, b)
     monkeypatch.setattr(parallel, "_split_threads", lambda: 2)
     monkeypatch.setattr(gemm, "SPLIT_FLOPS", 0)
+    at = np.ascontiguousarray(a[2].T).T               # x.T: copied in panels per piece
     for x, y, want in [(a, b, one), (a[0], b, one[0]), (a[0, :40], b, one[0, :40]),
-                       (a, bt, one), (a[1], bt, one[1])]:
+                       (a, bt, one), (a[1], bt, one[1]), (at, b, one[2]), (at, bt, one[2])]:
         np.testing.assert_array_equal(gemm.matmul(x, y), want)
 
 
