@@ -158,8 +158,9 @@ def test_split_over_threads_gives_the_same_bits(monkeypatch):
     one = gemm.matmul(a, b)
     monkeypatch.setattr(parallel, "_split_threads", lambda: 2)
     monkeypatch.setattr(gemm, "SPLIT_FLOPS", 0)
+    at = np.ascontiguousarray(a[2].T).T               # x.T: copied in panels per piece
     for x, y, want in [(a, b, one), (a[0], b, one[0]), (a[0, :40], b, one[0, :40]),
-                       (a, bt, one), (a[1], bt, one[1])]:
+                       (a, bt, one), (a[1], bt, one[1]), (at, b, one[2]), (at, bt, one[2])]:
         np.testing.assert_array_equal(gemm.matmul(x, y), want)
 
 
@@ -266,3 +267,42 @@ def test_lstm_recurrence_kernels_take_the_kernel_for_their_step_products(own, mo
     for e in eqns:
         source, _sizes = getattr(step_kernels_rnn, e.op)(e)
         assert ("product_blocks(" in source) is own and ("gemm_f32(" in source) is not own
+
+
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")
+@pytest.mark.parametrize("m,k,n", [(13, 300, 65), (150, 40, 70), (8, 5, 33)])
+def test_a_transposed_a_is_copied_in_panels_with_the_same_bits(m, k, n):
+    # a weight gradient's x.T @ dy: the kernel copies blocks of the transposed A into
+    # panels (edge rows 13 = 8+4+1, two K blocks, two row blocks of MC = 128); each element
+    # is still the same dot product in the same order as with a row-major A
+    a_t = _f32(k, m).T
+    a_t.base[0, m // 2] = np.nan
+    a_t.base[k - 1, 0] = np.inf
+    b = _f32(k, n)
+    got = gemm.matmul(a_t, b)
+    np.testing.assert_array_equal(got, gemm.matmul(np.ascontiguousarray(a_t), b))
+    want = a_t.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
+    stack = _f32(2, 3, k, m).transpose(0, 1, 3, 2)        # batched, as P.T @ dO
+    np.testing.assert_array_equal(gemm.matmul(stack, b),
+                                  gemm.matmul(np.ascontiguousarray(stack), b))
+
+
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")
+def test_a_transposed_b_is_copied_exactly():
+    # x @ w.T and q @ k.transpose(-2, -1): b's columns are contiguous, copied into rows by
+    # 16 x 16 blocks transposed in registers, with edges (k 37 = 32 + 5, n 70 = 64 + 6)
+    # element by element; the product has the bits of the same product with b row-major
+    a = _f32(66, 37)
+    w = _f32(70, 37)
+    w[3, 20] = np.nan
+    w[50, 36] = -np.inf
+    got = gemm.matmul(a, w.T)
+    np.testing.assert_array_equal(got, gemm.matmul(a, np.ascontiguousarray(w.T)))
+    np.testing.assert_allclose(got, a.astype(np.float64) @ w.T.astype(np.float64),
+                               rtol=1e-5, atol=1e-4)
+    q, kk = _f32(2, 64, 3, 32).transpose(0, 2, 1, 3), _f32(2, 64, 3, 32).transpose(0, 2, 3, 1)
+    np.testing.assert_array_equal(gemm.matmul(q, kk), gemm.matmul(q, np.ascontiguousarray(kk)))
+    w_rev = _f32(70, 37)[::-1]                # negative column stride of b
+    np.testing.assert_array_equal(gemm.matmul(a, w_rev.T),
+                                  gemm.matmul(a, np.ascontiguousarray(w_rev.T)))
