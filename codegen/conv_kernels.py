@@ -28,6 +28,10 @@ float rounding, not bit for bit.  The input gradient multiplies the weights, the
 gradient the input, by zeros around and between rows too (terms eager never forms): given
 a NaN or inf weight (input gradient) or non-finite results (weight gradient: a NaN or inf
 read leaves them so) they return 1 and the numpy implementation computes the value.
+
+No kernel's source names the batch size N (the forward and the input gradient run the
+samples [lo, hi) the split gives them, the weight gradient reads N from its input's
+length): one compiled kernel serves a convolution at every batch size.
 """
 from __future__ import annotations
 
@@ -189,7 +193,7 @@ def forward(g: Geometry) -> Split:
              f"            for y in range({g.oh}):",
              f"                for x in range({g.ow}):",
              f"                    out0[ob + y * {g.ow} + x] = acc[y * {g.wp} + x]"]
-    doc = (f"conv_direct of [{g.n}, {g.c}, {g.h}, {g.w}] by [{g.o}, {g.c}, {g.kh}, {g.kw}], "
+    doc = (f"conv_direct of [N, {g.c}, {g.h}, {g.w}] by [{g.o}, {g.c}, {g.kh}, {g.kw}], "
            f"dilation ({g.dh}, {g.dw}), padding (({g.pt}, {g.pb}), ({g.pl}, {g.pr})).")
     return Split(_module(doc, g.dtype, body), g.n)
 
@@ -227,8 +231,8 @@ def input_grad(g: Geometry) -> Split:
              f"            for y in range({g.h}):",
              f"                for x in range({g.w}):",
              f"                    out0[db + y * {g.w} + x] = acc[y * {g.wp} + x + {g.pl}]"]
-    doc = (f"conv_direct_input_grad into [{g.n}, {g.c}, {g.h}, {g.w}] from "
-           f"[{g.n}, {g.o}, {g.oh}, {g.ow}] by [{g.o}, {g.c}, {g.kh}, {g.kw}], dilation "
+    doc = (f"conv_direct_input_grad into [N, {g.c}, {g.h}, {g.w}] from "
+           f"[N, {g.o}, {g.oh}, {g.ow}] by [{g.o}, {g.c}, {g.kh}, {g.kw}], dilation "
            f"({g.dh}, {g.dw}), padding (({g.pt}, {g.pb}), ({g.pl}, {g.pr})).")
     return Split(_module(doc, g.dtype, body), g.n)
 
@@ -241,7 +245,7 @@ def weight_grad(g: Geometry) -> Split:
             f"    out0[lo * {g.c * kk}:hi * {g.c * kk}] = 0"]
     if g.padded:
         body.append(f"    xp = np.zeros({g.c * plane}, np.{g.dtype})")
-    body.append(f"    for n in range({g.n}):")
+    body.append(f"    for n in range(in1.shape[0] // {g.c * g.h * g.w}):  # (N, read at run time)")
     if g.padded:
         body += _pad_plane(g, "        ", "in1", "xp")
         body.append("        xb = np.uint64(0)")
@@ -266,7 +270,7 @@ def weight_grad(g: Geometry) -> Split:
     # can they differ from eager's, and then numpy computes them)
     body += _refuse_nonfinite(g, "out0", f"lo * {g.c * kk}", f"(hi - lo) * {g.c * kk}", "    ")
     doc = (f"conv_direct_weight_grad [{g.o}, {g.c}, {g.kh}, {g.kw}] from "
-           f"[{g.n}, {g.o}, {g.oh}, {g.ow}] and [{g.n}, {g.c}, {g.h}, {g.w}], dilation "
+           f"[N, {g.o}, {g.oh}, {g.ow}] and [N, {g.c}, {g.h}, {g.w}], dilation "
            f"({g.dh}, {g.dw}), padding (({g.pt}, {g.pb}), ({g.pl}, {g.pr})).")
     # (pieces of whole shares of the output channels: each piece pads every sample again)
     return Split(_module(doc, g.dtype, body), g.o, -(-g.o // _split_threads()))

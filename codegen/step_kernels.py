@@ -8,10 +8,14 @@ Each function takes the equation and returns the source of a generated module de
 or None where the op's numpy implementation serves (symbolic sizes, other dtypes, an
 empty array); scatter_add returns (source, sizes): one kernel for every size, the sizes
 passed after the output.  Inputs and output are flat C-ordered arrays (as fused kernels
-take them); the runner allocates the output.  A kernel that returns a true value refused
-its inputs (scatter_add: an index out of range; codegen.conv_kernels: a non-finite value
-where it would add terms eager does not); the runner then calls the numpy implementation,
-which raises eager's error or computes the value.  Each kernel computes exactly what the
+take them); the runner allocates the output.  The windowed kernels (im2col, col2im,
+max_pool_index, the plane rows) and argmax (over an axis other than the first) read the
+batch size N from their arrays' lengths and name every other size as a literal: one
+compiled kernel serves a model at every batch size (a step traced at batch 64 and then
+32 compiles none of them again).  A kernel that returns a true value refused its inputs
+(scatter_add: an index out of range; codegen.conv_kernels: a non-finite value where it
+would add terms eager does not); the runner then calls the numpy implementation, which
+raises eager's error or computes the value.  Each kernel computes exactly what the
 registry's numpy implementation computes, bit for bit:
 
 * argmax: the FIRST maximum, and the first NaN if there is one (numpy's rule);
@@ -73,6 +77,18 @@ def _module(doc: str, in_type, out_type: str, body: list, consts=(), more_ins=()
     return "\n".join(lines) + "\n"
 
 
+def _batched(shape) -> str:
+    """`shape` as the kernels' docstrings print it: [N, ...], the batch size not named (it
+    is read at run time, so the source, the cache's key, is one for every batch size)."""
+    return "[" + ", ".join(["N"] + [str(d) for d in shape[1:]]) + "]"
+
+
+def _batch_line(array: str, per_sample: int) -> str:
+    """The line binding N, the batch size, from flat `array`'s length (`per_sample`
+    elements per sample)."""
+    return f"    N = {array}.shape[0] // {per_sample}  # (the batch size: read at run time)"
+
+
 def _loops(names, sizes, depth) -> tuple:
     """Nested `for` lines over `names` in `sizes`, and the indent of the innermost body."""
     lines = []
@@ -99,11 +115,16 @@ def argmax(e) -> str | None:
     axis = axis % len(shape)
     outer = [f"i{d}" for d in range(len(shape)) if d != axis]
     sizes = [shape[d] for d in range(len(shape)) if d != axis]
+    body = ["    o = 0"]
+    doc = list(shape)
+    if axis != 0:  # (the first dim, a batch, read at run time: one kernel for every size)
+        sizes[0] = "N"
+        body.insert(0, _batch_line("in0", math.prod(shape[1:])))
+        doc = _batched(shape)
 
     def at(j):
         idx = [f"i{d}" if d != axis else j for d in range(len(shape))]
         return f"in0[{_flat(idx, shape)}]"
-    body = ["    o = 0"]
     loops, ind = _loops(outer, sizes, 1)
     body += loops
     body += [f"{ind}best = {at('0')}",
@@ -119,8 +140,7 @@ def argmax(e) -> str | None:
              f"{ind}            first = j",
              f"{ind}out0[o] = first",
              f"{ind}o += 1"]
-    return _module(f"argmax over axis {axis} of {list(shape)}, as np.argmax.", x.type, "int64",
-                   body)
+    return _module(f"argmax over axis {axis} of {doc}, as np.argmax.", x.type, "int64", body)
 
 
 def _window_geometry(e, cols_shape):
@@ -159,25 +179,28 @@ def col2im(e) -> str | None:
     nd, kernel, stride, dilation, pad, c, n, out = _window_geometry(e, tuple(cols.type.shape))
     shape = tuple(y.type.shape)       # (N, C, *spatial)
     dt = np.dtype(cols.type.dtype).name
-    body = ["    out0[:] = 0"]
+    body = [_batch_line("out0", math.prod(shape[1:])), "    out0[:] = 0"]
     # Kernel offsets outside the windows: each output element receives its terms in the
     # order of numpy's loop over offsets.
     last = nd - 1
     loops, ind = _loops(["c"] + [f"k{d}" for d in range(nd)], [c] + list(kernel), 1)
     body += loops + _last_dim_range(ind, nd, stride, dilation, pad, shape[-1], out[last])
     names = ["c"] + [f"k{d}" for d in range(nd)] + ["n"] + [f"o{d}" for d in range(last)]
-    loops, ind = _loops(names[nd + 1:], [n] + list(out[:last]), 2 + nd)
+    loops, ind = _loops(names[nd + 1:], ["N"] + list(out[:last]), 2 + nd)
     body += loops
     pos = _positions(nd, stride, dilation, pad)
     body += [f"{ind}p{d} = {pos[d]}" for d in range(last)]
     inside = " and ".join([f"0 <= p{d} < {shape[2 + d]}" for d in range(last)] or ["True"])
-    src = _flat(names + ["j"], tuple(cols.type.shape))
+    cols_sizes = list(cols.type.shape)
+    cols_sizes[1 + nd] = "N"
+    src = _flat(names + ["j"], cols_sizes)
     row = _flat(["n", "c"] + [f"p{d}" for d in range(last)] + ["0"], shape)
     body += [f"{ind}if {inside}:",
              f"{ind}    r = {row} + q",
              f"{ind}    for j in range(a, b):",
              f"{ind}        out0[r + j * {stride[last]}] += in0[{src}]"]
-    return _module(f"col2im of {list(cols.type.shape)} into {list(shape)}.", cols.type,
+    cols_doc = "[" + ", ".join(str(d) for d in cols_sizes) + "]"
+    return _module(f"col2im of {cols_doc} into {_batched(shape)}.", cols.type,
                    _FLOATS[dt], body)
 
 
@@ -245,12 +268,14 @@ def im2col(e) -> str | None:
     dt = _FLOATS[np.dtype(x.type.dtype).name]
     last = nd - 1
     consts = [f"FILL = np.{dt}(float({str(float(e.params['fill']))!r}))"]
-    body = ["    o = np.uint64(0)", f"    width = np.uint64({out[last]})",
+    body = [_batch_line("in0", math.prod(shape[1:])),
+            "    o = np.uint64(0)", f"    width = np.uint64({out[last]})",
             f"    us = np.uint64({stride[last]})"]
     loops, ind = _loops(["c"] + [f"k{d}" for d in range(nd)], [c] + list(kernel), 1)
     body += loops + _last_dim_range(ind, nd, stride, dilation, pad, shape[-1], out[last])
     body += [f"{ind}ua = np.uint64(a)", f"{ind}nb = np.uint64(b - a)"]
-    loops, ind = _loops(["n"] + [f"o{d}" for d in range(last)], [n] + list(out[:last]), 2 + nd)
+    loops, ind = _loops(["n"] + [f"o{d}" for d in range(last)], ["N"] + list(out[:last]),
+                        2 + nd)
     body += loops
     pos = _positions(nd, stride, dilation, pad)
     body += [f"{ind}p{d} = {pos[d]}" for d in range(last)]
@@ -273,8 +298,10 @@ def im2col(e) -> str | None:
              f"{ind}    for j in range(width):",
              f"{ind}        out0[o + j] = FILL",
              f"{ind}o += width"]
-    return _module(f"im2col of {list(shape)} into {list(cols.type.shape)}.", x.type, dt, body,
-                   consts)
+    cols_doc = list(cols.type.shape)
+    cols_doc[1 + nd] = "N"
+    cols_doc = "[" + ", ".join(str(d) for d in cols_doc) + "]"
+    return _module(f"im2col of {_batched(shape)} into {cols_doc}.", x.type, dt, body, consts)
 
 
 def max_pool_index(e) -> str | None:
@@ -287,14 +314,15 @@ def max_pool_index(e) -> str | None:
     shape, out = tuple(x.type.shape), tuple(e.out.type.shape[2:])
     spatial = shape[2:]
     dt = _FLOATS[np.dtype(x.type.dtype).name]
-    doc = (f"max_pool_index of {list(shape)}: kernel {kernel}, stride {stride}, "
+    doc = (f"max_pool_index of {_batched(shape)}: kernel {kernel}, stride {stride}, "
            f"dilation {dilation}, padding {pad}.")
     inside = all(lo == 0 and (o - 1) * s + d * (k - 1) < n for (lo, _), o, s, d, k, n in
                  zip(pad, out, stride, dilation, kernel, spatial))
     if inside and math.prod(kernel) <= _UNROLL_MAX:
         return _module(doc, x.type, "int64", _max_pool_unrolled(shape, out, kernel, stride,
                                                                 dilation))
-    body = ["    o = 0", f"    for nc in range({shape[0] * shape[1]}):",
+    body = [_batch_line("in0", math.prod(shape[1:])), "    o = 0",
+            f"    for nc in range(N * {shape[1]}):",
             f"        b = nc * {math.prod(spatial)}"]
     ind = "        "
     for d in range(nd):
@@ -336,7 +364,8 @@ def _max_pool_unrolled(shape, out, kernel, stride, dilation) -> list:
     plane = [math.prod(spatial[d + 1:]) for d in range(nd)]
     offsets = [sum(j * dilation[d] * plane[d] for d, j in enumerate(pos))
                for pos in np.ndindex(*kernel)]
-    body = ["    o = 0", f"    for nc in range({shape[0] * shape[1]}):",
+    body = [_batch_line("in0", math.prod(shape[1:])), "    o = 0",
+            f"    for nc in range(N * {shape[1]}):",
             f"        b = np.uint64(nc * {math.prod(spatial)})  # (uint64: see im2col)"]
     loops, ind = _loops([f"o{d}" for d in range(nd)], list(out), 2)
     body += loops
@@ -365,19 +394,20 @@ def _plane_loop(e, add: bool) -> str | None:
             or np.dtype(idx.type.dtype).name != "int64":
         return None
     values = tuple((e.out if add else x).type.shape)
-    nc = x.type.shape[0] * x.type.shape[1]
+    channels = x.type.shape[1]
     plane = math.prod(values[2:])           # positions per input plane
     lanes = math.prod(idx.type.shape[2:])   # windows per plane
     dt = _FLOATS[np.dtype(x.type.dtype).name]
-    body = ["    out0[:] = 0"] if add else []
-    body += [f"    for nc in range({nc}):",
+    body = [_batch_line("in1", channels * lanes)]
+    body += ["    out0[:] = 0"] if add else []
+    body += [f"    for nc in range(N * {channels}):",
              f"        b = nc * {plane}",
              f"        for j in range(nc * {lanes}, (nc + 1) * {lanes}):",
              "            q = in1[j]",
              f"            if q < 0 or q >= {plane}:",
              f"                raise IndexError('{e.op}: an index is outside the input plane')",
              "            out0[b + q] += in0[j]" if add else "            out0[j] = in0[b + q]"]
-    what = f"{e.op} of {list(x.type.shape)} at {list(idx.type.shape)}"
+    what = f"{e.op} of {_batched(x.type.shape)} at {_batched(idx.type.shape)}"
     return _module(what + ".", x.type, dt, body, more_ins=("int64",))
 
 

@@ -11,7 +11,9 @@ the loop by a third on W10), then the gate math of that step in
 one loop over (B, H), in the order eager's numpy rows compute it (no fast-math), with
 vmath's sigmoid and tanh.  Static shapes, float32/float64 only; elsewhere (or without
 numpy's OpenBLAS) the numpy row runs.  The source names no address: a cached kernel
-serves any process.  Kernels release the GIL (nogil): the runner may run one on the kernel
+serves any process; nor the time steps T or the batch size B (read from the arrays'
+lengths at run time): one compiled kernel serves a layer at every sequence length and
+batch size.  Kernels release the GIL (nogil): the runner may run one on the kernel
 pool's thread beside independent products (codegen.overlap).
 """
 from __future__ import annotations
@@ -105,7 +107,7 @@ def lstm_recurrence(e):
     sizes = _sizes(dt) if dt else None
     if sizes is None:
         return None
-    t, b, g4 = e.inputs[0].type.shape
+    g4 = e.inputs[0].type.shape[2]
     h = g4 // 4
     reverse, save = bool(e.params["reverse"]), bool(e.params["save"])
     s = "f32" if dt == "float32" else "f64"
@@ -113,7 +115,9 @@ def lstm_recurrence(e):
     # vectorizes them (vmath's functions inline), 2.2 -> 0.2 ms of W10's gate math per
     # layer, where one loop over all of a unit's values (strided, a select between c0 and
     # the previous row, six stores into one array) stayed scalar.
-    body = [f"T, B, H = {t}, {b}, {h}",
+    body = [f"H = {h}",
+            "B = in2.shape[0] // H  # (B and T read at run time: one kernel for every size)",
+            "T = in0.shape[0] // (4 * B * H)",
             "BH, G = B * H, 4 * H",
             "blas = sizes[0]",
             "wp = np.int64(in1.ctypes.data)  # (int64: numba's uint64 + int64 is a float64)"]
@@ -155,7 +159,7 @@ def lstm_recurrence(e):
              "        for j in range(H):",
              f"            h[j] = ao[j] * tanh_{s}(c[j])",
              "return 0"]
-    doc = (f"lstm_recurrence of {dt} gx [{t}, {b}, {g4}] (hidden {h}, "
+    doc = (f"lstm_recurrence of {dt} gx [T, B, {g4}] (hidden {h}, "
            f"{'reversed' if reverse else 'forward'}{', saving the gates' if save else ''}).")
     return _source(doc, dt, body), sizes
 
@@ -166,14 +170,15 @@ def lstm_recurrence_backward(e):
     sizes = _sizes(dt) if dt else None
     if sizes is None:
         return None
-    t6, b, h = e.inputs[1].type.shape
-    t = t6 // 6
+    h = e.inputs[1].type.shape[2]
     reverse = bool(e.params["reverse"])
     s = "f32" if dt == "float32" else "f64"
     own = _own_gemm(dt)
     # in0 g (6T, B, H), in1 y (6T, B, H), in2 w_hh (4H, H), in3 c0 (B, H); loops over j
     # of few arrays each, as the forward's (LLVM's alias checks stay few: they vectorize)
-    body = [f"T, B, H = {t}, {b}, {h}",
+    body = [f"H = {h}",
+            "B = in3.shape[0] // H  # (B and T read at run time: one kernel for every size)",
+            "T = in0.shape[0] // (6 * B * H)",
             "BH, G = B * H, 4 * H",
             "blas = sizes[0]",
             f"dh = np.zeros(BH, np.{dt})",
@@ -226,7 +231,7 @@ def lstm_recurrence_backward(e):
              "out0[4 * T * BH:(4 * T + 1) * BH] = dh",
              "out0[(4 * T + 1) * BH:(4 * T + 2) * BH] = dc",
              "return 0"]
-    doc = (f"lstm_recurrence_backward of {dt} [{t6}, {b}, {h}] rows (hidden {h}, "
+    doc = (f"lstm_recurrence_backward of {dt} [6T, B, {h}] rows (hidden {h}, "
            f"{'reversed' if reverse else 'forward'}).")
     return _source(doc, dt, body), sizes
 

@@ -19,11 +19,44 @@ def pytest_configure(config):
     config.addinivalue_line("filterwarnings", "error::codegen.runtime.FallbackWarning")
 
 
+# The files that take longest (`--durations` of a full run, most first). They run first:
+# `--dist loadfile` hands whole files to the two workers in collection order (pyproject's
+# addopts turn off xdist's reordering by test count, which put these few-test files last),
+# so the files left for the end are short ones and the workers finish close together. A
+# file not listed keeps its place after these.
+SLOW_FILES = [
+    "tests/codegen/test_numba_backend.py",
+    "tests/eager/test_ops.py",
+    "tests/tracer/test_conv_traced.py",
+    "tests/tracer/test_fuzz.py",
+    "tests/tracer/test_activations_traced.py",
+    "tests/tracer/test_symbolic.py",
+    "tests/codegen/test_process_safety.py",
+    "tests/tracer/test_pytorch_program.py",
+    "tests/programs/test_program_dcgan.py",
+    "tests/tracer/test_attention_traced.py",
+    "tests/programs/test_program_transformer.py",
+    "tests/codegen/test_cache_process.py",
+    "tests/programs/test_program_seq2seq.py",
+    "tests/codegen/test_symbolic_kernels.py",
+    "tests/programs/test_program_resnet.py",
+    "tests/tracer/test_norm_traced.py",
+    "tests/codegen/test_streaming.py",
+    "tests/tracer/test_rnn_traced.py",
+    "tests/programs/test_program_vae.py",
+    "tests/eager/test_data.py",
+    "tests/test_readme.py",
+]
+
+
 def pytest_collection_modifyitems(items):
     for item in items:
         if item.get_closest_marker("expect_fallback") is not None:
             item.add_marker(pytest.mark.filterwarnings(
                 "default::codegen.runtime.FallbackWarning"))
+    rank = {path: i for i, path in enumerate(SLOW_FILES)}
+    # (a stable sort: within a file, and among the files not listed, the order stays)
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
 
 
 @pytest.fixture(autouse=True)

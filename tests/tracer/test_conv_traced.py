@@ -345,6 +345,33 @@ def test_direct_conv_kernels_sum_in_an_order_independent_of_the_pieces():
             assert kernel(a, b, pieces, lo, lo + 1) == 0
         np.testing.assert_array_equal(pieces, whole, err_msg=make.__name__)
         assert not np.isnan(whole).any()
+        _same_kernel_at_other_batches(ck, make, g, kernel, a, b, whole)
+
+
+def _same_kernel_at_other_batches(ck, make, g, kernel, a, b, whole):
+    """The kernels read the batch size at run time: the source at batch 1 and 3 is the one
+    at batch 2 (one compiled kernel), and with sample 0 again as sample 2 the forward and
+    the input gradient give each sample's values as before, the weight gradient (summed
+    over samples in order) the batch-2 sums plus sample 0's, bit for bit."""
+    import dataclasses
+
+    for n in (1, 3):
+        assert make(dataclasses.replace(g, n=n)).source == make(g).source, (make.__name__, n)
+    per_a, per_b = a.size // g.n, b.size // g.n
+    if make is ck.weight_grad:  # (a: dy, b: x, both per sample; the output: dw)
+        a3, b3 = np.concatenate([a, a[:per_a]]), np.concatenate([b, b[:per_b]])
+        single = np.full(whole.size, np.nan, np.float32)
+        assert kernel(a[:per_a], b[:per_b], single, 0, g.o) == 0
+        got = np.full(whole.size, np.nan, np.float32)
+        assert kernel(a3, b3, got, 0, g.o) == 0
+        np.testing.assert_array_equal(got, whole + single)
+        return
+    a3 = np.concatenate([a, a[:per_a]])  # (a: x or dy, per sample; b: the weight)
+    got = np.full(whole.size // g.n * 3, np.nan, np.float32)
+    assert kernel(a3, b, got, 0, 3) == 0
+    per = whole.size // g.n
+    np.testing.assert_array_equal(got, np.concatenate([whole, whole[:per]]),
+                                  err_msg=make.__name__)
 
 
 def test_direct_conv_kernels_vectorize():
