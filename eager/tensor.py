@@ -15,6 +15,7 @@ from .ops import index_shape as _index_shape
 
 _ADD, _SUB, _MUL = _OPS["add"], _OPS["sub"], _OPS["mul"]
 from .errors import op_error, user_location
+from .mask_assign import masked_value as _masked_value
 
 
 class Tensor:
@@ -470,6 +471,10 @@ class Tensor:
                 probe._data[...] = value
             self._version[0] += 1
             return
+        new = _masked_value(self, key, value)  # (x[mask] = v: where(mask, v, x))
+        if new is not None:
+            self._check_inplace("__setitem__")
+            return self._inplace("__setitem__", new)
         index, advanced = F.normalize_key(self, key)
         if advanced:
             raise NotImplementedError(
