@@ -223,3 +223,49 @@ def test_a_call_that_raises_after_train_leaves_the_flag_as_eager(backend):
             f(x, eager.tensor([0, 1, 2, 7, 0, 1]))  # (a class out of range, after train())
         results[mode] = _state(model, eager.optim.SGD(model.parameters(), lr=0.1), x)
     _compare([results["eager"]], [results[backend]])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_train_inside_a_forward_backpropagated_outside(backend):
+    def program():
+        # (no BatchNorm: a running-statistics update with outputs needing gradients outside
+        # runs eagerly, flag or not)
+        model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Dropout(0.5), nn.Linear(8, 3))
+        opt = eager.optim.SGD(model.parameters(), lr=0.1)
+
+        def forward(x, y):  # its output needs gradients outside: the compiled backward
+            model.train()
+            return F.cross_entropy(model(x), y)
+
+        def evaluate(x, y):
+            model.eval()
+            with eager.no_grad():
+                return model(x)
+
+        def fwd_bwd(x, y):
+            opt.zero_grad()
+            loss = functions["forward"](x, y)
+            loss.backward()
+            opt.step()
+            return loss.detach()
+
+        functions = {"forward": forward, "eval": evaluate}
+        return model, opt, {"step": fwd_bwd, "eval": lambda x, y: functions["eval"](x, y),
+                            "_functions": functions}
+
+    calls = [("step", 0), ("eval", 1), ("step", 2), ("eval", 3)]
+    states = {}
+    for mode in ("eager", backend):
+        eager.manual_seed(0)
+        model, opt, fs = program()
+        inner = fs.pop("_functions")
+        if mode != "eager":
+            for k in list(inner):
+                inner[k] = tracer.function(inner[k], backend=mode)
+        states[mode] = []
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            for name, k in calls:
+                states[mode].append(_state(model, opt, fs[name](*_batch(k))))
+    _compare(states["eager"], states[backend])
+    assert inner["forward"].trace_count == 1 and inner["eval"].trace_count == 1
