@@ -176,12 +176,43 @@ def _seed_watched(original):
     return seed
 
 
-def _install() -> None:
-    # (a class attribute, looked up at each seeding: no earlier binding escapes it)
-    targets = [(random.Random, "seed", _seed_watched(random.Random.seed))]
+def _wrapped(original, what):
+    def watched(*args, **kwargs):
+        _note(what, sys._getframe(1))
+        return original(*args, **kwargs)
+
+    watched.__wrapped__ = original
+    return watched
+
+
+def _install(wrap: bool) -> list:
+    """Wrap entry points for the threads tracing; returns what was replaced. Always
+    `Random.seed` (a class attribute, looked up at each seeding: no earlier binding escapes
+    it). `wrap`: also the clock's and os.urandom's module attributes, for a thread whose
+    profiler (cProfile's, written in C) the hook cannot chain: there a name bound before the
+    call is not seen."""
+    targets = [(random.Random, "seed", _seed_watched(random.Random.seed))] if not wrap else []
+    if wrap:
+        targets += [(time, name, _wrapped(getattr(time, name), f"the clock (time.{name}())"))
+                    for name in _CLOCKS if hasattr(time, name)]
+        targets.append((os, "urandom", _wrapped(os.urandom, _OUTSIDE[os.urandom])))
+        # (numpy's SeedSequence(), SystemRandom and secrets draw through random._urandom)
+        targets.append((random, "_urandom", _wrapped(random._urandom, _OUTSIDE[os.urandom])))
+    installed = []
     for owner, attr, wrapper in targets:
-        _installed.append((owner, attr, owner.__dict__[attr]))
+        installed.append((owner, attr, owner.__dict__[attr]))
         setattr(owner, attr, wrapper)
+    return installed
+
+
+def _uninstall(installed: list) -> None:
+    while installed:
+        owner, attr, original = installed.pop()
+        setattr(owner, attr, original)
+
+
+_wrapping_threads = [0]
+_wrappers: list = []  # (owner, attribute, original) while a thread traces under cProfile
 
 
 @contextmanager
@@ -190,23 +221,34 @@ def outside_reads():
     the clock or of fresh OS entropy made by the user's code in this thread."""
     outer = getattr(_watching, "notes", None)
     notes: list = []
+    previous = sys.getprofile()
+    # (a profiler the hook cannot chain - cProfile's is not callable - keeps its events)
+    wrap = outer is None and previous is not None and not callable(previous)
     with _lock:
         if _tracing_threads[0] == 0:
-            _install()
+            _installed.extend(_install(False))
         _tracing_threads[0] += 1
+        if wrap:
+            if _wrapping_threads[0] == 0:
+                _wrappers.extend(_install(True))
+            _wrapping_threads[0] += 1
     _watching.notes = notes
-    previous = sys.getprofile()
-    sys.setprofile(_profile_hook(previous) if outer is None else previous)
+    hooked = outer is None and not wrap
+    if hooked:
+        sys.setprofile(_profile_hook(previous))
     try:
         yield notes
     finally:
-        sys.setprofile(previous)
+        if hooked:
+            sys.setprofile(previous)
         _watching.notes = outer
         if outer is not None:
             outer.extend(notes)  # (a trace made inside a trace: the outer one read them too)
         with _lock:
             _tracing_threads[0] -= 1
             if _tracing_threads[0] == 0:
-                while _installed:
-                    owner, attr, original = _installed.pop()
-                    setattr(owner, attr, original)
+                _uninstall(_installed)
+            if wrap:
+                _wrapping_threads[0] -= 1
+                if _wrapping_threads[0] == 0:
+                    _uninstall(_wrappers)

@@ -82,6 +82,34 @@ def test_a_clock_or_entropy_read_bound_before_the_call_is_seen(case):
         tracer.function(body, backend="interpret", fullgraph=True)(x)
 
 
+def test_clock_reads_are_seen_under_a_profiler_which_keeps_its_events():
+    import cProfile
+    import sys
+
+    calls = []
+
+    def python_profiler(frame, event, arg):
+        calls.append(event)
+
+    body, what = BOUND["now = time.monotonic"]
+    sys.setprofile(python_profiler)  # a Python profiler: chained
+    try:
+        with pytest.warns(RuntimeWarning, match=re.escape(what)):
+            tracer.function(body, backend="interpret")(eager.zeros(2))
+    finally:
+        sys.setprofile(None)
+    assert "c_call" in calls
+    profile = cProfile.Profile()  # written in C: the module attributes are wrapped instead
+    profile.enable()
+    try:
+        with pytest.warns(RuntimeWarning, match=re.escape("the clock (time.time())")):
+            tracer.function(OUTSIDE["time.time"][0], backend="interpret")(eager.zeros(2))
+        assert sys.getprofile() is profile
+    finally:
+        profile.disable()
+    assert not hasattr(time.time, "__wrapped__")
+
+
 def _loader_programs():
     from eager.utils.data import DataLoader, RandomSampler, TensorDataset, random_split
 
