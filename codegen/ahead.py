@@ -45,7 +45,7 @@ import warnings
 from tracer import settings
 from tracer.symbolic import SymbolicDimError
 
-from . import build
+from . import build, kernelfiles
 from .emit import emit_kernel
 from .fuse import KernelGroup
 from .kernel_source import canonical
@@ -141,6 +141,7 @@ class Ahead:
         self.reported = {}           # source -> (the child compiled it, wrote its file)
         self._buf = b""
         self.own = None  # the child compiling the program's own share (an Ahead), if any
+        self.stems = set()  # its kernels' stems in kernelfiles.COMPILING_AHEAD, until closed
 
     def _owner(self, source: str) -> "Ahead":
         own = self.own
@@ -222,6 +223,8 @@ class Ahead:
         self._stop()
         if self.own is not None:
             self.own.close()
+        kernelfiles.COMPILING_AHEAD.difference_update(self.stems)  # (loaded now, or not)
+        self.stems = set()
 
     def _stop(self) -> None:
         """Stop this child if it still runs, and reap it."""
@@ -385,10 +388,14 @@ def start(program) -> Ahead:
     _set_up_numba()
     m = _split([_cost(s) for s, _ in work]) if len(work) > 1 else 0
     theirs, mine = work[m:], work[:m]
+    stems = {build._names(s, n)[1] for s, n in work} - kernelfiles.COMPILING_AHEAD
+    kernelfiles.COMPILING_AHEAD.update(stems)  # (before forking: the children's too)
     child = _fork_compiler(theirs)
     if child is None:
+        kernelfiles.COMPILING_AHEAD.difference_update(stems)
         return Ahead(emitted=emitted)
     out = Ahead(*child, [s for s, _ in theirs], emitted)
+    out.stems = stems
     if mine and CHILD_COMPILES_ALL:  # (if this fork fails, the program compiles them)
         own = _fork_compiler(mine)
         if own is not None:

@@ -201,8 +201,16 @@ def _write_source(path: Path, source: str) -> bool:
     return True
 
 
+# Stems of the kernels a program is compiling ahead (codegen.ahead), set before it forks:
+# in use in the program and in each child, so that a child's pruning under a small
+# TRACEJIT_CACHE_MAX_BYTES takes older kernels before its sibling's fresh ones (which the
+# program would then compile again itself).
+COMPILING_AHEAD: set = set()
+
+
 def _in_use() -> set:
-    return {modname.rpartition(".")[2] for _, modname in list(_MODULES) + list(_ENTRIES)}
+    return {modname.rpartition(".")[2] for _, modname in list(_MODULES) + list(_ENTRIES)} \
+        | COMPILING_AHEAD
 
 
 def _after_write(directory: Path, stem: str = "") -> None:

@@ -89,7 +89,13 @@ class Generator:
 
 
 def numpy_generator(generator=None) -> np.random.Generator:
-    """The numpy generator behind `generator` (an eager.Generator), or the global one."""
+    """The numpy generator behind `generator` (an eager.Generator), or the global one, for
+    eager's own Python-level draws (a DataLoader's shuffle, RandomSampler, random_split): a
+    trace cannot repeat those at every call, so it stops there (the call runs eagerly)."""
+    _dispatch.note_random_state(
+        "a shuffle or split drawn in Python from " + (
+            "the global generator" if generator is None else "an eager.Generator")
+        + " (DataLoader(shuffle=True), RandomSampler, random_split)")
     if generator is None:
         return _generator
     if not isinstance(generator, Generator):

@@ -11,6 +11,7 @@ from . import dispatch as _dispatch
 from .dispatch import _state
 from .dispatch import apply as _apply
 from .errors import op_error, user_location
+from .mask_assign import masked_value as _masked_value
 from .ops import OPS as _OPS
 from .ops import index_shape as _index_shape
 
@@ -228,6 +229,10 @@ class InPlaceWrites:
                 probe._data[...] = value
             self._version[0] += 1
             return
+        new = _masked_value(self, key, value)  # (x[mask] = v: where(mask, v, x))
+        if new is not None:
+            self._check_inplace("__setitem__")
+            return self._inplace("__setitem__", new)
         index, advanced = F.normalize_key(self, key)
         if advanced:
             raise NotImplementedError(

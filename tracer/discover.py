@@ -350,8 +350,9 @@ class _Walker:
                     "_" + ("modules" if store == "submodules" else store)])
                 self.guards.append(Guard("value", f"{path or 'module'}'s {store} names",
                                          template, (m,), names, True))
+            tracked = _tracks_training(m)
             for k, v in list(m.__dict__.items()):
-                if k in _MODULE_STORES or k.startswith("__"):
+                if k in _MODULE_STORES or k.startswith("__") or (k == "training" and tracked):
                     continue
                 # (a list kept on the module that the code never names - a log the
                 # training loop appends to - must not retrace every call)
@@ -367,6 +368,16 @@ class _Walker:
                                                  True))
             if _user_class(type(m)):
                 self.walk(type(m).__name__, type(m), 1)
+
+
+_TRAINING = Module.__dict__["training"]
+
+
+def _tracks_training(m) -> bool:
+    """Whether every read of `m.training` goes through Module's property (tracked state,
+    guarded by the trace's item guards where it was read, not by the module's attributes):
+    not where a subclass put its own `training` on the class."""
+    return getattr(type(m), "training", None) is _TRAINING
 
 
 def _named_modules(root, prefix):

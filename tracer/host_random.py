@@ -9,12 +9,15 @@ signature then runs eagerly (tracer.function), drawing exactly eager's numbers.
 
 Values from the outside world that the user's code reads while it is traced are refused the
 same way (`outside_reads`): fresh OS entropy (`np.random.default_rng()`, `PCG64()`,
-`random.Random()`, `secrets`, `os.urandom`) and the clock (`time.time()`, `perf_counter()`,
-...). Those entry points are wrapped while a trace runs; a call from the tracing thread's
-user code is noted, other threads and tracejit's own calls pass through unseen.
+`random.Random()`, `secrets`, `os.urandom`, `uuid.uuid4()`) and the clock (`time.time()`,
+`perf_counter()`, `datetime.now()`, `date.today()`, ...). A profile hook on the tracing
+thread sees every call of those C functions, however the user's code reached them (`from
+time import time` at the top of a module, `now = time.monotonic` kept from before the call);
+a call from the user's code is noted, other threads and tracejit's own calls pass unseen.
 """
 from __future__ import annotations
 
+import datetime
 import os
 import random
 import sys
@@ -97,24 +100,42 @@ def refuse_host_random(before: list, fn, name: str, outside=()) -> None:
 
 
 # ------------------------------------------------------------------ the outside world
+# Seen by a profile hook (sys.setprofile, on the tracing thread only) at each call of a C
+# function: it catches every binding of it (`from time import time`, `now = time.monotonic`
+# kept from before the call), which wrapping the module attributes while tracing did not.
 _STDLIB = os.path.dirname(os.__file__) + os.sep
-# (frames of these files are skipped: the stdlib's generators calling the entropy source
-# for the user, `random.Random()` or numpy's default_rng() through `secrets`)
-_PASS_THROUGH = (random.__file__, os.path.join(_STDLIB, "secrets.py"))
+# (frames of these files are skipped: the stdlib's generators and ids calling the clock or
+# the entropy source for the user: `random.Random()`, numpy's default_rng() through
+# `secrets`, `uuid.uuid4()`)
+_PASS_THROUGH = (random.__file__, os.path.join(_STDLIB, "secrets.py"),
+                 os.path.join(_STDLIB, "uuid.py"))
 _CLOCKS = ("time", "time_ns", "perf_counter", "perf_counter_ns", "monotonic",
            "monotonic_ns", "process_time", "process_time_ns", "thread_time", "thread_time_ns")
 _ENTROPY = "fresh OS entropy ({})"
+# C functions reading the clock or the OS's entropy: what the hook reports for each
+_OUTSIDE = {getattr(time, name): f"the clock (time.{name}())"
+            for name in _CLOCKS if hasattr(time, name)}
+_OUTSIDE[os.urandom] = _ENTROPY.format("os.urandom(): np.random.default_rng(), SystemRandom, "
+                                       "secrets, uuid.uuid4()")
+if hasattr(os, "getrandom"):
+    _OUTSIDE[os.getrandom] = _ENTROPY.format("os.getrandom()")
+# datetime's "now" constructors (C class methods: a new bound object at each lookup, equal
+# to and hashed as any other)
+for _cls, _name in ((datetime.datetime, "now"), (datetime.datetime, "utcnow"),
+                    (datetime.datetime, "today"), (datetime.date, "today")):
+    _OUTSIDE[getattr(_cls, _name)] = f"the clock ({_cls.__name__}.{_name}())"
 _watching = threading.local()
 _lock = threading.Lock()
 _installed: list = []  # (owner, attribute, original) while any thread traces
 _tracing_threads = [0]
 
 
-def _note(what: str) -> None:
+def _note(what: str, frame) -> None:
+    """Note `what`, read by `frame`'s code (or, through the stdlib's generators, by their
+    caller's), if that is the user's."""
     notes = getattr(_watching, "notes", None)
     if notes is None:
         return
-    frame = sys._getframe(2)
     while frame is not None and frame.f_code.co_filename in _PASS_THROUGH:
         frame = frame.f_back
     if frame is None:
@@ -125,38 +146,73 @@ def _note(what: str) -> None:
     notes.append((f"{os.path.basename(filename)}:{frame.f_lineno}", what))
 
 
-def _wrapped(original, what):
-    def watched(*args, **kwargs):
-        _note(what)
-        return original(*args, **kwargs)
+def _profile_hook(previous):
+    """The tracing thread's profile function: notes each call of a C function that reads
+    the clock or fresh entropy; a profiler that was active (cProfile) keeps its events.
+    (It runs at every call and return the trace makes: kept to one dict lookup.)"""
+    get = _OUTSIDE.get
 
-    watched.__wrapped__ = original
-    return watched
+    def hook(frame, event, arg):
+        if event == "c_call":
+            what = get(arg)  # (C functions hash by identity: never raises)
+            if what is not None:
+                _note(what, frame)
+
+    def chained(frame, event, arg):
+        hook(frame, event, arg)
+        previous(frame, event, arg)
+
+    return hook if previous is None else chained
 
 
 def _seed_watched(original):
     def seed(self, a=None, *args, **kwargs):
         if a is None:
-            _note(_ENTROPY.format("a random.Random() seeded from the OS"))
+            # (C code reads the OS's entropy here, unseen by the profile hook)
+            _note(_ENTROPY.format("a random.Random() seeded from the OS"), sys._getframe(1))
         return original(self, a, *args, **kwargs)
 
     seed.__wrapped__ = original
     return seed
 
 
-def _install() -> None:
-    targets = [(time, name, _wrapped(getattr(time, name), f"the clock (time.{name}())"))
-               for name in _CLOCKS if hasattr(time, name)]
-    targets.append((os, "urandom", _wrapped(os.urandom, _ENTROPY.format("os.urandom()"))))
-    # numpy's SeedSequence() (default_rng(), PCG64(), Generator(PCG64()), RandomState()),
-    # random.SystemRandom and secrets all draw through random._urandom
-    targets.append((random, "_urandom", _wrapped(
-        random._urandom, _ENTROPY.format("a generator seeded from the OS: "
-                                         "np.random.default_rng(), SystemRandom, secrets"))))
-    targets.append((random.Random, "seed", _seed_watched(random.Random.seed)))
+def _wrapped(original, what):
+    def watched(*args, **kwargs):
+        _note(what, sys._getframe(1))
+        return original(*args, **kwargs)
+
+    watched.__wrapped__ = original
+    return watched
+
+
+def _install(wrap: bool) -> list:
+    """Wrap entry points for the threads tracing; returns what was replaced. Always
+    `Random.seed` (a class attribute, looked up at each seeding: no earlier binding escapes
+    it). `wrap`: also the clock's and os.urandom's module attributes, for a thread whose
+    profiler (cProfile's, written in C) the hook cannot chain: there a name bound before the
+    call is not seen."""
+    targets = [(random.Random, "seed", _seed_watched(random.Random.seed))] if not wrap else []
+    if wrap:
+        targets += [(time, name, _wrapped(getattr(time, name), f"the clock (time.{name}())"))
+                    for name in _CLOCKS if hasattr(time, name)]
+        targets.append((os, "urandom", _wrapped(os.urandom, _OUTSIDE[os.urandom])))
+        # (numpy's SeedSequence(), SystemRandom and secrets draw through random._urandom)
+        targets.append((random, "_urandom", _wrapped(random._urandom, _OUTSIDE[os.urandom])))
+    installed = []
     for owner, attr, wrapper in targets:
-        _installed.append((owner, attr, owner.__dict__[attr]))
+        installed.append((owner, attr, owner.__dict__[attr]))
         setattr(owner, attr, wrapper)
+    return installed
+
+
+def _uninstall(installed: list) -> None:
+    while installed:
+        owner, attr, original = installed.pop()
+        setattr(owner, attr, original)
+
+
+_wrapping_threads = [0]
+_wrappers: list = []  # (owner, attribute, original) while a thread traces under cProfile
 
 
 @contextmanager
@@ -165,20 +221,34 @@ def outside_reads():
     the clock or of fresh OS entropy made by the user's code in this thread."""
     outer = getattr(_watching, "notes", None)
     notes: list = []
+    previous = sys.getprofile()
+    # (a profiler the hook cannot chain - cProfile's is not callable - keeps its events)
+    wrap = outer is None and previous is not None and not callable(previous)
     with _lock:
         if _tracing_threads[0] == 0:
-            _install()
+            _installed.extend(_install(False))
         _tracing_threads[0] += 1
+        if wrap:
+            if _wrapping_threads[0] == 0:
+                _wrappers.extend(_install(True))
+            _wrapping_threads[0] += 1
     _watching.notes = notes
+    hooked = outer is None and not wrap
+    if hooked:
+        sys.setprofile(_profile_hook(previous))
     try:
         yield notes
     finally:
+        if hooked:
+            sys.setprofile(previous)
         _watching.notes = outer
         if outer is not None:
             outer.extend(notes)  # (a trace made inside a trace: the outer one read them too)
         with _lock:
             _tracing_threads[0] -= 1
             if _tracing_threads[0] == 0:
-                while _installed:
-                    owner, attr, original = _installed.pop()
-                    setattr(owner, attr, original)
+                _uninstall(_installed)
+            if wrap:
+                _wrapping_threads[0] -= 1
+                if _wrapping_threads[0] == 0:
+                    _uninstall(_wrappers)

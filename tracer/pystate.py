@@ -125,7 +125,7 @@ def read_item(trace, container, key, value, how, dtype, name):
     slot = (id(container), key)
     if slot in root.item_writes:  # written earlier in this trace: a constant
         return value
-    label = describe_item(container, key)
+    label = name or describe_item(container, key)
     if how == LIVE:
         if isinstance(value, tuple):
             return tuple(trace.live_scalar(_item_getter(container, key, k), dtype,

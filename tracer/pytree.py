@@ -1,6 +1,8 @@
 """Flattening nested arguments and results (tuples, lists, dicts) into tensor leaves."""
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from eager.tensor import Tensor
@@ -65,12 +67,37 @@ def flatten(obj, leaves: list, path: str, names: list, static_ok=None):
     try:
         hash(obj)
     except TypeError:
+        fields = dataclass_fields(obj)
+        if fields is not None:  # (an unhashable dataclass: a container of its fields)
+            return ("dataclass", type(obj), fields, tuple(
+                flatten(getattr(obj, f), leaves, f"{path}.{f}", names, static_ok)
+                for f in fields))
         raise TypeError(
             f"argument {path} is an unhashable {type(obj).__name__}; @function keys its cache "
             f"on non-tensor arguments, so they must be hashable. Pass it as a tensor, make it "
             f"hashable (e.g. a tuple), or list it in static_argnames/static_argnums to key it "
             f"by identity") from None
     return Static(obj)
+
+
+def dataclass_fields(obj):
+    """The field names of a dataclass instance that holds nothing else (so a new one made
+    from its fields is the same value), else None."""
+    if not dataclasses.is_dataclass(obj) or isinstance(obj, type):
+        return None
+    fields = tuple(f.name for f in dataclasses.fields(obj))
+    if hasattr(obj, "__dict__") and set(vars(obj)) != set(fields):
+        return None  # (attributes __post_init__ set: not rebuilt from the fields)
+    return fields
+
+
+def _make_dataclass(cls, fields, values):
+    # (not through __init__: __post_init__ ran when the caller made it, and a frozen one
+    # takes its fields this way too)
+    obj = object.__new__(cls)
+    for f, v in zip(fields, values):
+        object.__setattr__(obj, f, v)
+    return obj
 
 
 def unflatten(tree, leaves_iter):
@@ -87,4 +114,6 @@ def unflatten(tree, leaves_iter):
         return [unflatten(t, leaves_iter) for t in tree[1]]
     if kind == "dict":
         return {k: unflatten(t, leaves_iter) for k, t in zip(tree[1], tree[2])}
+    if kind == "dataclass":
+        return _make_dataclass(tree[1], tree[2], [unflatten(t, leaves_iter) for t in tree[3]])
     raise AssertionError(tree)

@@ -28,7 +28,7 @@ from .host_random import host_random_states, outside_reads, refuse_host_random
 from .guards import Guard
 from .ir import Graph, UpdateKind, verify
 from .pystate import ItemState, restore_items
-from .pytree import Static, flatten, unflatten
+from .pytree import Static, dataclass_fields, flatten, unflatten
 from .trace import (VALUE_GUARD_ELEMENTS, HistoryAfterCall, LiveScalar,
                     AutogradStateChanged, Trace)
 from .views import view_chain
@@ -88,8 +88,8 @@ def _trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
     # The function gets copies of container arguments (holding the traced tensors): what it
     # appends to or rebinds in them eager does to the caller's containers at every call
     arg_snapshot = Snapshot(
-        [(f"argument {n}", a) for n, a in zip(param_names, targs) if isinstance(a, _MUTABLE)]
-        + [(f"argument {k}", a) for k, a in tkwargs.items() if isinstance(a, _MUTABLE)],
+        [(f"argument {n}", a) for n, a in zip(param_names, targs) if _mutable(a)]
+        + [(f"argument {k}", a) for k, a in tkwargs.items() if _mutable(a)],
         sizes=True)
     recorder = Recorder()
     grad_mode = dispatch.is_grad_enabled()
@@ -388,6 +388,12 @@ def _var_name(path: str) -> str:
 
 
 _MUTABLE = (list, dict, tuple)
+
+
+def _mutable(a) -> bool:
+    """A container argument the function gets a copy of while tracing (a dataclass: made
+    again from its fields, see pytree.flatten)."""
+    return isinstance(a, _MUTABLE) or dataclass_fields(a) is not None
 
 
 def _rebuild(tree, traced_leaves, args, kwargs, static_argnums, static_argnames, param_names):

@@ -5,6 +5,7 @@ from collections import OrderedDict, namedtuple
 
 import numpy as np
 
+from .. import dispatch
 from ..protocol import STRUCTURE_EPOCH  # bumped below on every change of module structure
 from ..tensor import Tensor
 from ..dtypes import is_floating
@@ -53,7 +54,25 @@ class Module:
         object.__setattr__(self, "_buffers", OrderedDict())
         object.__setattr__(self, "_modules", OrderedDict())
         object.__setattr__(self, "_non_persistent_buffers_set", set())
-        object.__setattr__(self, "training", True)
+        self.__dict__["training"] = True  # (a new module: nothing a trace tracks yet)
+
+    # `training` is tracked state (eager.dispatch.read_item): a compiled function guards the
+    # value it read at entry, and one that sets it itself (model.train() at the top of a
+    # step, model.eval() in an eval function) writes the same value at every call instead of
+    # depending on the value it found. The flag lives in the instance dict under its name.
+    @property
+    def training(self) -> bool:
+        d = self.__dict__
+        if "training" not in d:
+            raise AttributeError(f"'{type(self).__name__}' object has no attribute 'training'")
+        if not dispatch._hooked_threads:
+            return d["training"]
+        return dispatch.read_item(d, "training", name=f"{type(self).__name__}.training")
+
+    @training.setter
+    def training(self, mode) -> None:
+        dispatch.note_item_write(self.__dict__, "training", mode)  # (before: it notes the old)
+        self.__dict__["training"] = mode
 
     def __setattr__(self, name, value):
         if "_parameters" not in self.__dict__:
@@ -290,8 +309,10 @@ class Module:
         changed = False
         for m in self.modules():
             if m.__dict__.get("training") is not mode:
-                object.__setattr__(m, "training", mode)
                 changed = True
+            # (set even when unchanged: a trace then writes it at every call, whatever the
+            # flag was when it traced)
+            object.__setattr__(m, "training", mode)
         if changed:
             # (The tracer guards `training`. Only a real change moves the epoch: a
             # model.train() at the top of every step would otherwise send every compiled

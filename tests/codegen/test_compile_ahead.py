@@ -376,3 +376,47 @@ def test_children_compile_the_step_kernels_too(fresh_cache, started, monkeypatch
     assert not list(fresh_cache.glob(f"load-{parent}-*"))  # the program compiled nothing
     (a,) = started
     assert a.forked and a.pid is None
+
+
+def test_a_small_cache_bound_never_prunes_a_siblings_fresh_kernels(fresh_cache, started,
+                                                                     monkeypatch):
+    """Under a TRACEJIT_CACHE_MAX_BYTES the cache is over, each child prunes as it writes,
+    keeping what is in use. It used to keep only what it inherited at the fork (kernels this
+    process loaded earlier) and its own: its sibling's fresh kernels went first, and the
+    program then compiled them itself. Every kernel the program compiles ahead is in use in
+    each child; older ones go first."""
+    from codegen import cache as kcache
+    from codegen import kernelfiles
+
+    # An old kernel module this process has loaded (in use), filling the whole bound
+    old = build.load_module("X = 1\n# " + "x" * 300_000 + "\n", "old_in_use")
+    assert old.X == 1
+    cache_dir = fresh_cache / "cache"
+    monkeypatch.setenv("TRACEJIT_CACHE_MAX_BYTES", str(kcache.info(cache_dir)["bytes"]))
+    time.sleep(0.05)  # (older than the program's kernels)
+    original = ahead._compile_in_child
+
+    def compile_in_child(source, name):  # what this child's pruning keeps
+        (fresh_cache / f"keep-{os.getpid()}-{name}").write_text(
+            "\n".join(sorted(kernelfiles._in_use())))
+        original(source, name)
+    monkeypatch.setattr(ahead, "_compile_in_child", compile_in_child)
+    parent, original_load = os.getpid(), build.load_module
+
+    def load_module(source, name):
+        (fresh_cache / f"load-{os.getpid()}-{name}").touch()
+        return original_load(source, name)
+    monkeypatch.setattr(build, "load_module", load_module)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        outs, kernels, _stats = run_compiled()
+    for a, e in zip(outs, eager_outputs()):
+        np.testing.assert_allclose(a, e, rtol=1e-5, atol=1e-5)
+    (a,) = started
+    assert a.forked and a.own is not None
+    assert not list(fresh_cache.glob(f"load-{parent}-*"))  # the program compiled nothing
+    stems = {p.stem for p in cache_dir.glob("*.py")}
+    assert not any(s.startswith("old_in_use") for s in stems)  # the old one went
+    kept = [set(p.read_text().split("\n")) for p in fresh_cache.glob("keep-*")]
+    assert len(kept) >= 2 and all(stems <= k for k in kept), (stems, kept)
+    assert not kernelfiles.COMPILING_AHEAD  # (nothing left in use once the program is built)

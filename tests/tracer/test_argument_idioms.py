@@ -1,11 +1,14 @@
 """Arguments, data and values from outside as users pass and read them: each case is run
 eagerly and compiled on the same inputs, and the compiled call gives eager's numbers, runs
 eagerly with a warning, or raises - never a silently different result."""
+import datetime
 import os
 import re
 import random
 import time
+import uuid
 import warnings
+from time import monotonic_ns, perf_counter
 
 import numpy as np
 import pytest
@@ -46,6 +49,115 @@ def test_a_value_from_the_outside_world_is_not_frozen(case):
     assert time.time.__name__ == "time" and not hasattr(time.time, "__wrapped__")
     with pytest.raises(tracer.TracingError, match=re.escape(what)):
         tracer.function(body, backend="interpret", fullgraph=True)(x)
+
+
+_now = time.monotonic  # (bound before any call: a trace used to read it unseen)
+_draw = random.random
+BOUND = {
+    "from time import perf_counter": (lambda x: x + perf_counter(), "time.perf_counter()"),
+    "from time import monotonic_ns": (lambda x: x + monotonic_ns() % 1000, "monotonic_ns()"),
+    "now = time.monotonic": (lambda x: x + _now(), "the clock (time.monotonic())"),
+    "datetime.datetime.now()": (lambda x: x + datetime.datetime.now().microsecond,
+                                "the clock (datetime.now())"),
+    "datetime.date.today()": (lambda x: x + datetime.date.today().day,
+                              "the clock (date.today())"),
+    "uuid.uuid4()": (lambda x: x + uuid.uuid4().int % 97, "fresh OS entropy"),
+    "rand = random.random": (lambda x: x + _draw(), "`random`"),
+    "np.random.rand()": (lambda x: x + float(np.random.rand()), "`numpy.random`"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BOUND))
+def test_a_clock_or_entropy_read_bound_before_the_call_is_seen(case):
+    # A name bound before the call (`from time import perf_counter` at the top of the
+    # module) bypassed the wrapped module attributes: its value was frozen into the trace.
+    body, what = BOUND[case]
+    f = tracer.function(body, backend="interpret")
+    x = eager.zeros(2)
+    with pytest.warns(RuntimeWarning, match=r"test_argument_idioms.py:\d+: <lambda> (reads|draws)"
+                                            rf".*{re.escape(what)}"):
+        f(x)
+    assert f.trace_count == 0
+    with pytest.raises(tracer.TracingError, match=re.escape(what)):
+        tracer.function(body, backend="interpret", fullgraph=True)(x)
+
+
+def test_clock_reads_are_seen_under_a_profiler_which_keeps_its_events():
+    import cProfile
+    import sys
+
+    calls = []
+
+    def python_profiler(frame, event, arg):
+        calls.append(event)
+
+    body, what = BOUND["now = time.monotonic"]
+    sys.setprofile(python_profiler)  # a Python profiler: chained
+    try:
+        with pytest.warns(RuntimeWarning, match=re.escape(what)):
+            tracer.function(body, backend="interpret")(eager.zeros(2))
+    finally:
+        sys.setprofile(None)
+    assert "c_call" in calls
+    profile = cProfile.Profile()  # written in C: the module attributes are wrapped instead
+    profile.enable()
+    try:
+        with pytest.warns(RuntimeWarning, match=re.escape("the clock (time.time())")):
+            tracer.function(OUTSIDE["time.time"][0], backend="interpret")(eager.zeros(2))
+        assert sys.getprofile() is profile
+    finally:
+        profile.disable()
+    assert not hasattr(time.time, "__wrapped__")
+
+
+def _loader_programs():
+    from eager.utils.data import DataLoader, RandomSampler, TensorDataset, random_split
+
+    ds = TensorDataset(eager.tensor(np.arange(8, dtype=np.float32).reshape(8, 1)))
+    loader = DataLoader(ds, batch_size=4, shuffle=True)
+    own = DataLoader(ds, batch_size=4, shuffle=True, generator=eager.Generator().manual_seed(3))
+
+    def first_batch(w):
+        return next(iter(loader))[0] * w
+
+    def epoch(w):
+        return eager.cat([xb * w for (xb,) in DataLoader(ds, batch_size=4, shuffle=True)])
+
+    def own_generator(w):
+        return next(iter(own))[0] * w
+
+    def sampler(w):
+        return eager.tensor(list(RandomSampler(ds)), dtype=eager.float32) * w
+
+    def split(w):
+        return random_split(ds, [4, 4])[0][0][0] * w
+
+    return {"next(iter(loader))": first_batch, "for xb in DataLoader": epoch,
+            "DataLoader(generator=g)": own_generator, "RandomSampler": sampler,
+            "random_split": split}
+
+
+@pytest.mark.parametrize("case", sorted(_loader_programs()))
+def test_a_dataloader_shuffle_inside_a_trace_is_not_frozen(case):
+    # The shuffle drew its permutation in Python at trace time: every compiled call
+    # returned the first call's batch, with no warning.
+    results = {}
+    for mode in ("eager", "interpret"):
+        body = _loader_programs()[case]
+        f = body if mode == "eager" else tracer.function(body, backend=mode)
+        eager.manual_seed(0)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            results[mode] = [f(eager.ones(1)).numpy().copy() for _ in range(3)]
+        if mode != "eager":
+            assert f.trace_count == 0
+            assert any("test_argument_idioms.py:" in str(w.message) and "shuffle or split"
+                       in str(w.message) for w in caught), [str(w.message) for w in caught]
+    for e, c in zip(results["eager"], results["interpret"]):
+        np.testing.assert_array_equal(c, e)
+    with pytest.raises(tracer.TracingError, match="shuffle or split"):
+        tracer.function(_loader_programs()[case], backend="interpret", fullgraph=True)(
+            eager.ones(1))
 
 
 def test_a_generator_seeded_inside_and_library_clock_reads_still_trace():

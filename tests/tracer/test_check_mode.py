@@ -245,6 +245,25 @@ def test_a_wrong_compiled_backward_is_caught_by_the_gradient_check(monkeypatch):
     assert "difference is in the compiled backward" in msg
 
 
+def test_a_float64_gradient_through_a_float32_output_gets_float32_tolerance():
+    # Fuzz seed 17709: hypot(c0 f64[], t f32[3,4]) is float32 (a 0-d tensor does not
+    # promote), so c0's float64 gradient is a float32 sum cast up, eagerly as compiled; the
+    # two differ in float32's last bits (summation order) and check mode held that to
+    # float64's rtol 1e-10.
+    rng = np.random.default_rng(1770950)
+    c0 = eager.tensor(np.float64(rng.standard_normal()), requires_grad=True)
+    c1 = eager.tensor(rng.standard_normal((1, 4)).astype(np.float32), requires_grad=True)
+
+    def f(a0):
+        return eager.hypot(c0, eager.logaddexp(c1.cosh()[0], a0))
+
+    g = tracer.function(f, check=True)
+    a0 = eager.tensor(np.random.default_rng(1770900).standard_normal((3, 1))
+                      .astype(np.float32), requires_grad=True)
+    out = g(a0)  # (raised CheckError: gradient w.r.t. c0, 5e-7 relative)
+    assert out.dtype == eager.float32 and c0.grad is None
+
+
 def test_the_eager_runs_error_says_where_it_came_from():
     base = np.arange(4, dtype=np.float32)
     base.setflags(write=False)

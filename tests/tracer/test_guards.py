@@ -1,5 +1,6 @@
 """Guards: every Python value a trace read is guarded, read live, or refused (issue 13,
 items 3-6). Each test runs a user's idiom compiled and eagerly and compares the results."""
+import inspect
 import types
 import warnings
 
@@ -559,7 +560,10 @@ def test_retrace_explanation_names_the_failing_guard(recompiles_log):
         SCALE = 2.0
     assert recompiles_log() == [
         "f: tracing again (trace #2): G['SCALE'] == 2.0 -> 3.0",
-        "f: tracing again (trace #3): drop.training == True -> False",
+        # (`training` is tracked state, guarded where it was read: Dropout.forward's read,
+        # made for the line calling the module)
+        f"f: tracing again (trace #3): Dropout.training: True -> False (read at "
+        f"test_guards.py:{inspect.getsourcelines(f)[1] + 1})",
         "f: tracing again (trace #4): drop.p == 0.25 -> 0.5",
     ]
 
