@@ -471,7 +471,7 @@ class Tensor:
                 probe._data[...] = value
             self._version[0] += 1
             return
-        new = _masked_value(self, key, value)  # (x[mask] = v: where(mask, v, x))
+        new = _masked_value(self, key, value, Tensor)  # (x[mask] = v: where(mask, v, x))
         if new is not None:
             self._check_inplace("__setitem__")
             return self._inplace("__setitem__", new)
