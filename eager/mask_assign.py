@@ -13,27 +13,24 @@ import numpy as np
 from . import functions as F
 
 
-def _bool_mask(t, key):
+def _bool_mask(t, key, tensor_type):
     """The mask tensor if `key` is one boolean tensor over t's leading dimensions (its shape
     their shape), else None."""
-    from .tensor import Tensor
-
-    if not isinstance(key, Tensor) or key.dtype != np.bool_ or key.ndim == 0 \
+    if not isinstance(key, tensor_type) or key.dtype != np.bool_ or key.ndim == 0 \
             or key.ndim > t.ndim or tuple(key.shape) != tuple(t.shape[:key.ndim]):
         return None
     return key
 
 
-def masked_value(t, key, value):
+def masked_value(t, key, value, tensor_type):
     """t's new value for ``t[key] = value`` when `key` is a boolean mask over t's leading
     dimensions and `value` one number (a Python scalar or a one-element tensor); None where
-    this form does not apply (the general path decides)."""
-    from .tensor import Tensor
-
-    mask = _bool_mask(t, key)
+    this form does not apply (the general path decides). `tensor_type`: eager.Tensor (passed
+    in: eager.tensor imports this module)."""
+    mask = _bool_mask(t, key, tensor_type)
     if mask is None:
         return None
-    if isinstance(value, Tensor):
+    if isinstance(value, tensor_type):
         if value.numel() != 1:
             return None  # (as many values as the mask sets: their places depend on it)
     elif not isinstance(value, (bool, int, float, np.number)):
