@@ -229,7 +229,7 @@ class InPlaceWrites:
                 probe._data[...] = value
             self._version[0] += 1
             return
-        new = _masked_value(self, key, value, InPlaceWrites)  # (x[mask] = v: where(mask, v, x); every Tensor is an InPlaceWrites)
+        new = _masked_value(self, key, value, InPlaceWrites)  # (x[mask] = v: where(mask, v, x))
         if new is not None:
             self._check_inplace("__setitem__")
             return self._inplace("__setitem__", new)
