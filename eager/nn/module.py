@@ -178,7 +178,8 @@ class Module:
         >>> h = layer.register_forward_hook(lambda m, args, out: out.clamp(min=0))
         """
         return _module_hooks.register_forward_hook(self, hook, prepend=prepend,
-                                                   with_kwargs=with_kwargs)
+                                                   with_kwargs=with_kwargs,
+                                                   always_call=always_call)
 
     def register_full_backward_hook(self, hook, prepend=False):
         """``hook(module, grad_input, grad_output)`` when the gradients of the module's

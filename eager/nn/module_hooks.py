@@ -51,6 +51,12 @@ def register_forward_hook(module, hook, *, prepend=False, with_kwargs=False,
                           always_call=False):
     """``hook(module, args, output)`` (``(module, args, kwargs, output)`` with
     `with_kwargs`) runs after forward; returning a value replaces the output."""
+    if always_call:
+        from ..errors import user_location
+        raise NotImplementedError(
+            "register_forward_hook(always_call=True) (a hook that runs also when forward "
+            "raises) is not supported; catch the exception around the module call instead "
+            f"(at {user_location()})")
     return _register(module, "_forward_hooks", hook, prepend, with_kwargs)
 
 

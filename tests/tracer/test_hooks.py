@@ -301,3 +301,10 @@ def test_function_with_several_outputs_compiled():
     np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5)
     np.testing.assert_allclose(want.numpy(), 2 * np.cos(v) - 2 * np.cos(v) * np.sin(v),
                                rtol=1e-5)
+
+
+def test_a_forward_hook_that_must_run_when_forward_raises_is_refused_not_ignored():
+    # (PyTorch's always_call=True runs the hook after a failing forward too; accepting the
+    # flag and dropping it would silently skip that hook)
+    with pytest.raises(NotImplementedError, match="always_call"):
+        _model()[0].register_forward_hook(lambda m, args, out: None, always_call=True)
