@@ -150,14 +150,19 @@ class _BackwardState:
         return grad_input
 
 
-class _OutputsIdentity(Function):
-    """The module's outputs, unchanged: backward notes their gradients (grad_output)."""
+class _Identity(Function):
+    """Its tensors, unchanged, with the hook state on ctx: the subclasses' backward sees
+    their gradients (None where none flows: grads are not materialized)."""
 
     @staticmethod
-    def forward(ctx, state, *outs):
+    def forward(ctx, state, *tensors):
         ctx.state = state
         ctx.set_materialize_grads(False)
-        return tuple(o.detach() for o in outs) if len(outs) > 1 else outs[0].detach()
+        return tuple(t.detach() for t in tensors) if len(tensors) > 1 else tensors[0].detach()
+
+
+class _OutputsIdentity(_Identity):
+    """The module's outputs, unchanged: backward notes their gradients (grad_output)."""
 
     @staticmethod
     def backward(ctx, *grads):
@@ -168,15 +173,9 @@ class _OutputsIdentity(Function):
         return (None,) + grads
 
 
-class _InputsIdentity(Function):
+class _InputsIdentity(_Identity):
     """The module's inputs that require grad, unchanged: backward runs the hooks on their
     gradients and passes on what the hooks return."""
-
-    @staticmethod
-    def forward(ctx, state, *ins):
-        ctx.state = state
-        ctx.set_materialize_grads(False)
-        return tuple(t.detach() for t in ins) if len(ins) > 1 else ins[0].detach()
 
     @staticmethod
     def backward(ctx, *grads):
