@@ -20,13 +20,31 @@ to the process group ends them quietly) nor its atexit handlers, and they die wi
 program, even a program killed by SIGKILL. Ctrl-C while the program waits for them stops
 them and raises KeyboardInterrupt in the program only.
 
+Forking in a process with threads (codegen.forksafe): CPython's fork protocol (os.fork: the
+GIL, the import lock and `threading`'s state made anew in the child; the standard library's
+at-fork hooks run, a user's are set aside for the fork), with the locks the child takes
+held by the forking thread across the fork, so that no other thread is inside one (the
+fork waits for it). Before, the children were forked by fork(2) alone; a thread waiting
+for the GIL at that moment (a data-loading thread; pytest-xdist's reader thread, which
+`threading` does not list) left the child stuck at its first release of the GIL, and the
+program compiled by itself after STALL_SECONDS.
+
+What the child may touch: the kernel cache directory (files written atomically), Numba and
+LLVM (their compiler lock is held across the fork), tracejit's build/cache/counter locks
+(held across the fork too), logging (its locks are made anew by its at-fork hook), its own
+pipe. What it must not: run a kernel (the split-kernel pool's threads and Numba's
+threading layer are not in the child; codegen.parallel makes its pool and locks anew for a
+child that does), take any other lock another thread may hold (tracer's, a program's, the
+user's: none is taken across the fork), print, or leave through anything but os._exit.
+
 Nothing depends on the children: a kernel a child did not report (it failed, died, or
 stalled past STALL_SECONDS) is compiled by the program itself, exactly as without it. No
 child is started where forking is not safe or cannot help: not on Linux, a single CPU,
-other Python threads running (one could hold a lock the child needs: Numba's compiler
-lock, a logging handler's), no usable cache directory (the children's work could not
-reach the program), nothing to compile, or TRACEJIT_COMPILE_AHEAD=0; the program then
-compiles in-process, and keeps what that costs.
+another thread holding a lock the child takes for more than STALL_SECONDS, where the
+interpreter's at-fork hooks cannot be set aside (not CPython) while other Python threads
+run, no usable cache directory (the children's work could not reach the program),
+nothing to compile, or TRACEJIT_COMPILE_AHEAD=0; the program then compiles in-process, and
+keeps what that costs.
 
 Counters (codegen.compile_stats): a kernel a child compiled counts as compiled, not as
 a disk-cache hit, though the program loads it from the disk.
@@ -34,7 +52,6 @@ a disk-cache hit, though the program loads it from the disk.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import select
 import signal
@@ -45,7 +62,7 @@ import warnings
 from tracer import settings
 from tracer.symbolic import SymbolicDimError
 
-from . import build, kernelfiles
+from . import build, forksafe, kernelfiles
 from .emit import emit_kernel
 from .fuse import KernelGroup
 from .kernel_source import canonical
@@ -63,11 +80,19 @@ CHILD_COMPILES_ALL = True
 STALL_SECONDS = 20.0
 
 
+def _fork_is_safe() -> bool:
+    """Forking cannot leave the child stuck on something another thread held: CPython's
+    fork protocol is usable with the user's at-fork hooks set aside (codegen.forksafe), or
+    no other Python thread runs (`_threads_alone`)."""
+    return forksafe.hook_lists() is not None or _threads_alone()
+
+
 def _threads_alone() -> bool:
-    """No other Python thread runs, or only the idle threads of the runtime's split-kernel
+    """No other Python thread runs (also none `threading` does not list: started through
+    `_thread`, or by C code), or only the idle threads of the runtime's split-kernel
     pool (codegen.parallel), which are then stopped: the pool is made again at its next
     use (a few threads' start-up, once per cold compile), and the compile still forks."""
-    if threading.active_count() == 1:
+    if forksafe.alone():
         return True
     from . import parallel
 
@@ -79,7 +104,7 @@ def _threads_alone() -> bool:
     # (only this thread could be using the pool, and it is here: the pool is idle)
     pool.shutdown(wait=True)
     parallel._forget_split_pool()
-    return threading.active_count() == 1
+    return forksafe.alone()
 
 
 def _cpus() -> int:
@@ -288,41 +313,13 @@ def emit_all(program) -> dict:
     return out
 
 
-_LIBC = []
-
-
-def _libc():
-    if not _LIBC:
-        # PyDLL: the call keeps the GIL, as os.fork does (CDLL would release it)
-        _LIBC.append(ctypes.PyDLL(None, use_errno=True))
-    return _LIBC[0]
-
-
-def _fork() -> int:
-    """fork(2) without Python's at-fork hooks: those a user registered
-    (``os.register_at_fork``) must not run in a child that only compiles. Forking happens
-    only while no other Python thread runs, so what the standard library's hooks fix up
-    (other threads' locks and states) has nothing to fix; C libraries' ``pthread_atfork``
-    handlers run as with ``os.fork``."""
-    try:
-        fork = _libc().fork
-    except (OSError, AttributeError):
-        return os.fork()
-    fork.restype = ctypes.c_int
-    pid = fork()
-    if pid < 0:
-        err = ctypes.get_errno()
-        raise OSError(err, os.strerror(err))
-    return pid
-
-
 def _become_invisible(parent: int) -> None:
     """In the child, first: die with the program (even when it is SIGKILLed: Linux's
     parent-death signal, plus a check that it is still there, for the race before that),
     and run none of its signal handlers (Ctrl-C or SIGTERM to the process group ends the
     child quietly; the program handles the signal once) nor wake its event loop."""
     try:
-        _libc().prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+        forksafe.libc().prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
     if os.getppid() != parent:
@@ -360,7 +357,7 @@ def start(program) -> Ahead:
     program, which only loads the object files: see CHILD_COMPILES_ALL)."""
     emitted = dict(program.emitted)  # (emit_all's, made by the program first)
     if not (ENABLED and sys.platform.startswith("linux") and hasattr(os, "fork")) \
-            or _cpus() < 2 or not _threads_alone():
+            or _cpus() < 2 or not _fork_is_safe():
         return Ahead(emitted=emitted)
     step_sources = getattr(program, "step_sources", {})  # (the numpy steps' kernels)
     work, seen = [], set()
@@ -405,7 +402,8 @@ def start(program) -> Ahead:
 
 def _fork_compiler(theirs):
     """(pid, read end of its pipe) of a forked child compiling `theirs` ((source, name)
-    pairs) in order into the cache, reporting each on the pipe; None if it cannot fork."""
+    pairs) in order into the cache, reporting each on the pipe; None if it cannot fork
+    (or may not now: codegen.forksafe)."""
     r, w = os.pipe()
     # Signals wait (blocked) across the fork, until the child has dropped the program's
     # handlers: one sent to the process group meanwhile (a second child is forked while
@@ -413,12 +411,14 @@ def _fork_compiler(theirs):
     mask = _block_signals()
     try:
         with warnings.catch_warnings():
-            # Python 3.12+ warns when the process has other OS threads (BLAS's idle pool:
-            # fork-safe); Python threads were ruled out above.
+            # Python 3.12+ warns when the process has other threads: what the child takes
+            # is held across the fork (codegen.forksafe), and it runs no kernel.
             warnings.simplefilter("ignore", DeprecationWarning)
             parent = os.getpid()
-            pid = _fork()
+            pid = forksafe.fork(STALL_SECONDS)
     except OSError:
+        pid = None
+    if pid is None:
         _unblock_signals(mask)
         os.close(r)
         os.close(w)

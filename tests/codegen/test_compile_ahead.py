@@ -2,7 +2,9 @@
 the disk cache while the program compiles the others. Results, kernels and counters are
 what they are without it, and whatever the child does (fails, dies, stalls) the program
 still compiles and runs every kernel."""
+import _thread
 import os
+import sys
 import threading
 import time
 import warnings
@@ -13,9 +15,10 @@ import pytest
 import codegen
 import eager
 import tracer
-from codegen import ahead, build
+from codegen import ahead, build, forksafe
 
 THREADS_ALONE = ahead._threads_alone
+HOOK_LISTS = forksafe.hook_lists
 
 
 def step(x, w):
@@ -44,11 +47,11 @@ def run_compiled():
 
 @pytest.fixture
 def fresh_cache(tmp_path, monkeypatch):
-    """An empty kernel cache directory, and forking allowed (the test process may have
-    threads left by other tests: the split-kernel pool)."""
+    """An empty kernel cache directory, and compiling ahead on. (Forking with other threads
+    in the test process, the split-kernel pool's or pytest-xdist's reader, is safe:
+    codegen.forksafe.)"""
     monkeypatch.setenv("TRACEJIT_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setattr(ahead, "ENABLED", True)
-    monkeypatch.setattr(ahead, "_threads_alone", lambda: True)
     monkeypatch.setattr(ahead, "_cpus", lambda: 2)
     return tmp_path
 
@@ -216,8 +219,11 @@ def test_no_child_when_it_cannot_help_or_may_not_be_safe(fresh_cache, started, m
     run_compiled()                                         # every kernel cached already
     assert not started[-1].forked
 
+    # Where CPython's fork protocol cannot be used with the user's at-fork hooks set aside
+    # (codegen.forksafe), fork(2) alone is safe only without another Python thread
     monkeypatch.setenv("TRACEJIT_CACHE_DIR", str(fresh_cache / "other"))
     monkeypatch.setattr(ahead, "_threads_alone", THREADS_ALONE)
+    monkeypatch.setattr(forksafe, "hook_lists", lambda: None)
     stop = threading.Event()
     t = threading.Thread(target=stop.wait)
     t.start()
@@ -228,6 +234,16 @@ def test_no_child_when_it_cannot_help_or_may_not_be_safe(fresh_cache, started, m
     finally:
         stop.set()
         t.join()
+    # a thread `threading` does not list (as pytest-xdist's reader) counts too
+    running, leave, gone = threading.Event(), threading.Event(), threading.Event()
+    _thread.start_new_thread(lambda: (running.set(), leave.wait(), gone.set()), ())
+    running.wait()
+    try:
+        assert not ahead._threads_alone()
+    finally:
+        leave.set()
+        gone.wait()
+    monkeypatch.setattr(forksafe, "hook_lists", HOOK_LISTS)
 
     monkeypatch.setenv("TRACEJIT_CACHE_DIR", str(fresh_cache / "single"))
     monkeypatch.setattr(ahead, "_threads_alone", lambda: True)
@@ -247,18 +263,15 @@ def test_no_child_when_it_cannot_help_or_may_not_be_safe(fresh_cache, started, m
     assert not started[-1].forked
 
 
-def test_the_idle_split_pool_is_stopped_so_a_cold_compile_still_forks(fresh_cache, reference,
-                                                                      started, monkeypatch):
-    """Once a big kernel has run, the split-kernel pool's threads exist; they are idle
-    while the program compiles, so they are stopped (and the pool made again at its next
-    use) rather than the compile staying in the process (and its memory with it)."""
+def test_a_cold_compile_forks_beside_the_split_pools_threads(fresh_cache, reference,
+                                                              started, monkeypatch):
+    """Once a big kernel has run, the split-kernel pool's threads exist. With CPython's
+    fork protocol they stay, and the compile forks. With fork(2) alone (no protocol), they
+    are idle while the program compiles, so they are stopped (and the pool made again at
+    its next use) rather than the compile staying in the process (and its memory with it)."""
     from codegen import parallel
 
     monkeypatch.setattr(ahead, "_threads_alone", THREADS_ALONE)
-    me = threading.current_thread()
-    if any(t is not me and not t.name.startswith(parallel.THREAD_PREFIX)
-           for t in threading.enumerate()):
-        pytest.skip("another test left a thread running")
     if parallel._SPLIT_POOL is not None:  # (an earlier test's: made again when used)
         parallel._SPLIT_POOL.shutdown(wait=True)
         parallel._forget_split_pool()
@@ -268,6 +281,18 @@ def test_the_idle_split_pool_is_stopped_so_a_cold_compile_still_forks(fresh_cach
     assert threading.active_count() > 1
     assert_like_reference(run_compiled(), reference)
     assert started[-1].forked
+    assert not pool._shutdown and parallel._SPLIT_POOL is pool
+
+    monkeypatch.setattr(forksafe, "hook_lists", lambda: None)
+    monkeypatch.setenv("TRACEJIT_CACHE_DIR", str(fresh_cache / "bare"))
+    listed = {t.ident for t in threading.enumerate()}
+    unlisted = [i for i in sys._current_frames() if i not in listed]  # (xdist's reader)
+    me = threading.current_thread()
+    if any(t is not me and not t.name.startswith(parallel.THREAD_PREFIX)
+           for t in threading.enumerate()):
+        pytest.skip("another test left a thread running")
+    assert_like_reference(run_compiled(), reference)
+    assert started[-1].forked == (not unlisted)
     assert pool._shutdown and parallel._SPLIT_POOL is None
     assert parallel._split_pool().submit(lambda: 7).result() == 7  # made again
     parallel._SPLIT_POOL.shutdown(wait=True)

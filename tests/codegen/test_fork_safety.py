@@ -1,0 +1,141 @@
+"""The compile-ahead children (codegen.ahead) in a process with other threads: a thread
+waiting for the GIL, or holding a lock the child needs, at the moment of the fork must
+not leave the child stuck (it used to sit silent until STALL_SECONDS, 20 s, and the
+program then compiled by itself); a user's program with busy threads still gets its
+kernels compiled ahead, with the results eager gives."""
+import logging
+import os
+import select
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import codegen
+import eager
+import tracer
+from codegen import ahead, build, forksafe, kernelfiles
+
+# The bound on a child's first report: it does almost nothing (a stuck one never reports).
+REPORT_SECONDS = 10.0
+# Forks with threads waiting for the GIL: with fork(2) alone, about one in four stalled.
+FORKS = 20
+
+
+@pytest.fixture
+def fresh_cache(tmp_path, monkeypatch):
+    """An empty kernel cache directory, compiling ahead on (as on a user's machine)."""
+    monkeypatch.setenv("TRACEJIT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(ahead, "ENABLED", True)
+    monkeypatch.setattr(ahead, "_cpus", lambda: 2)
+    return tmp_path
+
+
+def touch_what_the_child_touches(source, name):
+    """A cheap stand-in for a kernel's compile that takes each lock a real one takes:
+    build's (load_module), the cache's, the counters', Numba's compiler lock."""
+    from numba.core.compiler_lock import global_compiler_lock
+
+    build.load_module(source, name)
+    with global_compiler_lock:
+        kernelfiles._bump("modules_loaded", 0)
+
+
+def first_report(sources, seconds=REPORT_SECONDS):
+    """Fork a compile-ahead child for `sources`; its first report line, or None if it
+    sends nothing for `seconds` (it is then killed)."""
+    got = ahead._fork_compiler(sources)
+    assert got is not None, "no child was forked"
+    pid, fd = got
+    try:
+        ready, _, _ = select.select([fd], [], [], seconds)
+        return os.read(fd, 100).decode().split("\n")[0] if ready else None
+    finally:
+        os.close(fd)
+        try:
+            os.kill(pid, 9)
+        except ProcessLookupError:
+            pass
+        os.waitpid(pid, 0)
+
+
+@pytest.mark.skipif(not hasattr(os, "SCHED_IDLE"), reason="needs Linux scheduling classes")
+def test_threads_waiting_for_the_gil_at_the_fork_do_not_stall_the_child(fresh_cache,
+                                                                        monkeypatch):
+    """Other threads of the program want the GIL while it forks (data-loading threads;
+    xdist's reader thread in the test suite). fork(2) alone left the child a copy of the
+    GIL's condition variable with waiters it does not have, and the child blocked for good
+    in pthread_cond_signal at its first release of the GIL (gdb: drop_gil ->
+    __condvar_quiesce_and_switch_g1); CPython's own fork protocol makes the GIL anew there.
+    Made likely here (about one fork in four stalled before): three threads wanting the GIL
+    share the program's CPU at idle priority, so that one woken for the GIL is often still
+    waiting to run when the program forks."""
+    import ctypes
+
+    monkeypatch.setattr(ahead, "_compile_in_child", lambda source, name: None)
+    usleep = ctypes.PyDLL(None).usleep  # (PyDLL: sleeps holding the GIL)
+    mine = os.sched_getaffinity(0)
+    cpu = min(mine)
+    stop = threading.Event()
+    started = threading.Barrier(4)
+
+    def busy():
+        os.sched_setaffinity(0, {cpu})
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+        started.wait()
+        while not stop.is_set():
+            pass
+
+    threads = [threading.Thread(target=busy, daemon=True) for _ in range(3)]
+    os.sched_setaffinity(0, {cpu})
+    try:
+        for t in threads:
+            t.start()
+        started.wait()
+        reports = []
+        for k in range(FORKS):
+            usleep(6000)  # the CPU idles, the GIL held: the threads wait for it
+            reports.append(first_report([("X = 1\n", "gil_probe")], seconds=2.0))
+            if reports[-1] is None:
+                break
+    finally:
+        stop.set()
+        os.sched_setaffinity(0, mine)
+        for t in threads:
+            t.join()
+    assert reports == ["0 0 0 0"] * FORKS, f"fork {len(reports)} of {FORKS}: the child stalled"
+
+
+@pytest.mark.parametrize("lock", ["build", "numba", "cache", "counters"])
+def test_a_thread_holding_a_lock_the_child_needs_does_not_stall_it(fresh_cache, monkeypatch,
+                                                                  lock):
+    """Another thread of the program (loading a kernel of another function) holds a lock
+    the child takes. The child's copy of it stayed locked for good; now the fork waits
+    for the thread to let go of it (briefly: as an in-process compile would)."""
+    from numba.core.compiler_lock import global_compiler_lock
+
+    from codegen import cache
+
+    held_lock = {"build": build._LOCK, "numba": global_compiler_lock._lock,
+                 "cache": cache._LOCK, "counters": kernelfiles._STATS_LOCK}[lock]
+    monkeypatch.setattr(ahead, "_compile_in_child", touch_what_the_child_touches)
+    held, release = threading.Event(), threading.Event()
+
+    def hold():
+        with held_lock:
+            held.set()
+            release.wait(0.3)
+
+    t = threading.Thread(target=hold)
+    t.start()
+    held.wait()
+    try:
+        t0 = time.perf_counter()
+        report = first_report([(f"X = {lock!r}\n", f"lock_probe_{lock}")])
+    finally:
+        release.set()
+        t.join()
+    assert report is not None and report.split()[0] == "0", report
+    assert time.perf_counter() - t0 < REPORT_SECONDS
