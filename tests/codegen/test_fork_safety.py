@@ -139,3 +139,78 @@ def test_a_thread_holding_a_lock_the_child_needs_does_not_stall_it(fresh_cache, 
         t.join()
     assert report is not None and report.split()[0] == "0", report
     assert time.perf_counter() - t0 < REPORT_SECONDS
+
+
+def test_a_program_with_busy_threads_gets_its_kernels_compiled_ahead(fresh_cache,
+                                                                    monkeypatch):
+    """A user's program: a data-loading thread doing numpy work, a thread calling another
+    compiled function, a thread logging through a slow handler (its lock held on and off),
+    while the main thread calls a compiled step whose kernels are not cached. The children
+    compile them (the program compiles none itself: it used to refuse to fork beside
+    threads), within a small bound, and the step gives eager's results."""
+    parent, original_load = os.getpid(), build.load_module
+
+    def load_module(source, name):
+        if os.getpid() == parent:
+            compiled_here.append(name)
+        return original_load(source, name)
+    compiled_here = []
+    started = []
+    original_start = ahead.start
+    monkeypatch.setattr(ahead, "start", lambda p: started.append(original_start(p)) or started[-1])
+
+    def other(x):
+        return x * 3.0 - 1.0
+
+    def step(x, w):
+        return ((x * 2.0 + 1.0).tanh() @ w).sum(dim=1)
+
+    rng = np.random.default_rng(0)
+    x = eager.from_numpy(rng.standard_normal((16, 24)).astype(np.float32))
+    w = eager.from_numpy(rng.standard_normal((24, 8)).astype(np.float32))
+    g = tracer.function(other)
+    g(x)  # (compiled before the threads start: they only call it)
+
+    class SlowHandler(logging.Handler):
+        def emit(self, record):
+            time.sleep(0.002)  # (its lock held meanwhile)
+    log = logging.getLogger("tracejit.test.busy")
+    log.addHandler(SlowHandler())
+    log.propagate = False
+    stop = threading.Event()
+    errors = []
+
+    def loop(body):
+        def run():
+            try:
+                while not stop.is_set():
+                    body()
+            except BaseException as exc:  # noqa: BLE001 - reported by the test
+                errors.append(exc)
+        return threading.Thread(target=run, daemon=True)
+
+    batches, data = [], np.random.default_rng(1)
+
+    def load_batch():
+        batches.append(np.sort(data.standard_normal(2000)))
+        del batches[:-2]
+    threads = [loop(load_batch),
+               loop(lambda: g(x)),
+               loop(lambda: log.warning("batch"))]
+    monkeypatch.setattr(build, "load_module", load_module)
+    for t in threads:
+        t.start()
+    try:
+        f = tracer.function(step)
+        t0 = time.perf_counter()
+        got = f(x, w).numpy()
+        elapsed = time.perf_counter() - t0
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    assert not errors, errors
+    np.testing.assert_allclose(got, step(x, w).numpy(), rtol=1e-5, atol=1e-5)
+    assert started and started[-1].forked and started[-1].pid is None
+    assert compiled_here == [], compiled_here  # (a stalled child: the program compiled it)
+    assert elapsed < REPORT_SECONDS, elapsed
