@@ -21,6 +21,10 @@ library's and tracejit's run, a user's do not (neither before the fork, in the p
 nor in the child). The interpreter keeps those hooks in three Python lists, found once
 (`hook_lists`); where they cannot be found, `fork` uses fork(2) alone, and only where the
 process has no other Python thread (`alone`).
+
+Every other fork of the process (a user's os.fork, multiprocessing's "fork" workers) holds
+the same locks across it too, through at-fork hooks of this module's, so that a child can
+compile while another thread of its parent was compiling at the fork.
 """
 from __future__ import annotations
 
@@ -29,6 +33,7 @@ import ctypes
 import gc
 import os
 import sys
+import threading
 
 # Hooks of modules from these packages and the standard library run at our forks.
 _OURS = ("codegen", "tracer", "eager")
@@ -114,21 +119,63 @@ def _locks() -> list:
     return out
 
 
+def _acquire_all(seconds: float) -> list:
+    """Every lock of `_locks()`, acquired in order, each waited for at most `seconds`: the
+    ones this thread now holds (all of them, or fewer if one was not to be had)."""
+    held = []
+    for lock in _locks():
+        if not lock.acquire(timeout=seconds):
+            break
+        held.append(lock)
+    return held
+
+
+_MINE = threading.local()  # .held: the locks this thread took for the fork it is making
+_BY_FORK = object()  # (.held while `fork` holds them itself)
+
+
 @contextlib.contextmanager
 def _locks_held(seconds: float):
     """True once this thread holds every lock of `_locks()` (each waited for at most
     `seconds`), else False (none held); released after the block, in the program and in
     the child (where this thread holds them as well)."""
-    held = []
+    wanted = len(_locks())
+    held = _acquire_all(seconds)
+    _MINE.held = _BY_FORK  # (the at-fork hooks below leave them to this block)
     try:
-        for lock in _locks():
-            if not lock.acquire(timeout=seconds):
-                break
-            held.append(lock)
-        yield len(held) == len(_locks())
+        yield len(held) == wanted
     finally:
+        _MINE.held = None
         for lock in reversed(held):
             lock.release()
+
+
+# Any fork of the process (a user's os.fork, multiprocessing's "fork" workers) holds the
+# same locks across it: a thread of the program inside one at the fork (compiling or
+# loading a kernel) would otherwise leave it locked for good in the child, whose first
+# compile or kernel load then never returned. The fork waits for that thread, up to
+# USER_FORK_LOCK_SECONDS per lock (past that it goes ahead without: the child may then
+# block if it compiles).
+USER_FORK_LOCK_SECONDS = 20.0
+
+
+def _before_fork() -> None:
+    if getattr(_MINE, "held", None) is None:
+        _MINE.held = _acquire_all(USER_FORK_LOCK_SECONDS)
+
+
+def _after_fork() -> None:
+    held = getattr(_MINE, "held", None)
+    if held is None or held is _BY_FORK:
+        return
+    _MINE.held = None
+    for lock in reversed(held):
+        lock.release()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork,
+                        after_in_child=_after_fork)
 
 
 def alone() -> bool:

@@ -6,17 +6,15 @@ kernels compiled ahead, with the results eager gives."""
 import logging
 import os
 import select
-import sys
 import threading
 import time
 
 import numpy as np
 import pytest
 
-import codegen
 import eager
 import tracer
-from codegen import ahead, build, forksafe, kernelfiles
+from codegen import ahead, build, kernelfiles
 
 # The bound on a child's first report: it does almost nothing (a stuck one never reports).
 REPORT_SECONDS = 10.0
@@ -214,3 +212,42 @@ def test_a_program_with_busy_threads_gets_its_kernels_compiled_ahead(fresh_cache
     assert started and started[-1].forked and started[-1].pid is None
     assert compiled_here == [], compiled_here  # (a stalled child: the program compiled it)
     assert elapsed < REPORT_SECONDS, elapsed
+
+
+def test_a_users_fork_while_another_thread_compiles_leaves_the_child_able_to_compile(
+        fresh_cache):
+    """A user's own fork (multiprocessing's "fork" workers) while another of their threads
+    is loading a kernel (inside codegen.build's lock): the child's copy of the lock stayed
+    locked, and its first kernel load never returned. The fork now waits for the thread."""
+    held, release = threading.Event(), threading.Event()
+
+    def hold():
+        with build._LOCK:
+            held.set()
+            release.wait(0.3)
+
+    t = threading.Thread(target=hold)
+    t.start()
+    held.wait()
+    try:
+        pid = os.fork()
+        if pid == 0:  # the user's child: loads a kernel module, and leaves
+            code = 1
+            try:
+                code = 0 if build.load_module("X = 5\n", "users_child").X == 5 else 2
+            finally:
+                os._exit(code)
+    finally:
+        release.set()
+        t.join()
+    deadline = time.monotonic() + REPORT_SECONDS
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        time.sleep(0.01)
+    else:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        pytest.fail("the child's kernel load never returned")
+    assert os.waitstatus_to_exitcode(status) == 0
