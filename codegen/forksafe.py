@@ -115,7 +115,10 @@ def _locks() -> list:
     compiler_lock = sys.modules.get("numba.core.compiler_lock")
     if compiler_lock is not None:
         out.append(compiler_lock.global_compiler_lock._lock)
-    out += [cache._LOCK, kernelfiles._STATS_LOCK]
+    out.append(cache._LOCK)
+    if objload is not None:
+        out.append(objload._PAIR_LOCK)
+    out.append(kernelfiles._STATS_LOCK)
     return out
 
 

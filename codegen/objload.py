@@ -38,6 +38,7 @@ loaded, and Numba's own cache serves (one log line under TRACER_LOGS=kernels).
 from __future__ import annotations
 
 import builtins
+import contextlib
 import ctypes
 import glob
 import hashlib
@@ -55,6 +56,11 @@ from tracer import settings
 from . import cache, elfcheck, kernelfiles
 from .elfcheck import ObjectFileError
 
+try:
+    import fcntl
+except ImportError:  # (not on POSIX: objects are not loaded there anyway)
+    fcntl = None
+
 FORMAT = 1
 _HEADER_PREFIX = b"# tracejit-object-sha256: "
 SUFFIX = ".tjo"
@@ -62,6 +68,9 @@ SUFFIX = ".tjo"
 DIGEST_SUFFIX = ".sum"
 
 _LOCK = threading.RLock()
+# Held while this process has a pair's directory locked (_pair_locked): a fork meanwhile
+# would leave the child that lock for its lifetime (codegen.forksafe holds this across).
+_PAIR_LOCK = threading.Lock()
 _ENGINE = None
 _UNAVAILABLE: list = []   # why this process cannot load objects (once, for the log)
 
@@ -124,21 +133,48 @@ def _unpack(data: bytes):
     return header, obj
 
 
+@contextlib.contextmanager
+def _pair_locked(directory: Path, exclusive: bool):
+    """Around the write (exclusive) or read (shared) of an object file and its digest: a
+    lock on their directory, across processes. Two processes writing the same kernel's
+    pair (different bytes: Numba's symbol names count the compiles before) interleaved
+    their four writes and left an object with the other's digest, refused by every later
+    process. (The kernel releases the lock of a process killed meanwhile.)"""
+    with _PAIR_LOCK:
+        try:
+            fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        except OSError:  # (no directory: the write or read fails as it would have)
+            fd = None
+        try:
+            if fd is not None and fcntl is not None:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+                except OSError:  # (a file system without locks: as before)
+                    pass
+            yield
+        finally:
+            if fd is not None:
+                os.close(fd)
+
+
 def _write_checked(path: Path, data: bytes, write) -> None:
     """Write an object file and, first, the digest it must match to be loaded."""
-    write(path.with_suffix(DIGEST_SUFFIX), hashlib.sha256(data).hexdigest().encode() + b"\n")
-    write(path, data)
+    with _pair_locked(path.parent, exclusive=True):
+        write(path.with_suffix(DIGEST_SUFFIX),
+              hashlib.sha256(data).hexdigest().encode() + b"\n")
+        write(path, data)
 
 
 def read_checked(path: Path) -> bytes:
     """An object file's bytes: a regular file of this user's, not through a symlink, that
     matches the digest recorded when it was written (so an object that does not belong
     there is refused whatever its own sha256 line says). FileNotFoundError if absent."""
-    data = cache.read_private(path)
-    try:
-        recorded = cache.read_private(path.with_suffix(DIGEST_SUFFIX)).strip()
-    except FileNotFoundError:
-        raise ObjectFileError("no digest recorded for it") from None
+    with _pair_locked(path.parent, exclusive=False):
+        data = cache.read_private(path)
+        try:
+            recorded = cache.read_private(path.with_suffix(DIGEST_SUFFIX)).strip()
+        except FileNotFoundError:
+            raise ObjectFileError("no digest recorded for it") from None
     if hashlib.sha256(data).hexdigest().encode() != recorded:
         raise ObjectFileError("does not match the digest recorded when it was written")
     return data

@@ -2,7 +2,9 @@
 waiting for the GIL, or holding a lock the child needs, at the moment of the fork must
 not leave the child stuck (it used to sit silent until STALL_SECONDS, 20 s, and the
 program then compiled by itself); a user's program with busy threads still gets its
-kernels compiled ahead, with the results eager gives."""
+kernels compiled ahead, with the results eager gives; a user's own fork while a thread
+compiles leaves the child able to compile; and two processes writing one kernel's object
+file at once leave a pair that loads."""
 import logging
 import os
 import select
@@ -251,3 +253,47 @@ def test_a_users_fork_while_another_thread_compiles_leaves_the_child_able_to_com
         os.waitpid(pid, 0)
         pytest.fail("the child's kernel load never returned")
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_two_writers_of_one_object_file_leave_a_pair_that_loads(tmp_path):
+    """Two processes compiling the same kernel at once write its object file and the digest
+    it must match (two files; their bytes differ between processes: Numba's symbol names
+    count the compiles before). Interleaved (A's digest, B's digest, B's object, A's
+    object), the pair no longer matched, and every later process refused the object and
+    compiled again. Each pair is now written, and read, under a lock on the directory."""
+    import fcntl
+
+    from codegen import objload
+
+    d = tmp_path / "kernels"
+    d.mkdir(mode=0o700)
+    path = d / "k_0123.tjo"
+    b_done = threading.Event()
+
+    def write_b():
+        objload._write_checked(path, b"object of process B", kernelfiles._atomic_write)
+        b_done.set()
+
+    b = threading.Thread(target=write_b)
+    writes, locked_out = [], []
+
+    def write_a(target, data):
+        kernelfiles._atomic_write(target, data)
+        writes.append(target)
+        if len(writes) == 1:  # between A's digest and A's object:
+            # another process may not lock the directory (a file lock, between processes)
+            fd = os.open(d, os.O_RDONLY)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                locked_out.append(True)
+            finally:
+                os.close(fd)
+            b.start()  # and another writer (a thread here) writes its pair meanwhile
+            b_done.wait(0.3)
+
+    objload._write_checked(path, b"object of process A", write_a)
+    b.join()
+    data = objload.read_checked(path)  # (raised ObjectFileError: the digest did not match)
+    assert data in (b"object of process A", b"object of process B")
+    assert locked_out == [True]
