@@ -357,7 +357,7 @@ def start(program) -> Ahead:
     program, which only loads the object files: see CHILD_COMPILES_ALL)."""
     emitted = dict(program.emitted)  # (emit_all's, made by the program first)
     if not (ENABLED and sys.platform.startswith("linux") and hasattr(os, "fork")) \
-            or _cpus() < 2 or not _fork_is_safe():
+            or _cpus() < 2:
         return Ahead(emitted=emitted)
     step_sources = getattr(program, "step_sources", {})  # (the numpy steps' kernels)
     work, seen = [], set()
@@ -375,8 +375,9 @@ def start(program) -> Ahead:
         if source not in seen and not _is_cached(source, name):
             seen.add(source)
             work.append((source, name))
-    if len(work) < (1 if CHILD_COMPILES_ALL else 2):
-        # (nothing imports Numba before this: a cached program may not need it)
+    if len(work) < (1 if CHILD_COMPILES_ALL else 2) or not _fork_is_safe():
+        # (nothing imports Numba before this: a cached program may not need it; nor looks
+        # for the at-fork hooks, once per process: ~12 ms at 136k objects)
         return Ahead(emitted=emitted)
     numba = build._numba()
 
