@@ -269,7 +269,8 @@ class _Snapshot:
                 obj.clear()
                 obj.update(saved)
             elif kind == "list":
-                obj[:] = saved
+                # (list's own: an optimizer's group lists count changes, this is none)
+                list.__setitem__(obj, slice(None), saved)
             else:
                 d = vars(obj)
                 d.clear()

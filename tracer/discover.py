@@ -415,12 +415,43 @@ def collect_guards(recorder: Recorder, root_fn, captured, extra_roots=(), resize
                 except ValueError:
                     continue
                 walker.entry(var, "{0}.cell_contents", cell, value, 0)
+    if candidates is None:
+        candidates = _candidates(root_fn, recorder)
+    _guard_defaults(walker, candidates, recorder, nested)
     for desc, obj in extra_roots:
         walker.walk(desc, obj, 0)
     for obj in recorder.selves.values():
         if isinstance(obj, Module) or _plain_object(obj):
             walker.walk(f"<{type(obj).__name__} self>", obj, 0)
     return dedupe(walker.guards), walker.frozen
+
+
+def _guard_defaults(walker, candidates, recorder, nested):
+    """Mutable default arguments of the functions that ran (`def step(x, w=WEIGHTS)`, a
+    list changed in place between calls): what is in them, like a global's. (A number or
+    tuple default cannot change short of assigning `__defaults__`; tensors are read live.)"""
+    functions = list(candidates)
+    for obj in recorder.selves.values():
+        for klass in type(obj).__mro__:
+            functions.extend(v for v in vars(klass).values() if isinstance(v, types.FunctionType))
+    for f in functions:
+        if f.__code__ not in recorder.codes or f.__code__ in nested:
+            continue
+        name = f.__qualname__
+        for i, value in enumerate(f.__defaults__ or ()):
+            if not _immutable(value):
+                walker.entry(f"{name}'s default {i}", "{0}.__defaults__[" + str(i) + "]", f,
+                             value, 0)
+        for k, value in (f.__kwdefaults__ or {}).items():
+            if not _immutable(value):
+                walker.entry(f"{name}'s default {k}", "{0}.__kwdefaults__[" + _key(k) + "]",
+                             f, value, 0)
+
+
+def _immutable(value) -> bool:
+    if value.__class__ is tuple:
+        return all(_immutable(v) for v in value)
+    return is_scalar(value) or isinstance(value, Tensor) or callable(value)
 
 
 def dedupe(guards) -> list:

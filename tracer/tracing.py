@@ -254,11 +254,12 @@ def _value_read_guards(reads, names, sources, frozen) -> list:
 
 def _output_aliases(tr: Trace, out_leaves, outputs, traced_leaves) -> dict:
     """{output index: ("input", k) | ("capture", i) | ("grad", i) | ("input_grad", k)} for
-    outputs that are an argument or a captured tensor itself, unchanged (`return x`, and
-    the no-op `x.reshape(x.shape)`, `x.float()` of float32, `x[0:n]` of length n, for which
-    eager returns `x`), or the .grad of one (`loss.backward(); return w.grad`): the call
-    returns that very tensor, as eager does, with its identity, memory and autograd link
-    (read after the write-back, for a .grad).
+    outputs that are an argument or a captured tensor itself (`return x`, `x.mul_(2);
+    return x`, and the no-op `x.reshape(x.shape)`, `x.float()` of float32, `x[0:n]` of
+    length n, for which eager returns `x`), or the .grad of one (`loss.backward(); return
+    w.grad`): the call returns that very tensor, as eager does, with its identity, memory
+    and autograd link (read after the write-back). ("output", j) for an output that is
+    the same tensor as the earlier output j (`return y, y`).
 
     Also ("input_view", k) | ("capture_view", i) for outputs that are a view of one
     (`return x[1:]`, `x.T`, `x.view(-1)`, `x.detach()`), with {output index: (view ops,
@@ -285,7 +286,9 @@ def _output_aliases(tr: Trace, out_leaves, outputs, traced_leaves) -> dict:
                 continue
             aliases.pop(j, None)
         for k, leaf in enumerate(traced_leaves):
-            if leaf is t and v is tr.inputs[k]:
+            # (an argument written in place is still the argument: eager's `x.mul_(2);
+            # return x` returns x, which the write-back has updated when the call returns)
+            if leaf is t and (v is tr.inputs[k] or not t.requires_grad):
                 aliases[j] = ("input", k)
                 break
             if getattr(leaf, "_grad", None) is t:
@@ -293,7 +296,8 @@ def _output_aliases(tr: Trace, out_leaves, outputs, traced_leaves) -> dict:
                 break
         else:
             state = tr.captures.get(id(t))
-            if state is not None and state.tensor is t and v is state.var and \
+            if state is not None and state.tensor is t and \
+                    (v is state.var or not t.requires_grad) and \
                     getattr(state, "grad_owner", None) is None and \
                     not isinstance(t, LiveScalar):
                 aliases[j] = ("capture", state.index)
@@ -303,6 +307,13 @@ def _output_aliases(tr: Trace, out_leaves, outputs, traced_leaves) -> dict:
                         getattr(state, "grad_owner", None) is None and \
                         getattr(state.tensor, "_grad", None) is t:
                     aliases[j] = ("grad", state.index)
+                    break
+        if j not in aliases:
+            # The same tensor returned twice (`return y, y`): eager gives one object, so a
+            # change made through one is seen through the other.
+            for earlier in range(j):
+                if out_leaves[earlier] is t:
+                    aliases[j] = ("output", earlier)
                     break
     return aliases, views
 

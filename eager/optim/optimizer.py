@@ -32,7 +32,7 @@ class ParamGroup(dict):
     group inside a traced function is seen here.
     """
 
-    __slots__ = ("name",)
+    __slots__ = ("name", "owner")
 
     def __getitem__(self, key):
         if not _dispatch._hooked_threads:  # (no trace protocol installed anywhere)
@@ -47,7 +47,41 @@ class ParamGroup(dict):
     def __setitem__(self, key, value):
         if _dispatch._hooked_threads:  # (before the write: a trace notes the old value)
             note_item_write(self, key, value)
+        if key == "params" and getattr(self, "owner", None) is not None:
+            value = _ParamList(self.owner, [value] if isinstance(value, Tensor) else value)
+            self.owner._groups_changed()
         dict.__setitem__(self, key, value)
+
+
+class _ParamList(list):
+    """A group's parameter list, or the optimizer's list of groups: a change in place
+    (`group["params"].append(p)`) is a change of the groups, which a compiled step that
+    looped over them must see (Optimizer._groups_token)."""
+
+    __slots__ = ("owner",)
+
+    def __init__(self, owner, items=()):
+        super().__init__(items)
+        self.owner = owner
+
+    def __reduce_ex__(self, protocol):  # (copied or pickled: a plain list)
+        return list, (list(self),)
+
+
+def _changes_groups(name):
+    method = getattr(list, name)
+
+    def changed(self, *args):
+        out = method(self, *args)
+        self.owner._groups_changed()
+        return self if name == "__iadd__" else out
+    changed.__name__ = name
+    return changed
+
+
+for _name in ("append", "extend", "insert", "remove", "pop", "clear", "sort", "reverse",
+              "__setitem__", "__delitem__", "__iadd__", "__imul__"):
+    setattr(_ParamList, _name, _changes_groups(_name))
 
 
 class Optimizer:
@@ -61,7 +95,7 @@ class Optimizer:
             raise ValueError("optimizer got an empty parameter list")
         if not isinstance(params[0], dict):
             params = [{"params": params}]
-        self.param_groups = []
+        self.param_groups = _ParamList(self)
         for group in params:
             self.add_param_group(group)
         # A defaultdict as in PyTorch: opt.state[p] is {} for a parameter not stepped yet.
@@ -74,7 +108,7 @@ class Optimizer:
         if isinstance(ps, (set, frozenset)):
             raise TypeError("optimizer parameters need to be organized in ordered collections "
                             "(a list), but the ordering of tensors in sets changes between runs")
-        dict.__setitem__(group, "params", [ps] if isinstance(ps, Tensor) else list(ps))
+        dict.__setitem__(group, "params", _ParamList(self, [ps] if isinstance(ps, Tensor) else ps))
         for p in _params(group, "params"):
             if not isinstance(p, Tensor):
                 raise TypeError(f"optimizer can only optimize Tensors, got {type(p).__name__}")
@@ -93,7 +127,10 @@ class Optimizer:
         for k, v in self.defaults.items():
             if k not in group:
                 dict.__setitem__(group, k, v)
+        group.owner = self
         self.param_groups.append(group)
+
+    def _groups_changed(self):
         # A new object per change of the groups: a compiled step guards its identity (its
         # trace's zero_grad() and step() loop over the groups as they were).
         self._groups_token = object()
