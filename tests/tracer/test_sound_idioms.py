@@ -5,6 +5,11 @@ written the way the user wrote the program and fails on the code before its fix.
 
 Tiny shapes shared with the other tracer tests (Linear 4 -> 8 -> 3 on a 6x4 batch).
 """
+import re
+import time
+import warnings
+from time import localtime as _localtime
+
 import numpy as np
 import pytest
 
@@ -180,3 +185,39 @@ def test_parameters_added_to_a_group_in_place_are_stepped(backend, change):
     got = _trained(True, backend, GROUP_CHANGES[change])
     for k, (g, e) in enumerate(zip(got, expected)):
         np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6, err_msg=f"parameter {k}")
+
+
+# ------------------------------------------------------------- the clock
+
+CALENDAR = {
+    "time.localtime()": (lambda x: x + time.localtime().tm_hour, "time.localtime() without"),
+    "time.strftime('%H')": (lambda x: x + float(time.strftime("%H")), "time.strftime() without"),
+    "time.ctime()": (lambda x: x + len(time.ctime()), "time.ctime() without"),
+    "from time import localtime": (lambda x: x + _localtime().tm_hour,
+                                   "time.localtime() bound before the call"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CALENDAR))
+def test_the_time_of_day_read_without_a_time_argument_is_seen(case):
+    # Found here (a known gap): time.localtime() / time.strftime(fmt) read the clock inside
+    # the C function, unseen by the clock hook: the hour of the first call was frozen.
+    body, what = CALENDAR[case]
+    f = tracer.function(body, backend="interpret")
+    with pytest.warns(RuntimeWarning, match=rf"test_sound_idioms.py:\d+: <lambda> reads "
+                                            rf"the clock \({re.escape(what)}"):
+        f(eager.zeros(2))
+    assert f.trace_count == 0
+    assert not hasattr(time.localtime, "__wrapped__")
+    with pytest.raises(tracer.TracingError, match=re.escape(what)):
+        tracer.function(body, backend="interpret", fullgraph=True)(eager.zeros(2))
+
+
+def test_the_calendar_of_a_given_time_still_traces():
+    f = tracer.function(lambda x: x + time.localtime(0).tm_year +
+                        float(time.strftime("%S", time.gmtime(7))), backend="interpret")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        f(eager.zeros(2))
+        assert f(eager.zeros(2)).numpy()[0] == time.localtime(0).tm_year + 7
+    assert f.trace_count == 1
