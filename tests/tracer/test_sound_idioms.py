@@ -221,3 +221,59 @@ def test_the_calendar_of_a_given_time_still_traces():
         f(eager.zeros(2))
         assert f(eager.zeros(2)).numpy()[0] == time.localtime(0).tm_year + 7
     assert f.trace_count == 1
+
+
+# ------------------------------------------------------------- a call that raises
+
+def _lookup_step():
+    eager.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 3))
+    table = nn.Parameter(eager.ones(5, 3))
+    opt = eager.optim.SGD(list(model.parameters()) + [table], lr=0.1)
+
+    def step(x, rows):
+        opt.zero_grad()
+        loss = model(x).pow(2).mean() + table[rows].sum()
+        loss.backward()
+        opt.step()
+        return loss.detach()
+
+    def state():
+        s = {k: v.numpy().copy() for k, v in model.state_dict().items()}
+        s.update({f"{n}.grad": None if p.grad is None else p.grad.numpy().copy()
+                  for n, p in model.named_parameters()})
+        s["table"] = table.detach().numpy().copy()
+        return s
+    return step, state
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_index_out_of_range_leaves_the_state_eager_leaves(backend):
+    # Found here: `table[rows]` with a row out of range raised from inside the compiled
+    # program: the interpreter had changed nothing (eager's zero_grad() had unset every
+    # .grad and BatchNorm had counted the batch), Numba had written the statistics but
+    # kept the .grads. Now a traced integer index is checked where the program runs (a
+    # value check), and the call runs eagerly: eager's error, eager's state.
+    rows = [np.array([0, 1, 4]), np.array([0, 7, 2]), np.array([-5, 1, 2]), np.array([0, -6, 1])]
+    seen = {}
+    for mode in ("eager", backend):
+        step, state = _lookup_step()
+        f = step if mode == "eager" else tracer.function(step, backend=mode)
+        seen[mode] = []
+        for k, r in enumerate(rows):
+            try:
+                f(_x(k), eager.tensor(r))
+                error = None
+            except IndexError as exc:
+                error = str(exc).split(" (at ")[0]
+            seen[mode].append((error, state()))
+    for k, ((e_err, e_state), (c_err, c_state)) in enumerate(zip(seen["eager"], seen[backend])):
+        assert c_err == e_err, f"call {k}"
+        for name, ev in e_state.items():
+            cv = c_state[name]
+            if ev is None or cv is None:
+                assert ev is None and cv is None, f"call {k}: {name}"
+            else:
+                np.testing.assert_allclose(cv, ev, rtol=1e-5, atol=1e-6,
+                                           err_msg=f"call {k}: {name}")
+    assert [e is None for e, _ in seen["eager"]] == [True, False, True, False]
