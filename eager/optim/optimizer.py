@@ -9,7 +9,6 @@ Python constant that a trace would bake in.
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 
 import numpy as np
 
@@ -18,6 +17,7 @@ from .. import dispatch as _dispatch
 from ..dispatch import LIVE, TRUTH, VALUE, note_item_write, read_item
 from ..tensor import Tensor
 from ..dtypes import is_floating
+from .tracked import ParamState, _ParamList, _State
 
 _params = dict.__getitem__  # a group's parameter list, read without a trace event
 
@@ -53,37 +53,6 @@ class ParamGroup(dict):
         dict.__setitem__(self, key, value)
 
 
-class _ParamList(list):
-    """A group's parameter list, or the optimizer's list of groups: a change in place
-    (`group["params"].append(p)`) is a change of the groups, which a compiled step that
-    looped over them must see (Optimizer._groups_token)."""
-
-    __slots__ = ("owner",)
-
-    def __init__(self, owner, items=()):
-        super().__init__(items)
-        self.owner = owner
-
-    def __reduce_ex__(self, protocol):  # (copied or pickled: a plain list)
-        return list, (list(self),)
-
-
-def _changes_groups(name):
-    method = getattr(list, name)
-
-    def changed(self, *args):
-        out = method(self, *args)
-        self.owner._groups_changed()
-        return self if name == "__iadd__" else out
-    changed.__name__ = name
-    return changed
-
-
-for _name in ("append", "extend", "insert", "remove", "pop", "clear", "sort", "reverse",
-              "__setitem__", "__delitem__", "__iadd__", "__imul__"):
-    setattr(_ParamList, _name, _changes_groups(_name))
-
-
 class Optimizer:
     def __init__(self, params, defaults: dict):
         self.defaults = dict(defaults)
@@ -99,7 +68,7 @@ class Optimizer:
         for group in params:
             self.add_param_group(group)
         # A defaultdict as in PyTorch: opt.state[p] is {} for a parameter not stepped yet.
-        self.state = defaultdict(dict)
+        self.state = _State(self)
 
     def add_param_group(self, group: dict):
         group = ParamGroup(group)
@@ -134,6 +103,11 @@ class Optimizer:
         # A new object per change of the groups: a compiled step guards its identity (its
         # trace's zero_grad() and step() loop over the groups as they were).
         self._groups_token = object()
+
+    def _state_changed(self):
+        # The same for the state's entries (opt.state.clear(), a momentum buffer set to
+        # None): a compiled step reads the state tensors it captured.
+        self._state_token = object()
 
     def zero_grad(self, set_to_none: bool = True):
         for group in self.param_groups:
@@ -181,10 +155,10 @@ class Optimizer:
             for k, v in saved.items():
                 if k != "params":
                     group[k] = tuple(v) if isinstance(v, list) else v
-        self.state = defaultdict(dict)
+        self.state = _State(self)
         for i, s in state_dict["state"].items():
             p = params[int(i)]
-            self.state[p] = {k: _loaded(k, v, p) for k, v in s.items()}
+            self.state[p] = ParamState(self, {k: _loaded(k, v, p) for k, v in s.items()})
 
     def __repr__(self):
         lines = [type(self).__name__ + " ("]

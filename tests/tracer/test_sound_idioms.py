@@ -187,6 +187,26 @@ def test_parameters_added_to_a_group_in_place_are_stepped(backend, change):
         np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6, err_msg=f"parameter {k}")
 
 
+STATE_CHANGES = {
+    "opt.state.clear()": lambda m, o: o.state.clear(),
+    "a buffer set to None": lambda m, o: [s.__setitem__("momentum_buffer", None)
+                                          for s in o.state.values()],
+    "one parameter's state dropped": lambda m, o: o.state.pop(m[0].weight),
+}
+
+
+@pytest.mark.parametrize("change", sorted(STATE_CHANGES))
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_optimizer_state_changed_in_place_between_calls(backend, change):
+    # Found here: only the identity of opt.state was guarded (load_state_dict replaces
+    # it); clearing it, or setting a momentum buffer to None (PyTorch's way to restart
+    # momentum), left the compiled step stepping with the old buffers, silently.
+    expected = _trained(False, backend, STATE_CHANGES[change])
+    got = _trained(True, backend, STATE_CHANGES[change])
+    for k, (g, e) in enumerate(zip(got, expected)):
+        np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6, err_msg=f"parameter {k}")
+
+
 # ------------------------------------------------------------- the clock
 
 CALENDAR = {
