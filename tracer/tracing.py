@@ -266,7 +266,14 @@ def _output_aliases(tr: Trace, out_leaves, outputs, traced_leaves) -> dict:
     whether it had autograd history)}: the call returns that view of the real tensor, made
     after the write-back, sharing its memory as eager's does."""
     aliases, views = {}, {}
+    first = {}
     for j, (t, v) in enumerate(zip(out_leaves, outputs)):
+        earlier = first.setdefault(id(t), j)
+        if earlier != j:
+            # The same tensor returned twice (`return y, y`, `v = x[0]; return v, v`): eager
+            # gives one object, so a change made through one is seen through the other.
+            aliases[j] = ("output", earlier)
+            continue
         found = view_chain(t)
         if found is not None:
             root, chain = found
@@ -307,13 +314,6 @@ def _output_aliases(tr: Trace, out_leaves, outputs, traced_leaves) -> dict:
                         getattr(state, "grad_owner", None) is None and \
                         getattr(state.tensor, "_grad", None) is t:
                     aliases[j] = ("grad", state.index)
-                    break
-        if j not in aliases:
-            # The same tensor returned twice (`return y, y`): eager gives one object, so a
-            # change made through one is seen through the other.
-            for earlier in range(j):
-                if out_leaves[earlier] is t:
-                    aliases[j] = ("output", earlier)
                     break
     return aliases, views
 

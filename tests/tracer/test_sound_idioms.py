@@ -297,3 +297,17 @@ def test_an_index_out_of_range_leaves_the_state_eager_leaves(backend):
                 np.testing.assert_allclose(cv, ev, rtol=1e-5, atol=1e-6,
                                            err_msg=f"call {k}: {name}")
     assert [e is None for e, _ in seen["eager"]] == [True, False, True, False]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_view_of_an_argument_returned_twice_is_one_tensor(backend):
+    def step(x):
+        row = x[0]
+        return row, {"row": row}, x, x
+
+    f = tracer.function(step, backend=backend)
+    for k in range(2):
+        x = _x(k)
+        row, d, a, b = f(x)
+        assert d["row"] is row and a is x and b is x
+        assert np.shares_memory(row.numpy(), x.numpy())
