@@ -294,8 +294,9 @@ def _output_aliases(tr: Trace, out_leaves, outputs, traced_leaves) -> dict:
             aliases.pop(j, None)
         for k, leaf in enumerate(traced_leaves):
             # (an argument written in place is still the argument: eager's `x.mul_(2);
-            # return x` returns x, which the write-back has updated when the call returns)
-            if leaf is t and (v is tr.inputs[k] or not t.requires_grad):
+            # return x` returns x, which the write-back has updated when the call returns;
+            # not one that got a history inside, whose autograd link is the call's)
+            if leaf is t and (v is tr.inputs[k] or t.grad_fn is None):
                 aliases[j] = ("input", k)
                 break
             if getattr(leaf, "_grad", None) is t:
@@ -304,7 +305,7 @@ def _output_aliases(tr: Trace, out_leaves, outputs, traced_leaves) -> dict:
         else:
             state = tr.captures.get(id(t))
             if state is not None and state.tensor is t and \
-                    (v is state.var or not t.requires_grad) and \
+                    (v is state.var or t.grad_fn is None) and \
                     getattr(state, "grad_owner", None) is None and \
                     not isinstance(t, LiveScalar):
                 aliases[j] = ("capture", state.index)

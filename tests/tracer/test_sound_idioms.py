@@ -311,3 +311,23 @@ def test_a_view_of_an_argument_returned_twice_is_one_tensor(backend):
         row, d, a, b = f(x)
         assert d["row"] is row and a is x and b is x
         assert np.shares_memory(row.numpy(), x.numpy())
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_parameter_stepped_and_returned_is_the_parameter(backend):
+    # The same for a parameter the step updated under no_grad (it needs grad, but the
+    # call gives it no history): a copy came back, not the parameter.
+    eager.manual_seed(0)
+    model = _mlp()
+    opt = eager.optim.SGD(model.parameters(), lr=0.1)
+
+    def step(x, y):
+        opt.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+        return model[2].bias
+
+    f = tracer.function(step, backend=backend)
+    for k in range(2):
+        out = f(_x(k), _y(k))
+        assert out is model[2].bias and out.requires_grad and out.grad_fn is None
