@@ -331,3 +331,27 @@ def test_a_parameter_stepped_and_returned_is_the_parameter(backend):
     for k in range(2):
         out = f(_x(k), _y(k))
         assert out is model[2].bias and out.requires_grad and out.grad_fn is None
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_output_that_retains_its_gradient_gets_it(backend):
+    # Found here: `h.retain_grad(); return loss, h`, then loss.backward() outside: eager
+    # filled h.grad, the compiled backward (IR autodiff) left it None, silently. Such a
+    # call runs eagerly now, with a warning.
+    def forward(model, x):
+        h = model[0](x)
+        h.retain_grad()
+        return model[2](model[1](h)).pow(2).mean(), h
+
+    eager.manual_seed(0)
+    model = _mlp()
+    f = tracer.function(forward, backend=backend)
+    for k in range(2):
+        with pytest.warns(RuntimeWarning, match=r"retain_grad\(\)") if k == 0 else \
+                warnings.catch_warnings():
+            loss, h = f(model, _x(k))
+        loss.backward()
+        loss_e, h_e = forward(model, _x(k))
+        loss_e.backward()
+        assert h.grad is not None
+        np.testing.assert_allclose(h.grad.numpy(), h_e.grad.numpy(), rtol=1e-5)
