@@ -18,6 +18,7 @@ rebinds (`self.total = self.total + x`, `state["m"] = ...`) is found, undone and
 """
 from __future__ import annotations
 
+import collections
 import functools
 import gc
 import importlib.util
@@ -36,7 +37,7 @@ from eager.tensor import Tensor
 from .captures import _global_names
 from .guards import Guard, is_scalar
 
-MAX_DEPTH = 4
+MAX_DEPTH = 6
 # Benchmarks only (benchmarks/guard_cost.py): False makes collect_guards find nothing, to
 # measure what the guards found while tracing cost per call. Never for real use: unsound.
 COLLECT = [True]
@@ -216,6 +217,19 @@ def _nested_codes(codes) -> set:
 # --------------------------------------------------------------------------------------
 # walking the reachable state
 
+_MAX_SET = 256  # (a set of more elements is guarded by identity only)
+
+
+def _literal_key(k) -> bool:
+    """A dict key whose repr is a Python literal (for a Guard template): int, float, bool,
+    None, and tuples of them and of str."""
+    if k.__class__ is tuple:
+        return all(isinstance(x, str) or _literal_key(x) for x in k)
+    if k.__class__ is float:
+        return k == k and abs(k) != float("inf")  # (nan and inf have no literal)
+    return k is None or k.__class__ in (int, bool)
+
+
 def _key(k) -> str:
     """`k` as a literal inside a Guard template (str.format escapes braces)."""
     return repr(k).replace("{", "{{").replace("}", "}}")
@@ -226,8 +240,10 @@ def _plain_object(obj) -> bool:
     in (library objects - threading.Event, loggers - are not walked)."""
     if obj.__class__ is types.SimpleNamespace:
         return True
+    # (callable ones too: a user class with __call__ - a transform, a scaler - keeps its
+    # settings in attributes as any other; functions are not instances of a user class)
     return hasattr(obj, "__dict__") and not isinstance(
-        obj, (type, types.ModuleType, Tensor, Module, Optimizer)) and not callable(obj) \
+        obj, (type, types.ModuleType, Tensor, Module, Optimizer)) \
         and _user_class(obj.__class__)
 
 
@@ -284,7 +300,14 @@ class _Walker:
         return inner
 
     def walk(self, source, obj, depth, sized=True) -> bool:
-        if depth > MAX_DEPTH or id(obj) in self._seen:
+        if id(obj) in self._seen:
+            return False
+        if depth > MAX_DEPTH:
+            if self._names_inside(obj):
+                # (a config nested deeper: what the code reads there is not guarded)
+                self.frozen.append((source, f"nested more than {MAX_DEPTH} containers deep: "
+                                    f"what the function reads inside is read once, at trace "
+                                    f"time; keep it nearer the top or pass it as an argument"))
             return False
         self._seen.add(id(obj))
         found = False
@@ -293,8 +316,13 @@ class _Walker:
             return True
         if isinstance(obj, Optimizer):
             return False  # hyperparameters are read live (eager/optim.py)
-        if sized and (obj.__class__ is dict or obj.__class__ is list) \
-                and id(obj) not in self.resized:
+        if obj.__class__ is set and len(obj) <= _MAX_SET and all(map(is_scalar, obj)):
+            # (`if "relu" in active:`): its elements, as one value
+            self.guards.append(Guard("value", f"{source}'s elements", "frozenset({0})", (obj,),
+                                     frozenset(obj)))
+            return True
+        if sized and (obj.__class__ is dict or obj.__class__ is list or
+                      obj.__class__ is collections.deque) and id(obj) not in self.resized:
             # Which entries there are: a key added (`cfg.get("scale", 1.0)`, a loop over the
             # items) or an element appended (`sum(extra)`) changes what the code does, and
             # the container is the same object, so its identity guard cannot see it.
@@ -305,11 +333,11 @@ class _Walker:
             found = True
         if isinstance(obj, dict):
             for k, v in list(obj.items()):
-                if isinstance(k, (str, int)):
+                if isinstance(k, str) or _literal_key(k):
                     named = not isinstance(k, str) or k in self.names
                     found |= self.entry(f"{source}[{k!r}]", "{0}[" + _key(k) + "]", obj, v, depth,
                                         named=named)
-        elif isinstance(obj, (list, tuple)):
+        elif isinstance(obj, (list, tuple, collections.deque)):
             for i, v in enumerate(list(obj)):
                 found |= self.entry(f"{source}[{i}]", f"{{0}}[{i}]", obj, v, depth,
                                     indexed=True)
@@ -326,6 +354,10 @@ class _Walker:
             for k, v in list(kw.items()):
                 self.entry(f"{source}.keywords[{k!r}]", "{0}.keywords[" + _key(k) + "]", obj,
                            v, depth)
+            # (and its positional arguments: a tuple, but a list in it changes in place)
+            for i, v in enumerate(obj.args):
+                self.entry(f"{source}.args[{i}]", "{0}.args[" + str(i) + "]", obj, v, depth,
+                           indexed=True)
             found = True
         elif _user_class(obj):
             for k, v in list(vars(obj).items()):
@@ -333,6 +365,17 @@ class _Walker:
                     found |= self.entry(f"{obj.__name__}.{k}", "{0}.__dict__[" + _key(k) + "]", obj,
                                         v, depth, named=k in self.names)
         return found
+
+    def _names_inside(self, obj) -> bool:
+        """Whether `obj` is a container with an entry the user's code may read (an element,
+        a key that is not a string or one the code names, an attribute it names)."""
+        if obj.__class__ in (list, collections.deque):
+            return len(obj) > 0
+        if obj.__class__ is dict:
+            return any(not isinstance(k, str) or k in self.names for k in obj)
+        if _plain_object(obj):
+            return any(k in self.names for k in vars(obj))
+        return False
 
     def module(self, source, root: Module):
         for path, m in _named_modules(root, source):
@@ -629,7 +672,7 @@ def traced_leftovers(roots, captured_ids) -> list:
         elif isinstance(obj, dict):
             for k, v in list(obj.items()):
                 visit(f"{source}[{k!r}]", v, depth + 1)
-        elif isinstance(obj, (list, tuple)):
+        elif isinstance(obj, (list, tuple, collections.deque)):
             for i, v in enumerate(list(obj)):
                 visit(f"{source}[{i}]", v, depth + 1)
         elif _plain_object(obj):

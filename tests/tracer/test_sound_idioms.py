@@ -121,6 +121,73 @@ def test_a_mutable_default_argument_changed_between_calls(backend):
     assert f.trace_count == 5  # (each change retraced: the list's length is guarded too)
 
 
+class _Scaler:
+    """A callable settings object (a transform, a scaler) the step calls."""
+
+    def __init__(self):
+        self.k = 1.0
+
+    def __call__(self, x):
+        return x * self.k
+
+
+def _python_reads():
+    """name -> (step, change): a value the step reads, and a change of it made in place
+    between calls; each was frozen at its first value, with no guard and no warning."""
+    import collections
+    import functools
+
+    weights, scaler = [1.0], _Scaler()
+    partial = functools.partial(lambda w, x: x * w[0], weights)
+    registry = {"fn": scaler}
+    table = {("scale", 1): 1.0}
+    active = {"relu"}
+    queue = collections.deque([1.0])
+    deep = {"model": {"head": {"act": {"scale": {"value": 1.0}}}}}
+    return {
+        "functools.partial's list argument": (
+            lambda x: partial(x), lambda: weights.__setitem__(0, 3.0)),
+        "a callable object's attribute": (
+            lambda x: registry["fn"](x), lambda: setattr(scaler, "k", 3.0)),
+        "a dict entry under a tuple key": (
+            lambda x: x * table[("scale", 1)], lambda: table.__setitem__(("scale", 1), 3.0)),
+        "a set's elements": (
+            lambda x: x.relu() if "relu" in active else x, lambda: active.clear()),
+        "a deque's element": (
+            lambda x: x * queue[0], lambda: queue.__setitem__(0, 3.0)),
+        "a config five containers deep": (
+            lambda x: x * deep["model"]["head"]["act"]["scale"]["value"],
+            lambda: deep["model"]["head"]["act"]["scale"].__setitem__("value", 3.0)),
+    }
+
+
+@pytest.mark.parametrize("case", sorted(_python_reads()))
+def test_a_python_value_changed_in_place_between_calls_retraces(case):
+    step, change = _python_reads()[case]
+    f = tracer.function(step, backend="interpret")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for k in range(3):
+            if k == 2:
+                change()
+            np.testing.assert_allclose(f(_x(k)).numpy(), step(_x(k)).numpy(), rtol=1e-6,
+                                       err_msg=f"call {k}")
+    assert f.trace_count == 2
+
+
+def test_a_value_nested_deeper_than_the_guards_go_is_refused_with_a_warning():
+    cfg = {"a": {"b": {"c": {"d": {"e": {"f": {"g": {"scale": 1.0}}}}}}}}
+
+    def step(x):
+        return x * cfg["a"]["b"]["c"]["d"]["e"]["f"]["g"]["scale"]
+
+    with pytest.warns(RuntimeWarning, match=r"test_sound_idioms.py:\d+: step reads "
+                                            r"cfg.*nested more than \d+ containers deep"):
+        tracer.function(step, backend="interpret")(_x(0))
+    with pytest.raises(tracer.TracingError, match="nested more than"):
+        tracer.function(step, backend="interpret", fullgraph=True)(_x(0))
+
+
 # ------------------------------------------------------------- autograd and optimizers
 
 @pytest.mark.parametrize("backend", BACKENDS)
