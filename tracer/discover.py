@@ -217,6 +217,7 @@ def _nested_codes(codes) -> set:
 # --------------------------------------------------------------------------------------
 # walking the reachable state
 
+_OPTIMIZER_STATE = ("param_groups", "state", "defaults")  # (guarded by tokens, or unread)
 _MAX_SET = 256  # (a set of more elements is guarded by identity only)
 
 
@@ -315,7 +316,15 @@ class _Walker:
             self.module(source, obj)
             return True
         if isinstance(obj, Optimizer):
-            return False  # hyperparameters are read live (eager/optim.py)
+            # Hyperparameters are read live (eager/optim.py); other attributes (a custom
+            # optimizer's own settings, a config kept on it) as a user object's.
+            for k, v in list(vars(obj).items()):
+                if k not in _OPTIMIZER_STATE and not k.startswith("_"):
+                    found |= self.entry(f"{source}.{k}", "{0}.__dict__[" + _key(k) + "]", obj,
+                                        v, depth, named=k in self.names)
+            if _user_class(type(obj)):
+                found |= self.walk(type(obj).__name__, type(obj), depth)
+            return found
         if obj.__class__ is set and len(obj) <= _MAX_SET and all(map(is_scalar, obj)):
             # (`if "relu" in active:`): its elements, as one value
             self.guards.append(Guard("value", f"{source}'s elements", "frozenset({0})", (obj,),
@@ -538,6 +547,11 @@ class Snapshot:
             if isinstance(state, dict):
                 self.optimizer_states.append(
                     (state, {p: (s, dict(s)) for p, s in state.items() if isinstance(s, dict)}))
+            # (a custom optimizer's own attributes: `self.count += 1` in its step)
+            for k, v in list(vars(obj).items()):
+                if k not in _OPTIMIZER_STATE and not k.startswith("_"):
+                    self.entries.append((f"{source}.{k}", obj, k, "attr", v))
+                    self._take(f"{source}.{k}", v, depth + 1)
             return
         if isinstance(obj, (Tensor, types.ModuleType, type)) or is_scalar(obj):
             return
