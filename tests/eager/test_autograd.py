@@ -582,7 +582,7 @@ def test_autograd_grad_fills_no_retained_grad():
     (g,) = eager.autograd.grad((h * h).sum(), [x], retain_graph=True)
     assert h.grad is None and x.grad is None
     np.testing.assert_allclose(g.numpy(), [8.0, 8.0, 8.0])
-    (h * h).sum().backward(inputs=[x])
+    (h * h).sum().backward(inputs=[x], retain_graph=True)
     assert h.grad is None
     (h * h).sum().backward()
     np.testing.assert_allclose(h.grad.numpy(), [4.0, 4.0, 4.0])
