@@ -516,9 +516,3 @@ def dedupe(guards) -> list:
             seen.add(key)
             out.append(g)
     return out
-
-
-# (side effects - Snapshot, refuse_rebinding - live in tracer.rebinding; imported here
-# for the modules that import them from this one)
-from .rebinding import (Snapshot, StateRebound, _where_defined,  # noqa: E402, F401
-                        refuse_rebinding, traced_leftovers)

@@ -29,7 +29,7 @@ import numpy as np
 
 from eager.errors import _is_library_file
 
-from .discover import _where_defined
+from .rebinding import _where_defined
 from .errors import TracingError
 
 

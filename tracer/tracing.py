@@ -22,13 +22,14 @@ from .backends import get_backend
 from .captures import (_entry_grads, _find_sources, _link_grad_aliases,
                        _reachable_tensor_ids, _state_roots)
 from .concrete import ConcreteFunction
-from .discover import Recorder, Snapshot, _where_defined, collect_guards, refuse_rebinding
+from .discover import Recorder, collect_guards
 from .errors import ProgramRaised
 from .host_random import host_random_states, outside_reads, refuse_host_random
 from .guards import Guard
 from .ir import Graph, UpdateKind, verify
 from .pystate import ItemState, restore_items
 from .pytree import Static, dataclass_fields, flatten, unflatten
+from .rebinding import Snapshot, _where_defined, refuse_rebinding
 from .trace import (VALUE_GUARD_ELEMENTS, HistoryAfterCall, LiveScalar,
                     AutogradStateChanged, Trace)
 from .views import view_chain
