@@ -318,7 +318,8 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None)
                 g = run_hooks(node.hooks, g, node.name())
             if wanted is not None and id(node) in wanted:
                 captured[id(node)] = g
-            if node.retained is not None:
+            if node.retained is not None and inputs is None:
+                # (as PyTorch: autograd.grad and backward(inputs=...) fill no other .grad)
                 t = node.retained()
                 if t is not None:
                     t.grad = g if t.grad is None else F.add(t.grad, g)

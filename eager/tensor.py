@@ -254,6 +254,13 @@ class Tensor(InPlaceWrites):
         return t
 
     def detach_(self) -> "Tensor":
+        if self._data.__class__ is not np.ndarray and self.requires_grad:
+            # Traced: cut the value's history in the trace as well, or a backward of the
+            # compiled call (made from the trace's equations) would still reach through.
+            if self._view_of is not None:
+                raise RuntimeError(f"detach_() of a view inside a compiled function is not "
+                                   f"supported; use y = y.detach() (at {user_location()})")
+            self._data = _apply(_OPS["stop_gradient"], self)._data
         self.grad_fn = None
         self.requires_grad = False
         return self

@@ -473,6 +473,9 @@ def eager_only_backward(outputs) -> str | None:
         if node.hooks is not None:
             return ("a tensor the function made has a gradient hook (register_hook), which a "
                     "compiled backward would not run")
+        if getattr(node, "retained", None) is not None and node.retained() is not None:
+            return ("a tensor the function made keeps its gradient (retain_grad()), which a "
+                    "compiled backward would not fill in")
     return None
 
 

@@ -174,7 +174,8 @@ def generate_call(self, guarded: bool):
             lines.append(f"    outs[{j}] = derive({base}, *chain{j}, leaves)")
         else:
             lines.append(f"    outs[{j}] = " + {"input": f"leaves[{i}]", "capture": f"c{i}",
-                         "grad": f"c{i}._grad", "input_grad": f"leaves[{i}]._grad"}[kind])
+                         "grad": f"c{i}._grad", "input_grad": f"leaves[{i}]._grad",
+                         "output": f"outs[{i}]"}[kind])
     if self._items.writes:
         ns["items_replay"] = self._items.replay
         lines.append("    items_replay()")

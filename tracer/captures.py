@@ -195,8 +195,14 @@ def _find_sources(fn, args, kwargs, captured):
                         found = True
             if found:
                 # opt.load_state_dict() replaces the state dict: the captured buffers are
-                # then stale, so its identity is checked at every call.
+                # then stale, so its identity is checked at every call; and a change of its
+                # entries in place (opt.state.clear(), a buffer set to None) gives the
+                # optimizer a new state token (eager/optim/tracked.py).
                 root_guards.append((f"{root_desc}.state", lambda o=obj: o.state, obj.state))
+                token = getattr(obj, "_state_token", None)
+                if token is not None:
+                    root_guards.append((f"{root_desc}.state's entries",
+                                        lambda o=obj: o._state_token, token))
             return found
         elif depth == 0 and _plain_object(obj):
             # A trainer or a plain class's `self`: name self.scale, self.model.0.weight, and

@@ -266,10 +266,12 @@ class _Snapshot:
     def restore(self):
         for obj, kind, saved in self.containers:
             if kind == "dict":
-                obj.clear()
-                obj.update(saved)
+                # (dict's own: an optimizer's state counts changes, this is none)
+                dict.clear(obj)
+                dict.update(obj, saved)
             elif kind == "list":
-                obj[:] = saved
+                # (list's own: an optimizer's group lists count changes, this is none)
+                list.__setitem__(obj, slice(None), saved)
             else:
                 d = vars(obj)
                 d.clear()

@@ -67,6 +67,8 @@ def computed_precision(graph, update_ids=()) -> tuple:
             at[id(v)] = coarser(worst, own)
 
     def only_if_coarser(v):
+        if v is None:  # (an update that unsets a .grad)
+            return None
         dtype, own = at.get(id(v)), getattr(v.type, "dtype", None)
         if dtype is None or own is None or not is_floating(own) or \
                 finfo(dtype).eps <= finfo(own).eps:

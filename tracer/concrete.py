@@ -420,6 +420,8 @@ class ConcreteFunction:
                 outs[j] = self._captures[i]
             elif kind == "grad":
                 outs[j] = self._captures[i]._grad
+            elif kind == "output":
+                outs[j] = outs[i]
             else:
                 outs[j] = leaves[i]._grad
 

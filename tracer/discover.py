@@ -18,6 +18,7 @@ rebinds (`self.total = self.total + x`, `state["m"] = ...`) is found, undone and
 """
 from __future__ import annotations
 
+import collections
 import functools
 import gc
 import importlib.util
@@ -36,7 +37,7 @@ from eager.tensor import Tensor
 from .captures import _global_names
 from .guards import Guard, is_scalar
 
-MAX_DEPTH = 4
+MAX_DEPTH = 6
 # Benchmarks only (benchmarks/guard_cost.py): False makes collect_guards find nothing, to
 # measure what the guards found while tracing cost per call. Never for real use: unsound.
 COLLECT = [True]
@@ -216,6 +217,20 @@ def _nested_codes(codes) -> set:
 # --------------------------------------------------------------------------------------
 # walking the reachable state
 
+_OPTIMIZER_STATE = ("param_groups", "state", "defaults")  # (guarded by tokens, or unread)
+_MAX_SET = 256  # (a set of more elements is guarded by identity only)
+
+
+def _literal_key(k) -> bool:
+    """A dict key whose repr is a Python literal (for a Guard template): int, float, bool,
+    None, and tuples of them and of str."""
+    if k.__class__ is tuple:
+        return all(isinstance(x, str) or _literal_key(x) for x in k)
+    if k.__class__ is float:
+        return k == k and abs(k) != float("inf")  # (nan and inf have no literal)
+    return k is None or k.__class__ in (int, bool)
+
+
 def _key(k) -> str:
     """`k` as a literal inside a Guard template (str.format escapes braces)."""
     return repr(k).replace("{", "{{").replace("}", "}}")
@@ -226,8 +241,10 @@ def _plain_object(obj) -> bool:
     in (library objects - threading.Event, loggers - are not walked)."""
     if obj.__class__ is types.SimpleNamespace:
         return True
+    # (callable ones too: a user class with __call__ - a transform, a scaler - keeps its
+    # settings in attributes as any other; functions are not instances of a user class)
     return hasattr(obj, "__dict__") and not isinstance(
-        obj, (type, types.ModuleType, Tensor, Module, Optimizer)) and not callable(obj) \
+        obj, (type, types.ModuleType, Tensor, Module, Optimizer)) \
         and _user_class(obj.__class__)
 
 
@@ -284,7 +301,14 @@ class _Walker:
         return inner
 
     def walk(self, source, obj, depth, sized=True) -> bool:
-        if depth > MAX_DEPTH or id(obj) in self._seen:
+        if id(obj) in self._seen:
+            return False
+        if depth > MAX_DEPTH:
+            if self._names_inside(obj):
+                # (a config nested deeper: what the code reads there is not guarded)
+                self.frozen.append((source, f"nested more than {MAX_DEPTH} containers deep: "
+                                    f"what the function reads inside is read once, at trace "
+                                    f"time; keep it nearer the top or pass it as an argument"))
             return False
         self._seen.add(id(obj))
         found = False
@@ -292,9 +316,22 @@ class _Walker:
             self.module(source, obj)
             return True
         if isinstance(obj, Optimizer):
-            return False  # hyperparameters are read live (eager/optim.py)
-        if sized and (obj.__class__ is dict or obj.__class__ is list) \
-                and id(obj) not in self.resized:
+            # Hyperparameters are read live (eager/optim.py); other attributes (a custom
+            # optimizer's own settings, a config kept on it) as a user object's.
+            for k, v in list(vars(obj).items()):
+                if k not in _OPTIMIZER_STATE and not k.startswith("_"):
+                    found |= self.entry(f"{source}.{k}", "{0}.__dict__[" + _key(k) + "]", obj,
+                                        v, depth, named=k in self.names)
+            if _user_class(type(obj)):
+                found |= self.walk(type(obj).__name__, type(obj), depth)
+            return found
+        if obj.__class__ is set and len(obj) <= _MAX_SET and all(map(is_scalar, obj)):
+            # (`if "relu" in active:`): its elements, as one value
+            self.guards.append(Guard("value", f"{source}'s elements", "frozenset({0})", (obj,),
+                                     frozenset(obj)))
+            return True
+        if sized and (obj.__class__ is dict or obj.__class__ is list or
+                      obj.__class__ is collections.deque) and id(obj) not in self.resized:
             # Which entries there are: a key added (`cfg.get("scale", 1.0)`, a loop over the
             # items) or an element appended (`sum(extra)`) changes what the code does, and
             # the container is the same object, so its identity guard cannot see it.
@@ -305,11 +342,11 @@ class _Walker:
             found = True
         if isinstance(obj, dict):
             for k, v in list(obj.items()):
-                if isinstance(k, (str, int)):
+                if isinstance(k, str) or _literal_key(k):
                     named = not isinstance(k, str) or k in self.names
                     found |= self.entry(f"{source}[{k!r}]", "{0}[" + _key(k) + "]", obj, v, depth,
                                         named=named)
-        elif isinstance(obj, (list, tuple)):
+        elif isinstance(obj, (list, tuple, collections.deque)):
             for i, v in enumerate(list(obj)):
                 found |= self.entry(f"{source}[{i}]", f"{{0}}[{i}]", obj, v, depth,
                                     indexed=True)
@@ -326,6 +363,10 @@ class _Walker:
             for k, v in list(kw.items()):
                 self.entry(f"{source}.keywords[{k!r}]", "{0}.keywords[" + _key(k) + "]", obj,
                            v, depth)
+            # (and its positional arguments: a tuple, but a list in it changes in place)
+            for i, v in enumerate(obj.args):
+                self.entry(f"{source}.args[{i}]", "{0}.args[" + str(i) + "]", obj, v, depth,
+                           indexed=True)
             found = True
         elif _user_class(obj):
             for k, v in list(vars(obj).items()):
@@ -333,6 +374,17 @@ class _Walker:
                     found |= self.entry(f"{obj.__name__}.{k}", "{0}.__dict__[" + _key(k) + "]", obj,
                                         v, depth, named=k in self.names)
         return found
+
+    def _names_inside(self, obj) -> bool:
+        """Whether `obj` is a container with an entry the user's code may read (an element,
+        a key that is not a string or one the code names, an attribute it names)."""
+        if obj.__class__ in (list, collections.deque):
+            return len(obj) > 0
+        if obj.__class__ is dict:
+            return any(not isinstance(k, str) or k in self.names for k in obj)
+        if _plain_object(obj):
+            return any(k in self.names for k in vars(obj))
+        return False
 
     def module(self, source, root: Module):
         for path, m in _named_modules(root, source):
@@ -415,12 +467,43 @@ def collect_guards(recorder: Recorder, root_fn, captured, extra_roots=(), resize
                 except ValueError:
                     continue
                 walker.entry(var, "{0}.cell_contents", cell, value, 0)
+    if candidates is None:
+        candidates = _candidates(root_fn, recorder)
+    _guard_defaults(walker, candidates, recorder, nested)
     for desc, obj in extra_roots:
         walker.walk(desc, obj, 0)
     for obj in recorder.selves.values():
         if isinstance(obj, Module) or _plain_object(obj):
             walker.walk(f"<{type(obj).__name__} self>", obj, 0)
     return dedupe(walker.guards), walker.frozen
+
+
+def _guard_defaults(walker, candidates, recorder, nested):
+    """Mutable default arguments of the functions that ran (`def step(x, w=WEIGHTS)`, a
+    list changed in place between calls): what is in them, like a global's. (A number or
+    tuple default cannot change short of assigning `__defaults__`; tensors are read live.)"""
+    functions = list(candidates)
+    for obj in recorder.selves.values():
+        for klass in type(obj).__mro__:
+            functions.extend(v for v in vars(klass).values() if isinstance(v, types.FunctionType))
+    for f in functions:
+        if f.__code__ not in recorder.codes or f.__code__ in nested:
+            continue
+        name = f.__qualname__
+        for i, value in enumerate(f.__defaults__ or ()):
+            if not _immutable(value):
+                walker.entry(f"{name}'s default {i}", "{0}.__defaults__[" + str(i) + "]", f,
+                             value, 0)
+        for k, value in (f.__kwdefaults__ or {}).items():
+            if not _immutable(value):
+                walker.entry(f"{name}'s default {k}", "{0}.__kwdefaults__[" + _key(k) + "]",
+                             f, value, 0)
+
+
+def _immutable(value) -> bool:
+    if value.__class__ is tuple:
+        return all(_immutable(v) for v in value)
+    return is_scalar(value) or isinstance(value, Tensor) or callable(value)
 
 
 def dedupe(guards) -> list:
@@ -433,220 +516,3 @@ def dedupe(guards) -> list:
             seen.add(key)
             out.append(g)
     return out
-
-
-# --------------------------------------------------------------------------------------
-# side effects: state the traced function rebinds
-
-class Snapshot:
-    """The entries of the containers and objects reachable before the trace, to find (and
-    undo) what the traced function rebound."""
-
-    def __init__(self, roots, sizes: bool = False):
-        """`sizes`: also note the keys of dicts and the lengths of lists (for the copies of
-        container arguments the function gets; appending to an outside list is a Python
-        side effect made while tracing only, as documented)."""
-        self.note_sizes = sizes
-        self.entries: list = []   # (source, container, key, kind, value before)
-        self.sizes: dict = {}     # id -> (list or dict, its length before)
-        # (opt.state, {param: (its state dict, a copy of it)}) of each optimizer reached
-        self.optimizer_states: list = []
-        self._seen: set = set()
-        for desc, obj in roots:
-            self._take(desc, obj, 0)
-
-    def _take(self, source, obj, depth):
-        if depth > MAX_DEPTH or id(obj) in self._seen:
-            return
-        if isinstance(obj, Optimizer):
-            self._seen.add(id(obj))
-            state = obj.__dict__.get("state")
-            if isinstance(state, dict):
-                self.optimizer_states.append(
-                    (state, {p: (s, dict(s)) for p, s in state.items() if isinstance(s, dict)}))
-            return
-        if isinstance(obj, (Tensor, types.ModuleType, type)) or is_scalar(obj):
-            return
-        self._seen.add(id(obj))
-        if isinstance(obj, Module):
-            for path, m in _named_modules(obj, source):
-                self._seen.add(id(m))
-                for store in ("_buffers", "_parameters"):
-                    for k, v in list(m.__dict__[store].items()):
-                        self.entries.append((f"{path}.{k}", m.__dict__[store], k, "item", v))
-                for k, v in list(m.__dict__.items()):
-                    if k not in _MODULE_STORES:
-                        self.entries.append((f"{path}.{k}", m, k, "attr", v))
-                        self._take(f"{path}.{k}", v, depth + 1)
-        elif isinstance(obj, dict):
-            self.sizes[id(obj)] = (obj, len(obj))
-            # (its keys too: a key added inside - d["y"] = ... - is a change eager makes
-            # at every call)
-            if self.note_sizes:
-                self.entries.append((f"{source} (a key added or removed)", obj, None,
-                                     "keys", tuple(obj)))
-            for k, v in list(obj.items()):
-                self.entries.append((f"{source}[{k!r}]", obj, k, "item", v))
-                self._take(f"{source}[{k!r}]", v, depth + 1)
-        elif isinstance(obj, list):
-            self.sizes[id(obj)] = (obj, len(obj))
-            # (its length first: restored before its items; acc.append(...) changes it)
-            if self.note_sizes:
-                self.entries.append((f"{source} (its length)", obj, None, "len", len(obj)))
-            for i, v in enumerate(list(obj)):
-                self.entries.append((f"{source}[{i}]", obj, i, "item", v))
-                self._take(f"{source}[{i}]", v, depth + 1)
-        elif isinstance(obj, tuple):
-            for i, v in enumerate(obj):
-                self._take(f"{source}[{i}]", v, depth + 1)
-        elif _plain_object(obj):
-            for k, v in list(vars(obj).items()):
-                self.entries.append((f"{source}.{k}", obj, k, "attr", v))
-                self._take(f"{source}.{k}", v, depth + 1)
-
-    def resized(self) -> set:
-        """ids of the lists and dicts the traced code itself grew or shrank (`calls.append`):
-        a side effect made while tracing only, so their size is no guard of the trace."""
-        return {k for k, (obj, n) in self.sizes.items() if len(obj) != n}
-
-    def changes(self) -> list:
-        """(source, container, key, kind, value before) of every entry now different."""
-        out = []
-        for entry in self.entries:
-            _source, obj, key, kind, before = entry
-            if kind in ("keys", "len"):
-                if (tuple(obj) if kind == "keys" else len(obj)) != before:
-                    out.append(entry)
-                continue
-            try:
-                now = obj[key] if kind == "item" else obj.__dict__.get(key, _GONE)
-            except (KeyError, IndexError):
-                now = _GONE
-            if now is not before and not (is_scalar(now) and is_scalar(before)
-                                          and now.__class__ is before.__class__
-                                          and now == before):
-                out.append(entry)
-        return out
-
-    @staticmethod
-    def restore(changes):
-        for _source, obj, key, kind, before in changes:
-            if kind == "keys":
-                for k in [k for k in obj if k not in set(before)]:
-                    del obj[k]  # (removed keys come back with their item entries)
-            elif kind == "len":
-                del obj[before:]
-                obj.extend([None] * (before - len(obj)))  # (its items entries refill these)
-            elif kind == "item":
-                obj[key] = before
-            else:
-                obj.__dict__[key] = before
-
-    def restore_optimizer_state(self):
-        """Each optimizer's state as it was before the trace: the entries a traced first
-        step made go, for a call that then raised (eager's failing call makes none)."""
-        _restore_optimizer_states(self.optimizer_states)
-
-    def optimizer_undo(self):
-        """A callable putting back what the trace added to optimizer state (for its first
-        run, if that raises), or None when it added nothing. It holds only the changed
-        optimizers' pre-trace entries, not the snapshot: the rest of the state seen before
-        the trace (every module attribute, container entry, unchanged optimizer) is free
-        to go as soon as the trace is made."""
-        # (an optimizer's state changed when the trace added to it: first-step moments)
-        changed = [(state, before) for state, before in self.optimizer_states
-                   if state.keys() != before.keys() or any(
-                       s.keys() != copy.keys() for s, copy in before.values())]
-        if not changed:
-            return None
-        return functools.partial(_restore_optimizer_states, changed)
-
-
-def _restore_optimizer_states(optimizer_states) -> None:
-    for state, before in optimizer_states:
-        for p in [p for p in state if p not in before]:
-            del state[p]
-        for p, (s, copy) in before.items():
-            s.clear()
-            s.update(copy)
-            state[p] = s
-
-
-_GONE = object()
-
-
-def traced_leftovers(roots, captured_ids) -> list:
-    """Sources of traced tensors stored into reachable state the snapshot did not cover."""
-    from .trace import TracedValue
-
-    found = []
-    walker_seen = set()
-
-    def visit(source, obj, depth):
-        if depth > MAX_DEPTH or id(obj) in walker_seen:
-            return
-        walker_seen.add(id(obj))
-        if isinstance(obj, Tensor):
-            if obj._data.__class__ is TracedValue:
-                found.append(source)
-            return
-        if isinstance(obj, Module):
-            for path, m in _named_modules(obj, source):
-                for store in ("_buffers", "_parameters"):
-                    for k, v in m.__dict__[store].items():
-                        visit(f"{path}.{k}", v, depth + 1)
-        elif isinstance(obj, dict):
-            for k, v in list(obj.items()):
-                visit(f"{source}[{k!r}]", v, depth + 1)
-        elif isinstance(obj, (list, tuple)):
-            for i, v in enumerate(list(obj)):
-                visit(f"{source}[{i}]", v, depth + 1)
-        elif _plain_object(obj):
-            for k, v in list(vars(obj).items()):
-                visit(f"{source}.{k}", v, depth + 1)
-
-    for desc, obj in roots:
-        visit(desc, obj, 0)
-    return found
-
-
-class StateRebound(Exception):
-    """The traced function rebinds outside state; `.message` says where (see
-    `refuse_rebinding`). Function runs such a call eagerly, or raises a TracingError under
-    fullgraph=True."""
-
-    def __init__(self, message):
-        super().__init__(message)
-        self.message = message
-
-
-def _where_defined(fn) -> str:
-    code = getattr(fn, "__code__", None)
-    if code is None:
-        code = getattr(getattr(type(fn), "forward", None), "__code__", None)
-    if code is None:
-        return "<unknown>"
-    return f"{os.path.basename(code.co_filename)}:{code.co_firstlineno}"
-
-
-def refuse_rebinding(fn, name, changes, recorder: Recorder, roots):
-    """Raise StateRebound (or TracingError when it cannot be undone) if the trace rebound
-    reachable state: a trace would make that change once, eager at every call."""
-    from .trace import TracingError
-
-    if changes:
-        what = []
-        for source, obj, key, _kind, _before in changes[:4]:
-            loc = recorder.setattr_lines.get((id(obj), key)) or _where_defined(fn)
-            what.append(f"{loc}: {source}")
-        raise StateRebound(
-            f"{'; '.join(what)}: {name} rebinds this outside state while tracing; a trace "
-            f"would make that change only once. These arguments run eagerly (as written). To "
-            f"compile it, update the state in place (buf.copy_(new), buf.mul_(0.5).add_(g)) "
-            f"or return the new value and assign it outside the function")
-    leftovers = traced_leftovers(roots, set())
-    if leftovers:
-        raise TracingError(
-            f"{_where_defined(fn)}: {name} stores a traced tensor into "
-            f"{', '.join(leftovers[:4])}, which tracing cannot undo; update the state in "
-            f"place (copy_) or return the value")

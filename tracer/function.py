@@ -39,7 +39,7 @@ from . import check as _check
 from . import logs
 from .pytree import LEAF, Static, flatten
 from .control import GradientThroughControlFlow
-from .discover import StateRebound, _where_defined
+from .rebinding import StateRebound, _where_defined
 from .errors import ProgramRaised, step_error
 from .trace import (GradientBeforeTrace, HistoryAfterCall, AutogradStateChanged,
                     RandomStateInTrace, TracingError, current_trace)

@@ -29,7 +29,7 @@ import numpy as np
 
 from eager.errors import _is_library_file
 
-from .discover import _where_defined
+from .rebinding import _where_defined
 from .errors import TracingError
 
 
@@ -119,6 +119,15 @@ _OUTSIDE[os.urandom] = _ENTROPY.format("os.urandom(): np.random.default_rng(), S
                                        "secrets, uuid.uuid4()")
 if hasattr(os, "getrandom"):
     _OUTSIDE[os.getrandom] = _ENTROPY.format("os.getrandom()")
+# Calendar functions that read the clock when given no time (`time.localtime()`,
+# `time.strftime("%H:%M")`), with the position of that optional argument. Called through
+# the module attribute they are wrapped while a thread traces (the wrapper sees whether a
+# time was given); a name bound before the call (`from time import localtime`) reaches the
+# C function, which the hook reports whatever its arguments (it cannot see them).
+_CALENDAR = {"localtime": 0, "gmtime": 0, "ctime": 0, "asctime": 0, "strftime": 1}
+for _name in _CALENDAR:
+    _OUTSIDE[getattr(time, _name)] = (f"the clock (time.{_name}() bound before the call: "
+                                      f"maybe without a time argument)")
 # datetime's "now" constructors (C class methods: a new bound object at each lookup, equal
 # to and hashed as any other)
 for _cls, _name in ((datetime.datetime, "now"), (datetime.datetime, "utcnow"),
@@ -185,6 +194,16 @@ def _wrapped(original, what):
     return watched
 
 
+def _calendar_watched(original, name, pos):
+    def watched(*args, **kwargs):
+        if len(args) <= pos or args[pos] is None:
+            _note(f"the clock (time.{name}() without a time argument)", sys._getframe(1))
+        return original(*args, **kwargs)
+
+    watched.__wrapped__ = original
+    return watched
+
+
 def _install(wrap: bool) -> list:
     """Wrap entry points for the threads tracing; returns what was replaced. Always
     `Random.seed` (a class attribute, looked up at each seeding: no earlier binding escapes
@@ -192,6 +211,9 @@ def _install(wrap: bool) -> list:
     profiler (cProfile's, written in C) the hook cannot chain: there a name bound before the
     call is not seen."""
     targets = [(random.Random, "seed", _seed_watched(random.Random.seed))] if not wrap else []
+    if not wrap:
+        targets += [(time, name, _calendar_watched(time.__dict__[name], name, pos))
+                    for name, pos in _CALENDAR.items()]
     if wrap:
         targets += [(time, name, _wrapped(getattr(time, name), f"the clock (time.{name}())"))
                     for name in _CLOCKS if hasattr(time, name)]

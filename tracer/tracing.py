@@ -22,13 +22,14 @@ from .backends import get_backend
 from .captures import (_entry_grads, _find_sources, _link_grad_aliases,
                        _reachable_tensor_ids, _state_roots)
 from .concrete import ConcreteFunction
-from .discover import Recorder, Snapshot, _where_defined, collect_guards, refuse_rebinding
+from .discover import Recorder, collect_guards
 from .errors import ProgramRaised
 from .host_random import host_random_states, outside_reads, refuse_host_random
 from .guards import Guard
 from .ir import Graph, UpdateKind, verify
 from .pystate import ItemState, restore_items
 from .pytree import Static, dataclass_fields, flatten, unflatten
+from .rebinding import Snapshot, _where_defined, refuse_rebinding
 from .trace import (VALUE_GUARD_ELEMENTS, HistoryAfterCall, LiveScalar,
                     AutogradStateChanged, Trace)
 from .views import view_chain
@@ -254,18 +255,26 @@ def _value_read_guards(reads, names, sources, frozen) -> list:
 
 def _output_aliases(tr: Trace, out_leaves, outputs, traced_leaves) -> dict:
     """{output index: ("input", k) | ("capture", i) | ("grad", i) | ("input_grad", k)} for
-    outputs that are an argument or a captured tensor itself, unchanged (`return x`, and
-    the no-op `x.reshape(x.shape)`, `x.float()` of float32, `x[0:n]` of length n, for which
-    eager returns `x`), or the .grad of one (`loss.backward(); return w.grad`): the call
-    returns that very tensor, as eager does, with its identity, memory and autograd link
-    (read after the write-back, for a .grad).
+    outputs that are an argument or a captured tensor itself (`return x`, `x.mul_(2);
+    return x`, and the no-op `x.reshape(x.shape)`, `x.float()` of float32, `x[0:n]` of
+    length n, for which eager returns `x`), or the .grad of one (`loss.backward(); return
+    w.grad`): the call returns that very tensor, as eager does, with its identity, memory
+    and autograd link (read after the write-back). ("output", j) for an output that is
+    the same tensor as the earlier output j (`return y, y`).
 
     Also ("input_view", k) | ("capture_view", i) for outputs that are a view of one
     (`return x[1:]`, `x.T`, `x.view(-1)`, `x.detach()`), with {output index: (view ops,
     whether it had autograd history)}: the call returns that view of the real tensor, made
     after the write-back, sharing its memory as eager's does."""
     aliases, views = {}, {}
+    first = {}
     for j, (t, v) in enumerate(zip(out_leaves, outputs)):
+        earlier = first.setdefault(id(t), j)
+        if earlier != j:
+            # The same tensor returned twice (`return y, y`, `v = x[0]; return v, v`): eager
+            # gives one object, so a change made through one is seen through the other.
+            aliases[j] = ("output", earlier)
+            continue
         found = view_chain(t)
         if found is not None:
             root, chain = found
@@ -285,7 +294,10 @@ def _output_aliases(tr: Trace, out_leaves, outputs, traced_leaves) -> dict:
                 continue
             aliases.pop(j, None)
         for k, leaf in enumerate(traced_leaves):
-            if leaf is t and v is tr.inputs[k]:
+            # (an argument written in place is still the argument: eager's `x.mul_(2);
+            # return x` returns x, which the write-back has updated when the call returns;
+            # not one that got a history inside, whose autograd link is the call's)
+            if leaf is t and (v is tr.inputs[k] or t.grad_fn is None):
                 aliases[j] = ("input", k)
                 break
             if getattr(leaf, "_grad", None) is t:
@@ -293,7 +305,8 @@ def _output_aliases(tr: Trace, out_leaves, outputs, traced_leaves) -> dict:
                 break
         else:
             state = tr.captures.get(id(t))
-            if state is not None and state.tensor is t and v is state.var and \
+            if state is not None and state.tensor is t and \
+                    (v is state.var or t.grad_fn is None) and \
                     getattr(state, "grad_owner", None) is None and \
                     not isinstance(t, LiveScalar):
                 aliases[j] = ("capture", state.index)

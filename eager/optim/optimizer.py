@@ -9,7 +9,6 @@ Python constant that a trace would bake in.
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 
 import numpy as np
 
@@ -18,6 +17,7 @@ from .. import dispatch as _dispatch
 from ..dispatch import LIVE, TRUTH, VALUE, note_item_write, read_item
 from ..tensor import Tensor
 from ..dtypes import is_floating
+from .tracked import ParamState, _ParamList, _State
 
 _params = dict.__getitem__  # a group's parameter list, read without a trace event
 
@@ -32,7 +32,7 @@ class ParamGroup(dict):
     group inside a traced function is seen here.
     """
 
-    __slots__ = ("name",)
+    __slots__ = ("name", "owner")
 
     def __getitem__(self, key):
         if not _dispatch._hooked_threads:  # (no trace protocol installed anywhere)
@@ -47,6 +47,9 @@ class ParamGroup(dict):
     def __setitem__(self, key, value):
         if _dispatch._hooked_threads:  # (before the write: a trace notes the old value)
             note_item_write(self, key, value)
+        if key == "params" and getattr(self, "owner", None) is not None:
+            value = _ParamList(self.owner, [value] if isinstance(value, Tensor) else value)
+            self.owner._groups_changed()
         dict.__setitem__(self, key, value)
 
 
@@ -61,11 +64,11 @@ class Optimizer:
             raise ValueError("optimizer got an empty parameter list")
         if not isinstance(params[0], dict):
             params = [{"params": params}]
-        self.param_groups = []
+        self.param_groups = _ParamList(self)
         for group in params:
             self.add_param_group(group)
         # A defaultdict as in PyTorch: opt.state[p] is {} for a parameter not stepped yet.
-        self.state = defaultdict(dict)
+        self.state = _State(self)
 
     def add_param_group(self, group: dict):
         group = ParamGroup(group)
@@ -74,7 +77,7 @@ class Optimizer:
         if isinstance(ps, (set, frozenset)):
             raise TypeError("optimizer parameters need to be organized in ordered collections "
                             "(a list), but the ordering of tensors in sets changes between runs")
-        dict.__setitem__(group, "params", [ps] if isinstance(ps, Tensor) else list(ps))
+        dict.__setitem__(group, "params", _ParamList(self, [ps] if isinstance(ps, Tensor) else ps))
         for p in _params(group, "params"):
             if not isinstance(p, Tensor):
                 raise TypeError(f"optimizer can only optimize Tensors, got {type(p).__name__}")
@@ -93,10 +96,18 @@ class Optimizer:
         for k, v in self.defaults.items():
             if k not in group:
                 dict.__setitem__(group, k, v)
+        group.owner = self
         self.param_groups.append(group)
+
+    def _groups_changed(self):
         # A new object per change of the groups: a compiled step guards its identity (its
         # trace's zero_grad() and step() loop over the groups as they were).
         self._groups_token = object()
+
+    def _state_changed(self):
+        # The same for the state's entries (opt.state.clear(), a momentum buffer set to
+        # None): a compiled step reads the state tensors it captured.
+        self._state_token = object()
 
     def zero_grad(self, set_to_none: bool = True):
         for group in self.param_groups:
@@ -144,10 +155,10 @@ class Optimizer:
             for k, v in saved.items():
                 if k != "params":
                     group[k] = tuple(v) if isinstance(v, list) else v
-        self.state = defaultdict(dict)
+        self.state = _State(self)
         for i, s in state_dict["state"].items():
             p = params[int(i)]
-            self.state[p] = {k: _loaded(k, v, p) for k, v in s.items()}
+            self.state[p] = ParamState(self, {k: _loaded(k, v, p) for k, v in s.items()})
 
     def __repr__(self):
         lines = [type(self).__name__ + " ("]

@@ -37,7 +37,7 @@ class SGD(Optimizer):
                     g = g + p * wd
                 if mu is not None:
                     dampening = _nonzero(group, "dampening")
-                    state = self.state.setdefault(p, {})
+                    state = self.state[p]
                     buf = state.get("momentum_buffer")
                     if buf is None and dampening is None and tracing():
                         # Traced: a zero buffer made as existing state, then the update of

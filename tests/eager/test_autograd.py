@@ -570,3 +570,19 @@ def test_in_place_on_a_saved_output_fails_for_every_later_use():
     z = y * 3            # any backward reaching TanhBackward must fail
     with pytest.raises(RuntimeError, match="TanhBackward"):
         z.sum().backward()
+
+
+def test_autograd_grad_fills_no_retained_grad():
+    # As PyTorch: autograd.grad (and backward(inputs=...)) write no .grad, a retained
+    # intermediate's included; before, grad() filled it (check mode's own gradient check
+    # then leaked into a user's retain_grad() tensor).
+    x = eager.ones(3, requires_grad=True)
+    h = x * 2
+    h.retain_grad()
+    (g,) = eager.autograd.grad((h * h).sum(), [x], retain_graph=True)
+    assert h.grad is None and x.grad is None
+    np.testing.assert_allclose(g.numpy(), [8.0, 8.0, 8.0])
+    (h * h).sum().backward(inputs=[x], retain_graph=True)
+    assert h.grad is None
+    (h * h).sum().backward()
+    np.testing.assert_allclose(h.grad.numpy(), [4.0, 4.0, 4.0])
