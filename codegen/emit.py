@@ -40,10 +40,11 @@ from .lower import NUMBA_TYPES, is_expensive, needs_positions, np_type
 FASTMATH = frozenset()
 
 
-# Kernels with at least this many iterations run in parallel (runs_parallel): an
-# elementwise loop's elements or rows and a row kernel's blocks of rows split among threads
-# by the runtime (SPLIT_DOC), an elementwise nest reading positions (tril) with prange over
-# its outer axis. TRACEJIT_PARALLEL_MIN_SIZE overrides it (0: never parallel).
+# Kernels with at least this many iterations run in parallel (runs_parallel): a flat
+# elementwise loop and a row kernel's blocks of rows split among threads by the runtime
+# (SPLIT_DOC), a nested elementwise loop with prange over its outer axis (its sizes are
+# literals: a large kernel compiles once per size). TRACEJIT_PARALLEL_MIN_SIZE overrides
+# it (0: never parallel).
 PARALLEL_MIN_SIZE = settings.PARALLEL_MIN_SIZE.value()
 # A row kernel's full-size output of at least this many bytes is written with streaming
 # (non-temporal) stores: each row is computed into a small buffer, then streamed out (see
@@ -83,9 +84,11 @@ def emit_kernel(part: Partition, group: KernelGroup, io=None) -> tuple[str, Kern
         loop_vars, loop_shape, idx = _loops(ks, group)
         # The outer loop runs lo..hi-1 (SPLIT_DOC), in pieces or at once (0, n) as the
         # program decides from the size (runs_parallel): the code holds no size of that
-        # axis, so one compiled kernel serves every batch size (DYNAMIC_DOC).
+        # axis, so one compiled kernel serves every batch size (DYNAMIC_DOC). Not a large
+        # nest: it runs its outer axis with prange (parallel=True, Numba's own threads).
         split = (not _symbolic(shape) and len(loop_shape) > 0 and loop_shape[0] > 1
-                 and not any(needs_positions(e.op) for e in group.members))
+                 and not any(needs_positions(e.op) for e in group.members)
+                 and not (parallel and len(loop_shape) > 1))
         if split and len(loop_shape) > 1:
             # (a nest: pieces of rows, whose first index is not known at compile time)
             ks.split_type, ks.split_align, ks.unknown_range_var = "int64", 1, loop_vars[0]
@@ -277,11 +280,14 @@ def _nest(loop_vars, shape, body, parallel, indent=1, ks=None, sized=None) -> li
         count = str(n)
         if k == 0 and sized is not None:
             count = sized.size(n)
-        elif ks is not None and not isinstance(n, Dim) and n >= UNROLL_MAX:
-            # (a reduction over all axes: its rows span the batch. A count LLVM does not
-            # see either way, so an argument costs nothing.)
+        elif ks is not None and k == 0 and ks.group.split == 0 and type(n) is int and n > 1:
+            # A reduction over all axes: its leading axis is the batch, a count LLVM does
+            # not see at any size (a short one is not unrolled: a tiny kernel's loss).
             ks.imports.add(("codegen.vmath", "trip_count"))
-            count = f"trip_count({ks.size(n) if ks.group.split == 0 else n})"
+            count = f"trip_count({ks.size(n)})"
+        elif ks is not None and not isinstance(n, Dim) and n >= UNROLL_MAX:
+            ks.imports.add(("codegen.vmath", "trip_count"))
+            count = f"trip_count({n})"
         lines.append(f"{pad}for {v} in {rng}({count}):")
         pad += "    "
     lines.extend(pad + b for b in body)
