@@ -5,6 +5,8 @@ nothing new, since its kernels' code names the batch-dependent counts as run-tim
 are other code. Each case against eager on the same inputs and state."""
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
@@ -188,13 +190,7 @@ def test_the_parallel_split_is_decided_by_the_program_from_the_size(monkeypatch)
 
 
 def test_a_size_argument_that_is_no_loop_count_of_the_kernel_is_refused():
-    class Group:
-        name, shape, parts = "k0", (4, 3), []
-
-    class Source:
-        sizes = {4: "size0"}
-
-    assert program_mod._checked_sizes(Source(), Group()) == (4,)
-    Source.sizes = {5: "size0"}
+    group = SimpleNamespace(name="k0", shape=(4, 3), parts=[])
+    assert program_mod._checked_sizes(SimpleNamespace(sizes={4: "size0"}), group) == (4,)
     with pytest.raises(AssertionError, match="size argument 5"):
-        program_mod._checked_sizes(Source(), Group())
+        program_mod._checked_sizes(SimpleNamespace(sizes={5: "size0"}), group)
