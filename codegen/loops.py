@@ -68,8 +68,8 @@ def _read_flat(ks: KernelSource, x) -> bool:
     """Whether input `x` is read at its own flat offsets: an array, or a reshape that
     merges or splits dims of one (the same flat offset in its contiguous base)."""
     e = ks.part.views.get(id(x))
-    return e is None or (e.op == "reshape" and _view_index(e, e.inputs[0].type.shape,
-                                                            [Aff(0)] * len(x.type.shape)) is None)
+    return e is None or _view_index(e, e.inputs[0].type.shape,
+                                    [Aff(0)] * len(x.type.shape)) is None
 
 
 def _col_loops(ks: KernelSource, loop_vars, idx):
