@@ -25,6 +25,7 @@ from tracer.symbolic import graph_dims
 from .fuse import KernelGroup, Partition
 from .kernel_source import (Aff, KernelSource, _eqn_comment, _flat, _is_row_value,  # noqa: F401
                             _row_index, c_strides)
+from .loops import _col_loops, _loops
 from .lower import NUMBA_TYPES, is_expensive, needs_positions, np_type
 
 # A kernel's float arithmetic gets no fast-math flags: each of them changed results of
@@ -40,9 +41,10 @@ from .lower import NUMBA_TYPES, is_expensive, needs_positions, np_type
 FASTMATH = frozenset()
 
 
-# Kernels with at least this many iterations run in parallel: a flat elementwise loop and
-# a row kernel's blocks of rows split among threads by the runtime (SPLIT_DOC), a nested
-# elementwise loop with prange over its outer axis. TRACEJIT_PARALLEL_MIN_SIZE overrides
+# Kernels with at least this many iterations run in parallel (runs_parallel): a flat
+# elementwise loop and a row kernel's blocks of rows split among threads by the runtime
+# (SPLIT_DOC), a nested elementwise loop with prange over its outer axis (its sizes are
+# literals: a large kernel compiles once per size). TRACEJIT_PARALLEL_MIN_SIZE overrides
 # it (0: never parallel).
 PARALLEL_MIN_SIZE = settings.PARALLEL_MIN_SIZE.value()
 # A row kernel's full-size output of at least this many bytes is written with streaming
@@ -78,20 +80,28 @@ def emit_kernel(part: Partition, group: KernelGroup, io=None) -> tuple[str, Kern
     shape = group.shape
     loop_vars = [f"i{k}" for k in range(len(shape))]
     idx = [Aff.var(v) for v in loop_vars]
-    # Symbolic sizes (tracer.symbolic) are run-time arguments named as printed (N0): their
-    # loops stay serial, as the size is not known when choosing.
-    parallel = (not _symbolic(shape) and math.prod(shape) >= PARALLEL_MIN_SIZE and len(shape)
-                and shape[0] > 1)
+    parallel = runs_parallel(shape)
     if group.kind == "elementwise":
         loop_vars, loop_shape, idx = _loops(ks, group)
+        # The outer loop runs lo..hi-1 (SPLIT_DOC), in pieces or at once (0, n) as the
+        # program decides from the size (runs_parallel): the code holds no size of that
+        # axis, so one compiled kernel serves every batch size (DYNAMIC_DOC). Not a large
+        # nest: it runs its outer axis with prange (parallel=True, Numba's own threads).
+        split = (not _symbolic(shape) and len(loop_shape) > 0 and loop_shape[0] > 1
+                 and not any(needs_positions(e.op) for e in group.members)
+                 and not (parallel and len(loop_shape) > 1))
+        if split and len(loop_shape) > 1:
+            # (a nest: pieces of rows, whose first index is not known at compile time)
+            ks.split_type, ks.split_align, ks.unknown_range_var = "int64", 1, loop_vars[0]
         body = _elementwise_body(ks, idx, group.members, ks.outputs)
         doc = ("One loop over the output's elements: every array is read and written at the "
                "same flat offset." if len(loop_shape) < len(shape) else
                "One loop nest over the output shape.")
-        if parallel and len(loop_shape) == 1:
+        if split:
             ks.split = loop_shape[0]
-            code = [f"    for {loop_vars[0]} in range(lo, hi):"] + ["        " + b for b in body]
-            return _module(ks, code, False, doc + SPLIT_DOC), ks
+            code = [f"    for {loop_vars[0]} in range(lo, hi):"] \
+                + _nest(loop_vars[1:], loop_shape[1:], body, False, indent=2)
+            return _module(ks, code, False, doc + SPLIT_DOC.format(n=ks.split)), ks
         code = _nest(loop_vars, loop_shape, body, parallel)
     elif group.kind == "multi":
         code = []
@@ -112,7 +122,7 @@ def emit_kernel(part: Partition, group: KernelGroup, io=None) -> tuple[str, Kern
                                      first, scope)
             carried.update((k, scope[k]) for k in group.carried if k in scope)
             first += len(sub.members)
-            code.extend(_nest(sub_vars, sub_shape, body, False))
+            code.extend(_nest(sub_vars, sub_shape, body, False, sized=ks))
         parallel = False
         kinds = "elementwise " if all(p.kind == "elementwise" for p in group.parts) else ""
         doc = (f"Several small {kinds}loop nests, run in turn (one call instead of "
@@ -128,6 +138,7 @@ def emit_kernel(part: Partition, group: KernelGroup, io=None) -> tuple[str, Kern
             helper = _rows_function(ks, buffers, code, loop_vars[0])
             call = _row_blocks_call(ks)
             ks.split, ks.split_type = -(-group.shape[0] // _block_rows(group)), "int64"
+            ks.split_align = 1
             return _module(ks, call, False, doc + _ROWS_DOC, helper=helper), ks
         code = buffers + code
     else:
@@ -163,35 +174,6 @@ def _reduction_part(ks: KernelSource, sub: KernelGroup, k: int) -> list:
 _LOCAL = re.compile(r"\b(?:v|acc|r|row)\d+\b")
 
 
-def _loops(ks: KernelSource, group: KernelGroup):
-    """(loop variables, loop shape, index) of an elementwise group. When every value it
-    reads or writes is either 0-d or of the group's full shape and read directly (no view,
-    no broadcast), element k of each is at flat offset k: one loop over all elements
-    instead of a nest (simpler index arithmetic, a single vectorized loop without a
-    remainder per row, and less for Numba to compile)."""
-    shape = tuple(group.shape)
-    names = [f"i{k}" for k in range(len(shape))]
-    full = [Aff.var(v) for v in names]
-    if len(shape) < 2 or _symbolic(shape):
-        return names, shape, full
-    members = {id(e.out) for e in group.members}
-    if any(needs_positions(e.op) for e in group.members):
-        return names, shape, full  # its expression reads the row and column indices
-    for e in group.members:
-        if tuple(e.out.type.shape) not in ((), shape):
-            return names, shape, full
-        for x in e.inputs:
-            if not isinstance(x, Var) or id(x) in members:
-                continue
-            if id(x) in ks.part.views or tuple(x.type.shape) not in ((), shape):
-                return names, shape, full
-    if any(tuple(v.type.shape) != shape for v in group.outputs):
-        return names, shape, full
-    # The last index is the flat offset; leading ones are 0, so any flat index renders as
-    # just the loop variable.
-    return ["i0"], (math.prod(shape),), [Aff(0)] * (len(shape) - 1) + [Aff.var("i0")]
-
-
 def _elementwise_body(ks: KernelSource, idx, members, outputs, first=0, scope=None) -> list:
     scope = {} if scope is None else scope
     body: list = []
@@ -205,15 +187,23 @@ def _elementwise_body(ks: KernelSource, idx, members, outputs, first=0, scope=No
     return body
 
 
-def _nest(loop_vars, shape, body, parallel, indent=1, ks=None) -> list:
+def _nest(loop_vars, shape, body, parallel, indent=1, ks=None, sized=None) -> list:
     """The loop nest; with `ks`, loops of UNROLL_MAX or more iterations get their count
-    through trip_count (see codegen.vmath.trip_count)."""
+    through trip_count (see codegen.vmath.trip_count); with `sized` (the KernelSource), the
+    outer loop's count is a size argument (KernelSource.size, DYNAMIC_DOC)."""
     lines = []
     pad = "    " * indent
     for k, (v, n) in enumerate(zip(loop_vars, shape)):
         rng = "prange" if (k == 0 and parallel) else "range"
         count = str(n)
-        if ks is not None and not isinstance(n, Dim) and n >= UNROLL_MAX:
+        if k == 0 and sized is not None:
+            count = sized.size(n)
+        elif ks is not None and k == 0 and ks.group.split == 0 and type(n) is int and n > 1:
+            # A reduction over all axes: its leading axis is the batch, a count LLVM does
+            # not see at any size (a short one is not unrolled: a tiny kernel's loss).
+            ks.imports.add(("codegen.vmath", "trip_count"))
+            count = f"trip_count({ks.size(n)})"
+        elif ks is not None and not isinstance(n, Dim) and n >= UNROLL_MAX:
             ks.imports.add(("codegen.vmath", "trip_count"))
             count = f"trip_count({n})"
         lines.append(f"{pad}for {v} in {rng}({count}):")
@@ -439,7 +429,9 @@ def _row_code(ks: KernelSource, loop_vars, idx) -> tuple[list, list]:
         ridx = _row_index(v.type.shape, outer_shape, idx)
         row_body.append(f"{ks.out_names[id(v)]}[{ks.index(_flat(v.type.shape, ridx))}] = "
                         f"{row_scope[id(v)]}")
-    code = _nest(outer_vars, outer_shape, row_body, False)
+    # (blocks of rows in parallel: their bounds come from _rows_function instead)
+    code = _nest(outer_vars, outer_shape, row_body, False,
+                 sized=ks if ks.unknown_range_var is None else None)
     if streamed:
         ks.imports.add(("codegen.vmath", "store_fence"))
         code.append("    store_fence()  # streamed stores are weakly ordered: finish them")
@@ -484,7 +476,7 @@ def _rows_function(ks: KernelSource, buffers: list, code: list, var: str) -> lis
     if b == 1:
         rng = f"{var}_block, {var}_block + 1"
     else:
-        rng = f"{var}_block * {b}, min({var}_block * {b} + {b}, {n})"
+        rng = f"{var}_block * {b}, min({var}_block * {b} + {b}, {ks.size(n)})"
     code = [f"{head}{rng}):"] + code[1:]
     params = _params(ks) + [f"{var}_block"]
     # (the hidden constants are locals of the function whose loops read them: here)
@@ -517,6 +509,7 @@ def _col_code(ks: KernelSource, loop_vars, idx) -> list:
         n = math.prod(kept_shape)
         lines.append(f"    for t in range({n}):  # {_eqn_comment(e)}")
         lines.append(f"        {ks.out_names[id(e.out)]}[t] = {init}")
+    loop_vars, loop_shape, idx = _col_loops(ks, loop_vars, idx)
     scope: dict = {}
     body: list = []
     counter = 0
@@ -542,8 +535,18 @@ def _col_code(ks: KernelSource, loop_vars, idx) -> list:
         if v.type.shape == g.shape and id(v) not in reduced:
             body.append(f"{ks.out_names[id(v)]}[{ks.index(_flat(v.type.shape, idx))}] = "
                         f"{scope[id(v)]}")
-    lines.extend(_nest(loop_vars, g.shape, body, False))
+    lines.extend(_nest(loop_vars, loop_shape, body, False, sized=ks))
     return lines
+
+
+def runs_parallel(shape) -> bool:
+    """Whether a kernel of iteration shape `shape` runs on several threads: a split kernel's
+    pieces (decided by the program, which knows the sizes: the code does not), a row
+    kernel's blocks, a nest's prange. Symbolic sizes (tracer.symbolic) are run-time
+    arguments named as printed (N0): their loops stay serial, as the size is not known
+    when choosing."""
+    return bool(not _symbolic(shape) and len(shape) and math.prod(shape) >= PARALLEL_MIN_SIZE
+                and shape[0] > 1)
 
 
 def _symbolic(shape) -> bool:
@@ -569,20 +572,34 @@ def _outputs(ks: KernelSource) -> list:
 
 SPLIT_DOC = """
 
-The runtime runs the loop's range [0, n) in pieces on its threads at once, each a call of
-this kernel for its own lo..hi (codegen.parallel._split_call): the kernel releases the GIL
-(nogil) and compiles without Numba's parallel pipeline (prange), which added about 0.2 s
-to the first compile of a GELU. Unsigned bounds: Numba adds no negative-index checks."""
+Its outer loop runs lo..hi-1, so its code holds no count of that axis and one compiled
+kernel serves every size of it (here {n}). The program calls it with 0, n; past
+PARALLEL_MIN_SIZE, it runs [0, n) in pieces on its threads at once, each a call of this
+kernel for its own lo..hi (codegen.parallel._split_call): the kernel releases the GIL (nogil)
+and compiles without Numba's parallel pipeline (prange), which added about 0.2 s to the
+first compile of a GELU. Unsigned bounds, or indices cast to unsigned: Numba adds no
+negative-index checks."""
+
+
+DYNAMIC_DOC = """
+
+Sizes it takes as arguments, so that one compiled kernel serves every value of them (a
+training step at another batch size): {sizes}. It assumes what its code says: each is at
+least 2 (a size-1 axis broadcasts, a size-0 one runs nothing: other code), and the arrays
+hold that many rows of the literal sizes. The program passes its own sizes, the ones it
+allocated the arrays with (Program._kernel_op checks them once)."""
 
 
 def _params(ks: KernelSource) -> list:
     return [ks.arg_names[id(v)] for v in ks.args] + [ks.out_names[id(v)] for v in _outputs(ks)] \
-        + [d.name for d in ks.dims] + (["lo", "hi"] if ks.split is not None else [])
+        + [d.name for d in ks.dims] + list(ks.sizes.values()) \
+        + (["lo", "hi"] if ks.split is not None else [])
 
 
 def _types(ks: KernelSource) -> list:
     return [_NUMBA_TYPES[v.type.dtype.name] + "[::1]" for v in ks.args + _outputs(ks)] \
-        + ["int64"] * len(ks.dims) + ([ks.split_type] * 2 if ks.split is not None else [])
+        + ["int64"] * (len(ks.dims) + len(ks.sizes)) \
+        + ([ks.split_type] * 2 if ks.split is not None else [])
 
 
 def _decorator(types: list, parallel: bool, nogil: bool = False) -> str:
@@ -596,6 +613,9 @@ def _module(ks: KernelSource, code: list, parallel: bool, doc: str, helper=()) -
     g = ks.group
     code, helper = ks.place_loads(code), ks.place_loads(helper)
     ks.dims = _used_dims(ks, list(code) + list(helper))
+    if ks.sizes:
+        doc += DYNAMIC_DOC.format(sizes=", ".join(f"{name} = {n} here"
+                                                  for n, name in ks.sizes.items()))
     outputs = _outputs(ks)
     lines = ks.header(doc)
     lines.append("import math  # noqa: F401")

@@ -84,10 +84,14 @@ class KernelSource:
         # indices that use it are cast to unsigned.
         self.unknown_range_var = None
         self.dims: list = []          # symbolic sizes the code names (set by _module)
+        # Trip counts the code names as int64 arguments rather than literals (`size`):
+        # size value -> argument name, in the order first named.
+        self.sizes: dict = {}
         # The trip count of the outer loop when the runtime splits it among threads: the
         # kernel then takes `lo, hi` and runs iterations lo..hi-1 (see SPLIT_DOC).
         self.split = None
         self.split_type = "uint64"  # (a row kernel's block numbers go to rows() as int64)
+        self.split_align = 64       # pieces start at multiples of this (elements, or rows)
         # A multi kernel: a value an earlier part wrote is read back from its output.
         self.multi = group.kind == "multi"
         # Every load from an argument, rendered last (`place_loads`): (argument name, flat
@@ -120,6 +124,20 @@ class KernelSource:
         return next(iter(flat.terms.values())) != 1
 
     # -------------------------------------------------------------- names
+    def size(self, n) -> str:
+        """Trip count `n` as the code spells it. A size of 2 or more is an int64 argument
+        (`sizes`: the program passes its value at each call), so that kernels differing
+        only in it (a training step at another batch size) are one compiled kernel; 0 and
+        1 stay literals, as a size-1 axis broadcasts and a size-0 one runs nothing (their
+        kernels are other code). Equal sizes share one argument: code that names one size
+        in two places is other code than code naming two (see emit.DYNAMIC_DOC)."""
+        if type(n) is not int or n < 2:
+            return str(n)
+        name = self.sizes.get(n)
+        if name is None:
+            name = self.sizes[n] = f"size{len(self.sizes)}"
+        return name
+
     def const(self, value, dtype, hidden=False) -> str:
         """The name of a typed constant; with `hidden`, of a local read once before the
         loops that LLVM cannot see through (see codegen.vmath.hidden)."""
@@ -287,12 +305,14 @@ def canonical(source: str, summary: str) -> tuple:
     differ only there (an unrolled loop's time steps: the same expression on other values)
     are then one module, compiled once and loaded once, and one entry of the disk cache.
     Generated code has no '#' but in comments (cutting a string there would not compile,
-    never run differently)."""
+    never run differently). The first line's iteration shape is left out too: the code
+    holds every size it depends on (as a literal, or as an argument: KernelSource.size),
+    so kernels at two batch sizes whose code is the same are one module."""
     head, end, code = source.partition('\n"""\n')  # (the end of the module docstring)
     if not end:
         head, code = "", head
-    # (what the first line says after the kernel's name: its kind and iteration shape)
-    what = head.splitlines()[0].partition(": ")[2] if head else ""
+    # (what the first line says after the kernel's name: its kind)
+    what = head.splitlines()[0].partition(": ")[2].split(", iteration shape")[0] if head else ""
     lines = []
     for line in code.splitlines():
         line = line.split("#", 1)[0].rstrip()

@@ -22,7 +22,7 @@ from tracer.ir import Graph, Literal, Var
 from tracer.symbolic import SymbolicDimError, binder, graph_dims, nonempty_checks
 
 from . import ahead, build, fallback, runner
-from .emit import PARALLEL_MIN_SIZE
+from .emit import PARALLEL_MIN_SIZE, runs_parallel
 from .fuse import CallStep, KernelGroup, ViewStep, describe, merge_adjacent, partition
 from .inplace_plan import _plan_inplace
 from .kernel_source import canonical
@@ -165,11 +165,16 @@ class Program:
             outs.append(KernelOut(s, tuple(v.type.shape), v.type.dtype,
                                   id(v) not in self._escaping, None, dest))
         entry = kernel.entry
+        # The sizes the code takes as arguments (emit.DYNAMIC_DOC): this program's.
+        sizes = _checked_sizes(ks, group)
         if ks.split is not None:
-            entry = _split_call(entry, ks.split, 64 if group.kind == "elementwise" else 1)
+            if runs_parallel(group.shape):
+                entry = _split_call(entry, ks.split, ks.split_align)
+            else:  # (at once: the runner passes lo, hi = 0, n with the sizes)
+                sizes += (0, ks.split)
         self._define(o.slot for o in outs)
         offsets = tuple(ks.offsets.get(ks.arg_names[id(v)], 0) for v in ks.args)
-        return KernelCall(kernel, entry, ins, outs, tuple(ks.dims), offsets)
+        return KernelCall(kernel, entry, ins, outs, tuple(ks.dims), offsets, sizes)
 
     def _fall_back(self, group: KernelGroup, kernel: Kernel, exc: Exception, stage: str,
                    outputs):
@@ -385,6 +390,26 @@ class Program:
         if isinstance(x, Literal):
             return repr(x)
         return repr(self.slot_vars[x])
+
+
+def _checked_sizes(ks, group) -> tuple:
+    """The values of the size arguments of `ks`'s code (KernelSource.size): each must be
+    the count of one of its loops (a dim of the kernel's or a part's iteration shape, or
+    merged leading or trailing dims), and 2 or more (0 and 1 are literals of other
+    code). The kernel has no bounds checks: a size that disagreed with its arrays would
+    read and write past them, so a disagreement is an error here, once per program."""
+    sizes = tuple(ks.sizes)
+    counts = set()  # every dim, and every product of leading or trailing dims (merged loops)
+    for p in group.parts or [group]:
+        counts.update(d for d in p.shape if not isinstance(d, Dim))
+        if sizes and not any(isinstance(d, Dim) for d in p.shape):
+            for k in range(len(p.shape)):
+                counts.update((math.prod(p.shape[:k + 1]), math.prod(p.shape[k:])))
+    for n in sizes:
+        if type(n) is not int or n < 2 or n not in counts:
+            raise AssertionError(f"kernel {group.name}: size argument {n!r} is not a loop "
+                                 f"count (2 or more) of its iteration shape {group.shape}")
+    return sizes
 
 
 def small_kernel(group) -> bool:

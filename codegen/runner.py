@@ -295,6 +295,7 @@ class _Generator:
                 lines.append(f"    {fresh}")
             args.append(f"f{s}")
         args += [self.dim_names[d] for d in step.dims]
+        args += [str(int(n)) for n in step.sizes]  # (this program's: emit.DYNAMIC_DOC)
         lines.append(f"    k{k}({', '.join(args)})  # {step.kernel.name}")
         lines.extend(after)
 

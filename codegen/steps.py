@@ -68,6 +68,7 @@ class KernelCall:
     outs: list                  # KernelOut each
     dims: tuple = ()            # symbolic sizes passed after the arrays
     offsets: tuple = ()         # per input: the flat offset it is passed from (0: all of it)
+    sizes: tuple = ()           # the ints passed last: size arguments, then lo, hi if any
 
 
 @dataclass(eq=False)

@@ -48,7 +48,9 @@ def test_rss_returns_after_del_f_cold_and_warm(tmp_path):
     cache = tmp_path / "cache"
     cold = run(cache)
     assert cold["same"] and cold["traces"] == SHAPES
-    assert cold["stats"]["numba_compiles"] >= 4 * SHAPES  # (it compiled: a cold cache)
+    # (it compiled: a cold cache; once, as every batch size shares the kernels: see
+    # test_dynamic_sizes)
+    assert cold["stats"]["numba_compiles"] >= 4
     assert cold["growth_mib"] < BOUND_MIB, cold
     warm = run(cache)
     assert warm["same"] and warm["stats"]["numba_compiles"] == 0
