@@ -12,6 +12,13 @@ move the figures less; run with OPENBLAS_NUM_THREADS=1 NUMBA_NUM_THREADS=1 to se
 the work on this thread (BLAS's and the kernels' worker threads are not counted).
 `--wall` records wall-clock time instead (perf_counter): what a user waits for with all
 threads, on a quiet machine only.
+
+`--eager` profiles the workload's eager step instead: its time, the part spent in the
+`matmul` op's implementation (np.matmul), and the products' floor: each of the step's
+products (the same shapes and layouts) timed alone through codegen.gemm.matmul (numpy's
+BLAS where the compiled program keeps it: codegen.gemm.use_for), medians of `--calls`.
+eager / floor is the largest eager/compiled ratio any compiled step can reach while it
+computes the same products.
 """
 from __future__ import annotations
 
@@ -110,8 +117,13 @@ def main(argv=None) -> None:
     parser.add_argument("--calls", type=int, default=20)
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--wall", action="store_true", help="wall-clock time, not thread CPU")
+    parser.add_argument("--eager", action="store_true",
+                        help="the eager step's products against their compiled floor")
     args = parser.parse_args(argv)
     clock = time.perf_counter if args.wall else time.thread_time
+    if args.eager:
+        _print_eager(args.workload, args.calls, clock)
+        return
     program, med, total = profile(args.workload, args.calls, clock)
     steps = program.steps
     what = "wall" if args.wall else "thread CPU"
@@ -132,6 +144,72 @@ def main(argv=None) -> None:
     for i in sorted(med, key=lambda i: -med[i])[:args.top]:
         print(f"  {med[i] * 1e3:8.3f} ms  [{i}] {step_text(steps[i], program._name)[:110]}"
               f"{_shapes(steps[i])}")
+
+
+def eager_products(key: str, calls: int = 20, clock=time.thread_time) -> dict:
+    """The eager step's median time, the median time in its products (the matmul op's
+    numpy implementation), their FLOPs, and their floor: the sum of each product's median
+    time alone through the call a compiled program makes for it."""
+    from codegen import gemm
+    from eager.ops import OPS
+
+    from .workloads import WORKLOADS, build_eager
+
+    op = OPS["matmul"]
+    plain = op.impl
+    seen = {"t": 0.0, "products": []}
+
+    def timed(a, b, *rest, **params):
+        t = clock()
+        out = plain(a, b, *rest, **params)
+        seen["t"] += clock() - t
+        seen["products"].append((a, b))
+        return out
+    w = WORKLOADS[key]
+    run = build_eager(w, w.inputs())
+    object.__setattr__(op, "impl", timed)  # (OpDef is frozen)
+    try:
+        run.call()
+        steps, in_products = [], []
+        for _ in range(calls):
+            seen["t"], seen["products"] = 0.0, []
+            t = clock()
+            run.call()
+            steps.append(clock() - t)
+            in_products.append(seen["t"])
+    finally:
+        object.__setattr__(op, "impl", plain)
+    # (copies in the operands' own memory order: a transposed view stays transposed)
+    products = [(a.copy(order="K"), b.copy(order="K")) for a, b in seen["products"]]
+    flops = floor = 0.0
+    for a, b in products:
+        out = np.matmul(a, b)
+        flops += 2 * out.size * a.shape[-1]
+        fast = gemm.use_for(a.shape, b.shape, a.dtype)
+        times = []
+        for _ in range(calls):
+            t = clock()
+            if fast:
+                gemm.matmul(a, b, out)
+            else:
+                np.matmul(a, b, out=out)
+            times.append(clock() - t)
+        floor += float(np.median(times))
+    return {"step": float(np.median(steps)), "products": float(np.median(in_products)),
+            "count": len(products), "flops": flops, "floor": floor}
+
+
+def _print_eager(key: str, calls: int, clock) -> None:
+    r = eager_products(key, calls, clock)
+    what = "wall" if clock is time.perf_counter else "thread CPU"
+    print(f"{key} eager: {r['step'] * 1e3:.2f} ms {what} per step; {r['count']} products, "
+          f"{r['flops'] / 1e9:.3f} GFLOP, {r['products'] * 1e3:.2f} ms in np.matmul "
+          f"({r['flops'] / max(r['products'], 1e-12) / 1e9:.0f} GFLOP/s); the rest "
+          f"{(r['step'] - r['products']) * 1e3:.2f} ms")
+    print(f"  the products' floor (each alone, as compiled programs call it): "
+          f"{r['floor'] * 1e3:.2f} ms ({r['flops'] / max(r['floor'], 1e-12) / 1e9:.0f} "
+          f"GFLOP/s); eager / floor = {r['step'] / max(r['floor'], 1e-12):.2f}x: no compiled "
+          f"step computing these products is faster than that against this eager")
 
 
 if __name__ == "__main__":

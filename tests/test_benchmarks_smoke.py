@@ -122,3 +122,16 @@ def test_table_shows_kernel_counts_and_compiled_over_peer_ratios():
     assert r[header.index("torch")] == "10 ms (2.00x)"          # compiled / torch
     assert r[header.index("jax.jit")] == "FAILED verification (25 ms)"   # no ratio to it
     assert "kernels" in report.text_table(doc).splitlines()[0]
+
+
+def test_step_profile_eager_times_the_products_and_their_floor():
+    """`python -m benchmarks.step_profile W5 --eager`: the eager step's products (the
+    matmul op's numpy implementation) are part of its time, and the floor times each of
+    them again: W5's forward and backward products of a 32x100 -> 128 -> 10 MLP."""
+    from benchmarks.step_profile import eager_products
+
+    r = eager_products("W5", calls=3)
+    assert r["count"] >= 4
+    assert r["flops"] >= 2 * 2 * 32 * 100 * 128  # (x @ w1.T and its weight gradient)
+    assert 0 < r["products"] < r["step"]
+    assert r["floor"] > 0
