@@ -130,10 +130,12 @@ def _trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
             modified = eager_only_backward(out_leaves) if differentiable else None
             freed = freed_outputs(out_leaves, out_alias)
             for t, grad in tr.entry_grads.values():
-                if t.grad is not grad:
+                if t.grad is not grad or (
+                        grad is None and tr.grad_first_access.get(id(t)) == "write"):
                     # A .grad the function set or cleared without otherwise using the
                     # tensor (model.zero_grad() over unused parameters): capture it so the
                     # change becomes an update made at every call, not only while tracing.
+                    # Also a .grad set to None that was None already (see _collect_updates).
                     tr.capture(t)
             _drop_temporaries(tr, _reachable_tensor_ids(fn, args, kwargs))
             updates, targets, created_targets = _collect_updates(tr, traced_leaves,
@@ -439,7 +441,10 @@ def _collect_updates(tr: Trace, traced_leaves, leaf_values):
         if t._data is not s.data:
             updates.append(tr.lift(t))
             targets.append((UpdateKind.DATA, s.index))
-        if t.grad is not s.grad and getattr(s, "grad_owner", None) is None:
+        # (a .grad set to None that was None already while tracing is an update too: a
+        # frozen layer's, which may hold a gradient at a later call, unfrozen in between)
+        set_none = t.grad is None and tr.grad_first_access.get(id(t)) == "write"
+        if (t.grad is not s.grad or set_none) and getattr(s, "grad_owner", None) is None:
             g = t.grad
             updates.append(None if g is None else tr.lift(g))
             targets.append((UpdateKind.GRAD, s.index))

@@ -545,3 +545,42 @@ def test_a_custom_optimizers_own_attributes_are_guarded_and_its_counters_seen():
     assert count == count_e == 4
     for g, e in zip(got, expected):
         np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_layer_frozen_again_leaves_its_grad_none(backend):
+    # Found by the idiom hunt: freeze the first layer, unfreeze it, freeze it again. The
+    # third call reuses the first call's trace, where zero_grad() set an already-None .grad
+    # to None: no change was recorded, so the compiled call kept the second call's
+    # gradient where eager's zero_grad() leaves None (the weights agree; .grad does not).
+    def run(compiled):
+        eager.manual_seed(0)
+        model = _mlp()
+        opt = eager.optim.SGD(model.parameters(), lr=0.1)
+
+        def step(x, y):
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+
+        if compiled:
+            step = tracer.function(step, backend=backend)
+        grads = []
+        for k, frozen in enumerate([True, False, True, False]):
+            model[0].weight.requires_grad_(not frozen)
+            model[0].bias.requires_grad_(not frozen)
+            step(_x(k), _y(k))
+            grads.append([None if p.grad is None else p.grad.numpy().copy()
+                          for p in model.parameters()])
+        return grads, [p.detach().numpy().copy() for p in model.parameters()]
+
+    (eg, ep), (cg, cp) = run(False), run(True)
+    for call, (e_call, c_call) in enumerate(zip(eg, cg)):
+        for k, (e, c) in enumerate(zip(e_call, c_call)):
+            assert (e is None) == (c is None), f"call {call}, parameter {k}: .grad {c} vs {e}"
+            if e is not None:
+                np.testing.assert_allclose(c, e, rtol=1e-5, atol=1e-6)
+    for e, c in zip(ep, cp):
+        np.testing.assert_allclose(c, e, rtol=1e-5, atol=1e-6)
