@@ -47,6 +47,7 @@ GOALS = {("tracejit", "torch"): {"W8": 1.0, "W9": 0.7, "W10": 1.0}}
 TITLES = {"tracejit": "tracejit compiled", "tracejit_eager": "tracejit eager",
           **{k: v[2] for k, v in PEERS.items()}}
 MIN_CALLS = 3              # per block, however long a call takes
+BUSY_CORES = 0.25          # other processes busier than this during the blocks: a caveat
 SCHEMA = "tracejit-headtohead/1"
 
 
@@ -210,6 +211,18 @@ def summarize(blocks_a: list, blocks_b: list, goal: float | None = None) -> dict
     return out
 
 
+def _machine_busy_s() -> float | None:
+    """CPU seconds all processes of the machine have used since boot (Linux /proc/stat,
+    in clock ticks: 10 ms steps), or None."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(v) for v in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (fields + [0] * 8)[:8]
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
 def _load() -> list | None:
     return [round(v, 2) for v in os.getloadavg()] if hasattr(os, "getloadavg") else None
 
@@ -232,14 +245,21 @@ def head_to_head(key: str, a: str, b: str, rounds: int, block_s: float, settle_s
         row["threads"] = {wk.contestant: wk.hello["threads"] for wk in workers}
         times = {0: [], 1: []}
         waiting_cpu = {0: [], 1: []}
+        others = []    # cores busy with other processes during each block
         for r in range(rounds):
             for i in ((0, 1) if r % 2 == 0 else (1, 0)):
                 other = workers[1 - i]
                 if settle_s:
                     time.sleep(settle_s)
                 before = other.ask(cmd="cpu")["cpu_s"]
-                times[i].append(workers[i].ask(cmd="block", seconds=block_s)["times"])
+                busy0, t0 = _machine_busy_s(), time.perf_counter()
+                block = workers[i].ask(cmd="block", seconds=block_s)
+                busy1, t1 = _machine_busy_s(), time.perf_counter()
+                times[i].append(block["times"])
                 waiting_cpu[1 - i].append(other.ask(cmd="cpu")["cpu_s"] - before)
+                if busy0 is not None:
+                    own = block["cpu_s"] + waiting_cpu[1 - i][-1]
+                    others.append(max(0.0, busy1 - busy0 - own) / (t1 - t0))
             if log:
                 log(f"[{key}] round {r + 1}/{rounds}: "
                     f"{statistics.median(times[0][-1]) * 1e3:.3f} ms / "
@@ -249,6 +269,9 @@ def head_to_head(key: str, a: str, b: str, rounds: int, block_s: float, settle_s
         row["waiting_cpu_ms"] = {workers[i].contestant: {
             "median": statistics.median(waiting_cpu[i]) * 1e3,
             "max": max(waiting_cpu[i]) * 1e3} for i in (0, 1)}
+        row["other_cores"] = spread(others) if others else None
+        if row["verdict"] and others and row["other_cores"]["median"] > BUSY_CORES:
+            row["verdict"] += " (other jobs ran: rerun on a quieter machine)"
     finally:
         for wk in workers:
             wk.close()
@@ -270,21 +293,24 @@ def markdown(doc: dict) -> str:
               f"each side, order alternating, {doc['settle_s']} s pause before each block."),
              "",
              ("| workload | A | B | ratio (median) | min / q1 / q3 / max | goal | verdict "
-              "| CPU while waiting (A, B; max) | load start / end |"),
-             "|---|---:|---:|---:|---|---:|---|---|---|"]
+              "| CPU while waiting (A, B; max) | other jobs (cores, median / max) "
+              "| load start / end |"),
+             "|---|---:|---:|---:|---|---:|---|---|---|---|"]
     for row in doc["workloads"]:
         name = f"{row['key']} {row.get('name', '')}".strip()
         load = f"{_load_text(row['load_start'])} / {_load_text(row['load_end'])}"
         if "error" in row:
-            lines.append(f"| {name} | | | | {row['error']} | | | | {load} |")
+            lines.append(f"| {name} | | | | {row['error']} | | | | | {load} |")
             continue
         r = row["ratio"]
         wait = ", ".join(f"{_ms(row['waiting_cpu_ms'][c]['max'])}" for c in (a, b))
         goal = f"{row['goal']:.2f}x" if row["goal"] is not None else ""
+        busy = row.get("other_cores")
+        busy = f"{busy['median']:.2f} / {busy['max']:.2f}" if busy else "?"
         lines.append(
             f"| {name} | {_ms(row['a_ms'])} | {_ms(row['b_ms'])} | {r['median']:.3f}x | "
             f"{r['min']:.3f} / {r['q1']:.3f} / {r['q3']:.3f} / {r['max']:.3f} | {goal} | "
-            f"{row['verdict'] or ''} | {wait} | {load} |")
+            f"{row['verdict'] or ''} | {wait} | {busy} | {load} |")
     return "\n".join(lines) + "\n"
 
 

@@ -56,6 +56,7 @@ def test_protocol_gives_the_ratio_of_known_costs(tmp_path):
     assert all(n >= 3 for n in row["calls_per_block"])
     # a sleeping worker uses no CPU while the other one runs its block
     assert all(w["max"] < 50 for w in row["waiting_cpu_ms"].values())
+    assert 0 <= row["other_cores"]["min"] <= row["other_cores"]["max"] <= 2 * os.cpu_count()
     assert "| cal |" in proc.stdout and "min / q1 / q3 / max" in proc.stdout
     assert doc["load_start"] and doc["load_end"]
 
