@@ -76,7 +76,8 @@ def install(path: str) -> None:
     numbashim._write_object = _timed(
         "object_write", lambda fn, *a: fn.__module__.rpartition(".")[2])(
             numbashim._write_object)
-    numbashim._numba = _timed("numba_import", const("import numba"))(numbashim._numba)
+    numbashim._numba = build._numba = _timed("numba_import", const("import numba"))(
+        numbashim._numba)
     ahead._set_up_numba = _timed("numba_setup", const("compiler set-up"))(
         ahead._set_up_numba)
 

@@ -24,7 +24,7 @@ its default, 2 threads on this machine; the JSON records them).
 
 Contestants: tracejit (compiled), tracejit_eager, and the peers of benchmarks.peers
 (numpy, torch, torch_compile, jax). To check the harness, `sleep:MS` sleeps MS milliseconds a
-call and `spin:MS` busy-waits that long: `--a sleep:20 --peer sleep:10 --only cal` gives ~2x
+call and `spin:MS` busy-waits that long: `--a sleep:60 --peer sleep:30 --only cal` gives ~2x
 (a sleep wakes late by the machine's wake-up latency, a spin loses the core under load).
 """
 from __future__ import annotations
@@ -344,9 +344,11 @@ def main(argv=None) -> int:
     if unknown:
         print(f"unknown workload(s) {', '.join(unknown)}", file=sys.stderr)
         return 2
+    from .report import machine_facts
+
     doc = {"schema": SCHEMA, "a": args.a, "b": args.peer, "rounds": args.rounds,
            "block_s": args.block_s, "settle_s": args.settle_s, "load_start": _load(),
-           "workloads": []}
+           "machine": machine_facts(), "workloads": []}
 
     def log(msg):
         print(msg, file=sys.stderr, flush=True)
