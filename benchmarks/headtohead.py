@@ -26,6 +26,9 @@ Contestants: tracejit (compiled), tracejit_eager, and the peers of benchmarks.pe
 (numpy, torch, torch_compile, jax). To check the harness, `sleep:MS` sleeps MS milliseconds a
 call and `spin:MS` busy-waits that long: `--a sleep:60 --peer sleep:30 --only cal` gives ~2x
 (a sleep wakes late by the machine's wake-up latency, a spin loses the core under load).
+`tracejit@DIR` (or `tracejit_eager@DIR`) runs the worker from another checkout: two
+versions of tracejit head to head (`--a tracejit --peer tracejit@/tmp/base`), to check
+that a change leaves the warm step time where it was.
 """
 from __future__ import annotations
 
@@ -52,10 +55,11 @@ SCHEMA = "tracejit-headtohead/1"
 
 
 def title(contestant: str) -> str:
-    if contestant.startswith(("sleep:", "spin:")):
-        what, ms = contestant.split(":")
-        return f"{what} {ms} ms"
-    return TITLES.get(contestant, contestant)
+    name, _, tree = contestant.partition("@")
+    if name.startswith(("sleep:", "spin:")):
+        what, ms = name.split(":")
+        name = f"{what} {ms} ms"
+    return TITLES.get(name, name) + (f" at {tree}" if tree else "")
 
 
 # --------------------------------------------------------------------------------------
@@ -153,11 +157,19 @@ class Worker:
         from .suite import REPO, _child_env
 
         self.contestant = contestant
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "benchmarks.headtohead", "--worker", contestant,
-             "--only", key, "--warmup-s", str(warmup_s)],
-            cwd=REPO, env=_child_env({}), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=None, text=True, bufsize=1)
+        name, _, tree = contestant.partition("@")   # (tracejit@DIR: DIR's checkout)
+        env = _child_env({})
+        if tree:
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [tree, env.get("PYTHONPATH")]))
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "benchmarks.headtohead", "--worker", name,
+                 "--only", key, "--warmup-s", str(warmup_s)],
+                cwd=tree or REPO, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=None, text=True, bufsize=1)
+        except OSError as exc:   # (tracejit@DIR with no such DIR)
+            self.proc, self.hello = None, {"error": f"{type(exc).__name__}: {exc}"}
+            return
         self.hello = self._read()
 
     def _read(self) -> dict:
@@ -173,7 +185,7 @@ class Worker:
         return self._read()
 
     def close(self) -> None:
-        if self.proc.poll() is None:
+        if self.proc is not None and self.proc.poll() is None:
             try:
                 self.proc.stdin.write(json.dumps({"cmd": "quit"}) + "\n")
                 self.proc.stdin.close()
@@ -324,7 +336,7 @@ def main(argv=None) -> int:
     ap.add_argument("--only", default="W8,W9,W10")
     ap.add_argument("--a", default="tracejit", help="contestant A (default tracejit)")
     ap.add_argument("--peer", default="torch", help="contestant B: " + ", ".join(
-        ["tracejit", "tracejit_eager", *PEERS, "sleep:MS", "spin:MS"]))
+        ["tracejit", "tracejit_eager", *PEERS, "tracejit@DIR", "sleep:MS", "spin:MS"]))
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--block-s", type=float, default=0.3)
     ap.add_argument("--settle-s", type=float, default=0.15)

@@ -43,7 +43,7 @@ def test_summarize_ratio_per_round_and_verdict():
 
 
 def test_protocol_gives_the_ratio_of_known_costs(tmp_path):
-    proc, doc = _run(tmp_path, "sleep:60", "sleep:30")
+    proc, doc = _run(tmp_path, f"sleep:60@{REPO}", "sleep:30")   # (A from a checkout DIR)
     assert proc.returncode == 0, proc.stderr[-2000:]
     (row,) = doc["workloads"]
     assert len(row["ratios"]) == 2 and len(row["a_block_ms"]) == 2
@@ -60,6 +60,7 @@ def test_protocol_gives_the_ratio_of_known_costs(tmp_path):
     assert 0 <= row["other_cores"]["min"] <= row["other_cores"]["max"] <= 2 * os.cpu_count()
     assert "| cal |" in proc.stdout and "min / q1 / q3 / max" in proc.stdout
     assert doc["load_start"] and doc["load_end"]
+    assert f"sleep 60 ms at {REPO}" in proc.stdout
 
 
 def test_a_worker_that_fails_is_reported_not_timed(tmp_path):
@@ -67,3 +68,5 @@ def test_a_worker_that_fails_is_reported_not_timed(tmp_path):
     assert proc.returncode == 1
     (row,) = doc["workloads"]
     assert "ValueError" in row["error"] and "ratios" not in row
+    proc, doc = _run(tmp_path, "sleep:1", f"sleep:1@{tmp_path / 'no such checkout'}", rounds=1)
+    assert proc.returncode == 1 and "no such checkout" in doc["workloads"][0]["error"]
