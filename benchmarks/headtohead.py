@@ -50,7 +50,7 @@ GOALS = {("tracejit", "torch"): {"W8": 1.0, "W9": 0.7, "W10": 1.0}}
 TITLES = {"tracejit": "tracejit compiled", "tracejit_eager": "tracejit eager",
           **{k: v[2] for k, v in PEERS.items()}}
 MIN_CALLS = 3              # per block, however long a call takes
-BUSY_CORES = 0.25          # other processes busier than this during the blocks: a caveat
+BUSY_CORES = 0.25          # other processes busier than this during the blocks: no verdict
 SCHEMA = "tracejit-headtohead/1"
 
 
@@ -282,8 +282,12 @@ def head_to_head(key: str, a: str, b: str, rounds: int, block_s: float, settle_s
             "median": statistics.median(waiting_cpu[i]) * 1e3,
             "max": max(waiting_cpu[i]) * 1e3} for i in (0, 1)}
         row["other_cores"] = spread(others) if others else None
-        if row["verdict"] and others and row["other_cores"]["median"] > BUSY_CORES:
-            row["verdict"] += " (other jobs ran: rerun on a quieter machine)"
+        busy = row["other_cores"]["median"] if others else 0.0
+        if row["verdict"] and busy > BUSY_CORES:
+            # (PyTorch's OpenMP threads wait for each other when a job takes a core: a
+            # ratio then says more about the load than about the two contestants)
+            row["verdict"] = (f"none: other jobs kept {busy:.2f} cores busy; rerun on a "
+                              "quieter machine")
     finally:
         for wk in workers:
             wk.close()
