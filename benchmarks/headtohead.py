@@ -50,6 +50,7 @@ GOALS = {("tracejit", "torch"): {"W8": 1.0, "W9": 0.7, "W10": 1.0}}
 TITLES = {"tracejit": "tracejit compiled", "tracejit_eager": "tracejit eager",
           **{k: v[2] for k, v in PEERS.items()}}
 MIN_CALLS = 3              # per block, however long a call takes
+ONE_THREAD = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMBA_NUM_THREADS")
 BUSY_CORES = 0.25          # other processes busier than this during the blocks: no verdict
 SCHEMA = "tracejit-headtohead/1"
 
@@ -153,12 +154,12 @@ def worker(contestant: str, key: str, warmup_s: float) -> int:
 class Worker:
     """A contestant's worker process and its pipe."""
 
-    def __init__(self, contestant: str, key: str, warmup_s: float):
+    def __init__(self, contestant: str, key: str, warmup_s: float, one_thread: bool = False):
         from .suite import REPO, _child_env
 
         self.contestant = contestant
         name, _, tree = contestant.partition("@")   # (tracejit@DIR: DIR's checkout)
-        env = _child_env({})
+        env = _child_env(dict.fromkeys(ONE_THREAD, "1") if one_thread else {})
         if tree:
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [tree, env.get("PYTHONPATH")]))
         try:
@@ -240,7 +241,7 @@ def _load() -> list | None:
 
 
 def head_to_head(key: str, a: str, b: str, rounds: int, block_s: float, settle_s: float,
-                 warmup_s: float, log=None) -> dict:
+                 warmup_s: float, log=None, one_thread: bool = False) -> dict:
     """One workload, A against B; see the module doc."""
     row = {"key": key, "a": a, "b": b, "load_start": _load()}
     if key in WORKLOADS:
@@ -248,7 +249,7 @@ def head_to_head(key: str, a: str, b: str, rounds: int, block_s: float, settle_s
     workers = []
     try:
         for contestant in (a, b):
-            wk = Worker(contestant, key, warmup_s)
+            wk = Worker(contestant, key, warmup_s, one_thread)
             workers.append(wk)
             if "error" in wk.hello or not wk.hello.get("verified"):
                 row["error"] = (f"{title(contestant)}: " + (wk.hello.get("error") or
@@ -256,6 +257,7 @@ def head_to_head(key: str, a: str, b: str, rounds: int, block_s: float, settle_s
                 return row
         row["threads"] = {wk.contestant: wk.hello["threads"] for wk in workers}
         times = {0: [], 1: []}
+        cpu = {0: [], 1: []}      # CPU seconds per call of each block (all threads)
         waiting_cpu = {0: [], 1: []}
         others = []    # cores busy with other processes during each block
         for r in range(rounds):
@@ -268,6 +270,7 @@ def head_to_head(key: str, a: str, b: str, rounds: int, block_s: float, settle_s
                 block = workers[i].ask(cmd="block", seconds=block_s)
                 busy1, t1 = _machine_busy_s(), time.perf_counter()
                 times[i].append(block["times"])
+                cpu[i].append(block["cpu_s"] / len(block["times"]))
                 waiting_cpu[1 - i].append(other.ask(cmd="cpu")["cpu_s"] - before)
                 if busy0 is not None:
                     own = block["cpu_s"] + waiting_cpu[1 - i][-1]
@@ -278,6 +281,8 @@ def head_to_head(key: str, a: str, b: str, rounds: int, block_s: float, settle_s
                     f"{statistics.median(times[1][-1]) * 1e3:.3f} ms")
         row.update(summarize(times[0], times[1], GOALS.get((a, b), {}).get(key)))
         row["calls_per_block"] = [statistics.median(len(t) for t in times[i]) for i in (0, 1)]
+        row["cpu_ratio"] = spread([x / y for x, y in zip(cpu[0], cpu[1])])
+        row["a_cpu_ms"], row["b_cpu_ms"] = (statistics.median(cpu[i]) * 1e3 for i in (0, 1))
         row["waiting_cpu_ms"] = {workers[i].contestant: {
             "median": statistics.median(waiting_cpu[i]) * 1e3,
             "max": max(waiting_cpu[i]) * 1e3} for i in (0, 1)}
@@ -306,17 +311,20 @@ def markdown(doc: dict) -> str:
     a, b = doc["a"], doc["b"]
     lines = [(f"Head to head: {title(a)} (A) against {title(b)} (B); ratio = A / B per round "
               f"(below 1: A faster). {doc['rounds']} rounds, blocks of {doc['block_s']} s "
-              f"each side, order alternating, {doc['settle_s']} s pause before each block."),
+              f"each side, order alternating, {doc['settle_s']} s pause before each block"
+              f"{'; one thread each' if doc.get('one_thread') else ''}. CPU ratio: the same "
+              "with each block's CPU time per call (all its threads)."),
              "",
-             ("| workload | A | B | ratio (median) | min / q1 / q3 / max | goal | verdict "
+             ("| workload | A | B | ratio (median) | min / q1 / q3 / max | CPU ratio | goal "
+              "| verdict "
               "| CPU while waiting (A, B; max) | other jobs (cores, median / max) "
               "| load start / end |"),
-             "|---|---:|---:|---:|---|---:|---|---|---|---|"]
+             "|---|---:|---:|---:|---|---:|---:|---|---|---|---|"]
     for row in doc["workloads"]:
         name = f"{row['key']} {row.get('name', '')}".strip()
         load = f"{_load_text(row['load_start'])} / {_load_text(row['load_end'])}"
         if "error" in row:
-            lines.append(f"| {name} | | | | {row['error']} | | | | | {load} |")
+            lines.append(f"| {name} | | | | {row['error']} | | | | | | {load} |")
             continue
         r = row["ratio"]
         wait = ", ".join(f"{_ms(row['waiting_cpu_ms'][c]['max'])}" for c in (a, b))
@@ -325,7 +333,8 @@ def markdown(doc: dict) -> str:
         busy = f"{busy['median']:.2f} / {busy['max']:.2f}" if busy else "?"
         lines.append(
             f"| {name} | {_ms(row['a_ms'])} | {_ms(row['b_ms'])} | {r['median']:.3f}x | "
-            f"{r['min']:.3f} / {r['q1']:.3f} / {r['q3']:.3f} / {r['max']:.3f} | {goal} | "
+            f"{r['min']:.3f} / {r['q1']:.3f} / {r['q3']:.3f} / {r['max']:.3f} | "
+            f"{row['cpu_ratio']['median']:.3f}x | {goal} | "
             f"{row['verdict'] or ''} | {wait} | {busy} | {load} |")
     return "\n".join(lines) + "\n"
 
@@ -345,6 +354,9 @@ def main(argv=None) -> int:
     ap.add_argument("--block-s", type=float, default=0.3)
     ap.add_argument("--settle-s", type=float, default=0.15)
     ap.add_argument("--warmup-s", type=float, default=0.5)
+    ap.add_argument("--one-thread", action="store_true",
+                    help="workers with one thread each (" + ", ".join(ONE_THREAD) + "=1): "
+                         "the CPU ratio then compares work, little moved by other jobs")
     ap.add_argument("--json", default=None, help="also write the JSON document here")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -363,7 +375,8 @@ def main(argv=None) -> int:
     from .report import machine_facts
 
     doc = {"schema": SCHEMA, "a": args.a, "b": args.peer, "rounds": args.rounds,
-           "block_s": args.block_s, "settle_s": args.settle_s, "load_start": _load(),
+           "block_s": args.block_s, "settle_s": args.settle_s, "one_thread": args.one_thread,
+           "load_start": _load(),
            "machine": machine_facts(), "workloads": []}
 
     def log(msg):
@@ -371,7 +384,8 @@ def main(argv=None) -> int:
 
     for key in keys:
         doc["workloads"].append(head_to_head(key, args.a, args.peer, args.rounds,
-                                             args.block_s, args.settle_s, args.warmup_s, log))
+                                             args.block_s, args.settle_s, args.warmup_s, log,
+                                             args.one_thread))
     doc["load_end"] = _load()
     text = markdown(doc)
     if args.json:

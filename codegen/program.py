@@ -95,7 +95,7 @@ class Program:
                         pass
         finally:  # (if a step raises, the child must not outlive the failed build)
             self._ahead.close()
-            self.emitted, self.step_sources = {}, {}
+            self.emitted, self.step_sources, self.ahead_sources = {}, {}, []
         self.results = [self._operand(x) for x in graph.results]
         # {long step: the steps run meanwhile on the calling thread} (codegen.overlap)
         self.regions: dict = {}

@@ -61,6 +61,7 @@ def test_protocol_gives_the_ratio_of_known_costs(tmp_path):
     assert "| cal |" in proc.stdout and "min / q1 / q3 / max" in proc.stdout
     assert doc["load_start"] and doc["load_end"]
     assert f"sleep 60 ms at {REPO}" in proc.stdout
+    assert row["a_cpu_ms"] < 5 and row["b_cpu_ms"] < 5   # (CPU per call: a sleep uses none)
 
 
 def test_a_worker_that_fails_is_reported_not_timed(tmp_path):
