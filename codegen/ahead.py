@@ -118,8 +118,11 @@ def _cost(source: str) -> float:
     """A kernel's compile time, roughly, in units of a trivial kernel's (~40 ms): every
     array argument costs ~5 ms (Numba's argument unboxing and its LLVM), every line of
     the body ~1.3 ms, every call of a vector-math helper ~30 ms (it is inlined; with
-    constant trip counts, unrolled). W5's kernels took 0.05 s (2 arguments, 5 lines),
-    0.20 s (5 arguments, 26 lines, 3 helper calls), 0.36 s (21 arguments, 110 lines)."""
+    constant trip counts, unrolled), every call of codegen.gemm_kernel's product_blocks
+    ~2 s (inlined too: the gemm kernel alone 1.9-2.2 s of CPU; W10's LSTM kernels, which
+    call it, 3.4 and 4.8 s, estimated 3.1 and 3.6 units without it). W5's kernels took
+    0.05 s (2 arguments, 5 lines), 0.20 s (5 arguments, 26 lines, 3 helper calls), 0.36 s
+    (21 arguments, 110 lines)."""
     head, _, body = source.partition("\ndef kernel(")
     n_args = body.split(")", 1)[0].count(",") + 1
     n_lines = sum(1 for line in body.splitlines()[1:]
@@ -127,7 +130,8 @@ def _cost(source: str) -> float:
     helpers = [line.split(" import ")[1].strip() for line in head.splitlines()
                if line.startswith("from codegen.vmath import ")]
     n_calls = sum(body.count(f"{h}(") for h in helpers)
-    return 1.0 + 0.13 * n_args + 0.03 * n_lines + 0.75 * n_calls
+    n_products = body.count("product_blocks(")
+    return 1.0 + 0.13 * n_args + 0.03 * n_lines + 0.75 * n_calls + 50.0 * n_products
 
 
 def _is_cached(source: str, name: str) -> bool:
@@ -361,6 +365,12 @@ def start(program) -> Ahead:
         return Ahead(emitted=emitted)
     step_sources = getattr(program, "step_sources", {})  # (the numpy steps' kernels)
     work, seen = [], set()
+    # (first, what the runner loads besides the steps' kernels: codegen.gemm's product
+    # kernel, the same large kernel for every program; then the steps', in program order)
+    for source, name in getattr(program, "ahead_sources", ()):
+        if source not in seen and not _is_cached(source, name):
+            seen.add(source)
+            work.append((source, name))
     for step in program.part.steps:  # (in program order)
         if isinstance(step, KernelGroup):
             got = emitted.get(id(step))

@@ -137,6 +137,14 @@ def _kernel():
     return build.load_kernel(_source(), "gemm_f32")[0]
 
 
+def ahead_source() -> tuple | None:
+    """(source, name hint) of the kernel, for compile-ahead children to compile while the
+    program builds its other steps (codegen.ahead); None once this process has it."""
+    if _kernel.cache_info().currsize:
+        return None
+    return _source(), "gemm_f32"
+
+
 def prepare() -> None:
     """Compile (or load) the kernel now: a runner that uses `matmul` calls this when it is
     generated, so that the first call does not."""

@@ -21,7 +21,7 @@ from tracer import logs
 from tracer.ir import Graph, Literal, Var
 from tracer.symbolic import SymbolicDimError, binder, graph_dims, nonempty_checks
 
-from . import ahead, build, fallback, runner
+from . import ahead, build, fallback, gemm, runner, runner_forms
 from .emit import PARALLEL_MIN_SIZE, runs_parallel
 from .fuse import CallStep, KernelGroup, ViewStep, describe, merge_adjacent, partition
 from .inplace_plan import _plan_inplace
@@ -77,6 +77,7 @@ class Program:
         # time raises SymbolicDimError here, before anything forks or compiles).
         self.emitted = ahead.emit_all(self)
         self.step_sources = self._step_sources()  # (compiled ahead too)
+        self.ahead_sources = self._ahead_sources()  # (and these)
         self._ahead = ahead.start(self)  # a child compiles some kernels meanwhile
         try:
             for step in self.part.steps:
@@ -86,9 +87,15 @@ class Program:
                     self.steps.append(self._call_op(step.eqn, step.how))
                 elif isinstance(step, ViewStep):
                     self.steps.append(self._call_op(step.eqn, "view"))
+            for source, name in self.ahead_sources:  # (before the children are stopped)
+                with self._ahead.loading(source):
+                    try:
+                        build.load_kernel(source, name)
+                    except Exception:  # noqa: BLE001 - the runner builds it, or falls back
+                        pass
         finally:  # (if a step raises, the child must not outlive the failed build)
             self._ahead.close()
-            self.emitted, self.step_sources = {}, {}
+            self.emitted, self.step_sources, self.ahead_sources = {}, {}, []
         self.results = [self._operand(x) for x in graph.results]
         # {long step: the steps run meanwhile on the calling thread} (codegen.overlap)
         self.regions: dict = {}
@@ -238,6 +245,17 @@ class Program:
             text = text.source if isinstance(text, Split) else text
             out[id(e)] = (made, text, e.op)
         return out
+
+    def _ahead_sources(self) -> list:
+        """(source, name hint) of the kernels the runner loads besides the steps' own:
+        codegen.gemm's product kernel where a product takes it. A child compiles it with
+        the rest (in the program, after the others, it was 2 s of W8-W10's cold call)."""
+        for step in self.part.steps:
+            if isinstance(step, CallStep) and step.how == "blas" \
+                    and runner_forms.uses_gemm(step.eqn):
+                got = gemm.ahead_source()
+                return [got] if got is not None else []
+        return []
 
     def _step_kernel(self, step: NumpyStep) -> None:
         """Compile the Numba kernel of `step`'s lowering row (`step_kernel`), if it has one

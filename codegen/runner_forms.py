@@ -154,13 +154,19 @@ def matmul(gen, k, step, a, direct, bound) -> bool:
     return True
 
 
+def uses_gemm(e) -> bool:
+    """Whether product `e` runs through codegen.gemm's kernel (its rule picks it), if the
+    kernel builds."""
+    x, y = e.inputs
+    return isinstance(x, Var) and isinstance(y, Var) \
+        and x.type.dtype == e.out.type.dtype and y.type.dtype == e.out.type.dtype \
+        and gemm.use_for(tuple(x.type.shape), tuple(y.type.shape), e.out.type.dtype)
+
+
 def _product(gen, e) -> str:
     """The runner's name of the function computing product `e`: "gemm" (codegen.gemm's
     kernel, where its rule picks it and the kernel builds) or "matmul" (numpy's BLAS)."""
-    x, y = e.inputs
-    if not (isinstance(x, Var) and isinstance(y, Var)) \
-            or x.type.dtype != e.out.type.dtype or y.type.dtype != e.out.type.dtype \
-            or not gemm.use_for(tuple(x.type.shape), tuple(y.type.shape), e.out.type.dtype):
+    if not uses_gemm(e):
         return "matmul"
     try:
         gemm.prepare()
