@@ -9,7 +9,6 @@ from .. import dtypes
 from ..dispatch import apply
 from ..errors import describe, op_error
 from ..ops import OPS, Dim, broadcast_shapes
-from .elementwise import const
 from .shapes import _shape_text, permute
 
 _builtin_sum = builtins.sum
@@ -160,20 +159,12 @@ def normalize_key(x, key):
 
 def _check_index_bounds(x, ti, axis):
     # numpy would report this from inside gather as "numpy failed"; say it like basic indexing
-    # does, as an IndexError
+    # does, as an IndexError (traced index values are unknown, so only concrete ones are checked)
     data = ti._data
+    if type(data) is not np.ndarray or not data.size:
+        return
     size = x.shape[axis]
     if isinstance(size, Dim):  # checked by numpy at run time
-        return
-    if type(data) is not np.ndarray:
-        # Traced: a value check when the program runs (-size <= i < size, as i + size in
-        # [0, 2 size)), so that a call whose index is out of range raises before it has
-        # changed any tensor and runs eagerly, for eager's error and eager's state (the
-        # BatchNorm statistics and .grad it changed before this op). Kept though unused.
-        shifted = apply(OPS["add"], ti, const(size, ti.dtype))
-        check_class_index(shifted, 2 * size, "index")
-        return
-    if not data.size:
         return
     bad = (data < -size) | (data >= size)
     if bad.any():
