@@ -26,6 +26,7 @@ from .dtypes import (bfloat16, bool_, double, float16, float32, float64, half, i
 from . import tensor as _tensor
 from .tensor import Tensor
 from . import autograd
+from . import autograd_graph as _autograd_graph
 from .autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .dtypes import get_default_dtype, set_default_dtype  # noqa: E402,F401
 from .random import Generator, initial_seed, manual_seed, get_rng_state, set_rng_state
@@ -37,6 +38,7 @@ for _module in (_functions,) + _functions.MODULES:
     _module.Tensor = Tensor
 del _module
 autograd.Tensor = Tensor
+_autograd_graph.Tensor = Tensor
 
 from .functions import (  # noqa: E402
     abs, add, amax, amin, arange, argmax, argmin, as_tensor, broadcast_to, cat, clamp, clip,
