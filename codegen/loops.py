@@ -30,24 +30,19 @@ def _loops(ks: KernelSource, group: KernelGroup):
     full = [Aff.var(v) for v in names]
     if len(shape) < 2 or _symbolic(shape):
         return names, shape, full
-    members = {id(e.out) for e in group.members}
     if any(needs_positions(e.op) for e in group.members):
         return names, shape, full  # its expression reads the row and column indices
+    if any(tuple(e.out.type.shape) not in ((), shape) for e in group.members):
+        return names, shape, full
     trailing = set()  # the axes k from which inputs hold shape[k:]
-    for e in group.members:
-        if tuple(e.out.type.shape) not in ((), shape):
+    for _, _, xs in _outside_reads(ks, group):
+        if xs is None:
             return names, shape, full
-        for x in e.inputs:
-            if not isinstance(x, Var) or id(x) in members:
-                continue
-            xs = tuple(x.type.shape)
-            if not _read_flat(ks, x):
+        if xs not in ((), shape):
+            # (exactly the trailing dims: a size-1 dim would broadcast differently)
+            if not xs or shape[len(shape) - len(xs):] != xs:
                 return names, shape, full
-            if xs not in ((), shape):
-                # (exactly the trailing dims: a size-1 dim would broadcast differently)
-                if not xs or shape[len(shape) - len(xs):] != xs:
-                    return names, shape, full
-                trailing.add(len(shape) - len(xs))
+            trailing.add(len(shape) - len(xs))
     if any(tuple(v.type.shape) != shape for v in group.outputs):
         return names, shape, full
     if len(trailing) > 1:
@@ -62,6 +57,18 @@ def _loops(ks: KernelSource, group: KernelGroup):
     # The last index is the flat offset; leading ones are 0, so any flat index renders as
     # just the loop variable.
     return ["i0"], (math.prod(shape),), [Aff(0)] * (len(shape) - 1) + [Aff.var("i0")]
+
+
+def _outside_reads(ks: KernelSource, group: KernelGroup):
+    """(member, input, shape) of every tensor the members of `group` read from outside it;
+    shape None when that input is not read at its own flat offsets (a view that moves
+    elements), which rules out merged loops."""
+    members = {id(e.out) for e in group.members}
+    for e in group.members:
+        for x in e.inputs:
+            if not isinstance(x, Var) or id(x) in members:
+                continue
+            yield e, x, (tuple(x.type.shape) if _read_flat(ks, x) else None)
 
 
 def _read_flat(ks: KernelSource, x) -> bool:
@@ -81,19 +88,15 @@ def _col_loops(ks: KernelSource, loop_vars, idx):
     shape, split = tuple(g.shape), g.split
     if split < 2 or _symbolic(shape) or any(needs_positions(e.op) for e in g.members):
         return loop_vars, shape, idx
-    members = {id(e.out) for e in g.members}
-    for e in g.members:
-        if not _accumulates(e) and tuple(e.out.type.shape) not in ((), shape):
+    if any(not _accumulates(e) and tuple(e.out.type.shape) not in ((), shape)
+           for e in g.members):
+        return loop_vars, shape, idx
+    for _, _, xs in _outside_reads(ks, g):
+        if xs is None:
             return loop_vars, shape, idx
-        for x in e.inputs:
-            if not isinstance(x, Var) or id(x) in members:
-                continue
-            xs = tuple(x.type.shape)
-            if not _read_flat(ks, x):
-                return loop_vars, shape, idx
-            if xs not in ((), shape) and (len(xs) > len(shape) - split
-                                          or shape[len(shape) - len(xs):] != xs):
-                return loop_vars, shape, idx
+        if xs not in ((), shape) and (len(xs) > len(shape) - split
+                                      or shape[len(shape) - len(xs):] != xs):
+            return loop_vars, shape, idx
     merged = Aff.var(loop_vars[split - 1])
     return (loop_vars[split - 1:], (math.prod(shape[:split]),) + shape[split:],
             [Aff(0)] * (split - 1) + [merged] + list(idx[split:]))
