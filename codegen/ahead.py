@@ -37,8 +37,10 @@ threading layer are not in the child; codegen.parallel makes its pool and locks 
 child that does), take any other lock another thread may hold (tracer's, a program's, the
 user's: none is taken across the fork), print, or leave through anything but os._exit.
 
-Nothing depends on the children: a kernel a child did not report (it failed, died, or
-stalled past STALL_SECONDS) is compiled by the program itself, exactly as without it. No
+Nothing depends on the children: a kernel a child did not report (it failed, died, used
+no CPU time for STALL_SECONDS, or reported nothing for MAX_SILENT_SECONDS) is compiled by
+the program itself, exactly as without it. The child collects only its own garbage: the
+program's objects are frozen in it (gc.freeze), so no finalizer of the user's runs there. No
 child is started where forking is not safe or cannot help: not on Linux, a single CPU,
 another thread holding a lock the child takes for more than STALL_SECONDS, where the
 interpreter's at-fork hooks cannot be set aside (not CPython) while other Python threads
@@ -52,11 +54,13 @@ a disk-cache hit, though the program loads it from the disk.
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import select
 import signal
 import sys
 import threading
+import time
 import warnings
 
 from tracer import settings
@@ -76,8 +80,33 @@ ENABLED = settings.COMPILE_AHEAD  # (a Flag: each truth test reads the environme
 #: after `del f`). False: the program compiles its own share itself, as before.
 CHILD_COMPILES_ALL = True
 
-#: The program stops waiting for a child that has reported nothing for this long.
+#: The program stops waiting for a child that has reported nothing and used no CPU time
+#: for this long: one stopped, or blocked for good. A child that compiles, however slowly
+#: (W10's LSTM backward kernel at load 8: 19-43 s between two reports, all of it compiling),
+#: is waited for, up to MAX_SILENT_SECONDS without a report.
 STALL_SECONDS = 20.0
+
+#: The hard bound: the program stops waiting for a child silent for this long even while
+#: it uses CPU time (looping, not compiling).
+MAX_SILENT_SECONDS = 300.0
+
+#: CPU seconds a child must have used in STALL_SECONDS to count as making progress (a
+#: clock tick is 10 ms; a stopped or blocked child uses none).
+MIN_PROGRESS_SECONDS = 0.01
+
+
+def _cpu_seconds(pid):
+    """CPU time (user + system, all threads) process `pid` has used so far, from
+    /proc/<pid>/stat; None where that cannot be read (not Linux, or the process is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+        # (fields after the command name, which is in parentheses and may hold spaces:
+        # state first, utime and stime the 12th and 13th)
+        fields = stat.rpartition(b")")[2].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _fork_is_safe() -> bool:
@@ -169,6 +198,7 @@ class Ahead:
         self._by_index = list(sources)
         self.reported = {}           # source -> (the child compiled it, wrote its file)
         self._buf = b""
+        self._heard = None  # (monotonic time, child's CPU seconds) at its last sign of life
         self.own = None  # the child compiling the program's own share (an Ahead), if any
         self.stems = set()  # its kernels' stems in kernelfiles.COMPILING_AHEAD, until closed
 
@@ -190,19 +220,26 @@ class Ahead:
         """Return once the child has compiled `source`, or failed to, or will not."""
         if self._owner(source) is not self:
             return self.own.wait(source)
+        if source in self.pending and source not in self.reported and self.fd is not None:
+            # (silent since its last report or the first wait; its CPU time counts from now)
+            since = self._heard[0] if self._heard is not None else time.monotonic()
+            self._heard = (since, _cpu_seconds(self.pid))
         while source in self.pending and source not in self.reported and self.fd is not None:
             try:
                 ready, _, _ = select.select([self.fd], [], [], STALL_SECONDS)
             except BaseException:  # Ctrl-C: stop the children, raise in the program only
                 self.close()
                 raise
-            if not ready:  # stalled: the program compiles the rest itself
-                self._stop()
-                break
+            if not ready:
+                if self._stalled():  # the program compiles the rest itself
+                    self._stop()
+                    break
+                continue
             chunk = os.read(self.fd, 1 << 16)
             if not chunk:  # the child is done (or gone)
                 self._stop()
                 break
+            self._heard = (time.monotonic(), _cpu_seconds(self.pid))
             self._buf += chunk
             *lines, self._buf = self._buf.split(b"\n")
             for line in lines:
@@ -211,6 +248,19 @@ class Ahead:
                 # failed there, compile it here
                 self.reported[self._by_index[int(index)]] = \
                     tuple(map(int, done)) if done != [b"failed"] else None
+
+    def _stalled(self) -> bool:
+        """After STALL_SECONDS without a report: whether to give up on the child. Not while
+        it uses CPU time (it compiles: slowly on a loaded machine, or a large kernel), up to
+        MAX_SILENT_SECONDS since its last report; a child stopped or blocked uses none."""
+        since, cpu = self._heard
+        now = _cpu_seconds(self.pid)
+        if now is None or cpu is None or now - cpu < MIN_PROGRESS_SECONDS:
+            return True
+        if time.monotonic() - since >= MAX_SILENT_SECONDS:
+            return True
+        self._heard = (since, now)  # (the next STALL_SECONDS must show progress too)
+        return False
 
     @contextlib.contextmanager
     def loading(self, source: str):
@@ -420,6 +470,13 @@ def _fork_compiler(theirs):
     # handlers: one sent to the process group meanwhile (a second child is forked while
     # the first compiles) must not run the program's handler in the child.
     mask = _block_signals()
+    # The program's objects must not be collected in the child: a collection there would
+    # run the finalizers (__del__, weakref callbacks) of the user's garbage a second time,
+    # in the child. No collection until the fork, then the child freezes every object it
+    # inherited (out of its collector's reach: it collects only its own garbage, and does
+    # not walk the program's objects either).
+    collecting = gc.isenabled()
+    gc.disable()
     try:
         with warnings.catch_warnings():
             # Python 3.12+ warns when the process has other threads: what the child takes
@@ -427,8 +484,13 @@ def _fork_compiler(theirs):
             warnings.simplefilter("ignore", DeprecationWarning)
             parent = os.getpid()
             pid = forksafe.fork(STALL_SECONDS)
+        if pid == 0:
+            gc.freeze()
     except OSError:
         pid = None
+    finally:
+        if collecting:
+            gc.enable()
     if pid is None:
         _unblock_signals(mask)
         os.close(r)
