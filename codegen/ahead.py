@@ -45,6 +45,7 @@ child is started where forking is not safe or cannot help: not on Linux, a singl
 another thread holding a lock the child takes for more than STALL_SECONDS, where the
 interpreter's at-fork hooks cannot be set aside (not CPython) while other Python threads
 run, no usable cache directory (the children's work could not reach the program),
+a cache directory the last write to failed (full, read-only: until a write succeeds),
 nothing to compile, or TRACEJIT_COMPILE_AHEAD=0; the program then compiles in-process, and
 keeps what that costs.
 
@@ -66,7 +67,7 @@ import warnings
 from tracer import settings
 from tracer.symbolic import SymbolicDimError
 
-from . import build, forksafe, kernelfiles
+from . import build, cache, forksafe, kernelfiles
 from .emit import emit_kernel
 from .fuse import KernelGroup
 from .kernel_source import canonical
@@ -435,7 +436,8 @@ def start(program) -> Ahead:
         if source not in seen and not _is_cached(source, name):
             seen.add(source)
             work.append((source, name))
-    if len(work) < (1 if CHILD_COMPILES_ALL else 2) or not _fork_is_safe():
+    if len(work) < (1 if CHILD_COMPILES_ALL else 2) or cache.troubled(cache.dir_path()) \
+            or not _fork_is_safe():
         # (nothing imports Numba before this: a cached program may not need it; nor looks
         # for the at-fork hooks, once per process: ~12 ms at 136k objects)
         return Ahead(emitted=emitted)

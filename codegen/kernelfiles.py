@@ -194,6 +194,7 @@ def _write_source(path: Path, source: str) -> bool:
     except OSError as exc:
         cache.disk_trouble(path.parent, exc)
         return False
+    cache.wrote(path.parent)
     _bump("modules_written")
     if data is not None:
         _bump("rebuilds")

@@ -166,13 +166,35 @@ def usable_dir():
         return None
 
 
+_TROUBLED: set = set()  # directories a write failed in, until a write succeeds there again
+
+
 def disk_trouble(directory: Path, exc: OSError) -> None:
-    """Say once per process that the cache could not be written, and carry on in memory."""
+    """Say once per process that the cache could not be written, and carry on in memory.
+    Until a write succeeds there again (`wrote`), no child compiles ahead into it (its work
+    could not reach the program, which would compile every kernel again after it). A
+    directory removed meanwhile (a temp cleaner) is made again, and checked, at next use."""
+    key = str(directory)
+    _TROUBLED.add(key)
+    if not os.path.isdir(directory):
+        with _LOCK:
+            _CHECKED.pop(key, None)
+            _SCRUBBED.discard(key)
     message = (f"tracejit: cannot write to the kernel cache {directory} ({type(exc).__name__}:"
                f" {exc}); compiling in memory meanwhile (nothing is lost but the cache)")
     if message not in _TOLD:
         _TOLD.add(message)
         log.warning("%s", message)
+
+
+def wrote(directory: Path) -> None:
+    """A write to the cache succeeded: it takes writes again (see disk_trouble)."""
+    _TROUBLED.discard(str(directory))
+
+
+def troubled(directory: Path) -> bool:
+    """Whether the last write to the cache `directory` failed (see disk_trouble)."""
+    return str(directory) in _TROUBLED
 
 
 def forget_checks() -> None:

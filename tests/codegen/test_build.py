@@ -1,5 +1,6 @@
 import json
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -170,6 +171,21 @@ def test_corrupt_file_is_rebuilt(cache, damage):
     assert after["modules_written"] == before["modules_written"] + 1
     x = np.arange(4, dtype=np.float64)
     np.testing.assert_allclose(mod2.kernel(x), 2.0 * x + 1.0)
+
+
+def test_a_cache_directory_removed_mid_process_is_made_again(cache, caplog):
+    """A long-lived process whose cache directory goes (a temp cleaner, an `rm -rf`): the
+    kernel being written then is made in memory, said once; the next is cached again in
+    the directory made anew, private."""
+    build.load_module(PLAIN_SRC, "plain")
+    shutil.rmtree(cache)
+    gone = build.load_module(PLAIN_SRC + "\n# 1\n", "plain")
+    assert gone.kernel([1]) == [3] and "(in memory)" in gone.__file__
+    assert caplog.text.count("cannot write to the kernel cache") == 1
+    again = build.load_module(PLAIN_SRC + "\n# 2\n", "plain")
+    assert again.kernel([2]) == [6] and Path(again.__file__).parent == cache
+    assert stat.S_IMODE(os.stat(cache).st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(cache / "__pycache__").st_mode) == 0o700
 
 
 def test_second_process_hits_numba_cache(cache, tmp_path):

@@ -346,6 +346,65 @@ def test_read_only_cache_compiles_in_memory_and_loads_what_it_has(tmpfs):
     assert "cannot write to the kernel cache" in stderr
 
 
+FULL_AT_OBJECT_FILES = """
+import errno, os, sys
+sys.argv[1:] = ["4"]
+sys.path.insert(0, HERE)
+from codegen import kernelfiles, numbashim
+real_write, real_fdopen = numbashim._atomic_write, os.fdopen
+
+
+class Filling:
+    # a file on a disk that fills up: half of what is written gets there, then ENOSPC
+    def __init__(self, f):
+        self.f = f
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.f.close()
+
+    def write(self, data):
+        self.f.write(data[:len(data) // 2])
+        self.f.flush()
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+
+def write(path, data):  # (object files and their digests: codegen.objload)
+    if path.suffix != ".tjo":
+        return real_write(path, data)
+    kernelfiles.os.fdopen = lambda fd, mode: Filling(real_fdopen(fd, mode))
+    try:
+        return real_write(path, data)
+    finally:
+        kernelfiles.os.fdopen = real_fdopen
+
+
+numbashim._atomic_write = write
+import _safety_child
+_safety_child.main()
+""".replace("HERE", repr(str(HERE)))
+
+
+def test_a_disk_full_at_the_object_file_compiles_in_memory_and_leaves_no_half_file(tmp_path):
+    """ENOSPC part-way through writing a kernel's object file (the module and Numba's
+    files were written): the kernel runs (compiled, no numpy fallback), the user is told
+    once, and no half object file is left for a later process to read: the next one
+    compiles or loads from Numba's cache, right, and writes the object file whole."""
+    cache = tmp_path / "kernels"
+    report, stderr = run(cache, code=FULL_AT_OBJECT_FILES, TRACEJIT_COMPILE_AHEAD="0")
+    assert report["ok"] and not report["fallbacks"], report
+    # (said once, for two failed writes: the kernel's object file and Numba's runtime's)
+    assert stderr.count("cannot write to the kernel cache") == 1, stderr
+    assert "No space left on device" in stderr
+    assert report["stats"]["numba_compiles"] == report["kernels"]
+    assert not list(cache.glob("*.tjo")) and not list(cache.glob(".tmp-*"))  # no half file
+    later, stderr = run(cache, TRACEJIT_COMPILE_AHEAD="0")
+    assert later["ok"] and not later["fallbacks"] and not stderr.strip(), stderr
+    assert later["stats"]["objects_written"] == later["kernels"] == len(objects(cache))
+
+
 # --------------------------------------------------------------------------
 # bounded
 # --------------------------------------------------------------------------

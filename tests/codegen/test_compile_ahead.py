@@ -336,6 +336,31 @@ def test_the_child_runs_no_finalizer_of_the_programs_objects(fresh_cache, starte
                                    for _ in range(2))
 
 
+def test_no_child_while_the_cache_cannot_be_written(fresh_cache, started, monkeypatch):
+    """A full or read-only cache: a child's kernels cannot reach the program, which would
+    wait for the child and then compile them again itself. After a failed write no child
+    is started, until a write succeeds again."""
+    from codegen import kernelfiles
+
+    def full(path, data):
+        raise OSError(28, "No space left on device")
+
+    def program(k):
+        f = tracer.function(lambda x: x * float(k) + 1.0)  # (one small kernel)
+        x = eager.from_numpy(inputs()[0])
+        np.testing.assert_allclose(f(x).numpy(), inputs()[0] * k + 1, rtol=1e-6)
+    real = kernelfiles._atomic_write
+    monkeypatch.setattr(kernelfiles, "_atomic_write", full)
+    program(3)  # (a child, whose work is lost; the program's own write fails)
+    assert started[-1].forked
+    program(5)  # no child, compiled in memory
+    assert not started[-1].forked
+    monkeypatch.setattr(kernelfiles, "_atomic_write", real)
+    program(7)  # the program's write succeeds: the cache takes writes again
+    program(9)
+    assert not started[-2].forked and started[-1].forked
+
+
 def test_no_child_when_it_cannot_help_or_may_not_be_safe(fresh_cache, started, monkeypatch):
     run_compiled()                                         # compiles, with a child
     assert started[-1].forked
