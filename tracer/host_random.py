@@ -63,7 +63,14 @@ def _same_state(a, b) -> bool:
     if isinstance(a, np.ndarray):
         return np.array_equal(a, b)
     if isinstance(a, tuple):
-        return len(a) == len(b) and all(_same_state(x, y) for x, y in zip(a, b))
+        if len(a) != len(b):
+            return False
+        try:  # (`random`'s 625 ints compared in C: a call per int cost ~3 ms a trace)
+            if a == b:
+                return True
+        except ValueError:  # (arrays inside: compared one by one below)
+            pass
+        return all(_same_state(x, y) for x, y in zip(a, b))
     return a == b
 
 

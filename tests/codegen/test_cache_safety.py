@@ -57,6 +57,22 @@ def run(cache: Path, *args, umask=None, code=None, **extra):
     return json.loads(proc.stdout.strip().splitlines()[-1]), proc.stderr
 
 
+@pytest.fixture(scope="module")
+def _first_run(tmp_path_factory) -> tuple:
+    """One first (cold) process of the plain child, shared: (its cache, its report)."""
+    template = tmp_path_factory.mktemp("first") / "kernels"
+    return template, run(template)[0]
+
+
+def first_run(template_and_report: tuple, cache: Path) -> dict:
+    """`cache` made as the plain child's first process left its own (a copy: bytes, modes,
+    times), and that process's report: the tests that damage what a first process wrote
+    start from the same files without each paying that cold process."""
+    template, report = template_and_report
+    shutil.copytree(template, cache, copy_function=shutil.copy2)
+    return report
+
+
 def objects(cache: Path) -> list:
     return sorted(p for p in cache.glob("*.tjo") if not p.name.startswith("nrt-"))
 
@@ -96,9 +112,9 @@ def test_directories_are_private_under_umask_000(tmp_path):
     assert numba_files(cache, ".nbi")  # Numba's files went into the private __pycache__
 
 
-def test_planted_pickle_in_group_writable_pycache_is_not_loaded(tmp_path):
+def test_planted_pickle_in_group_writable_pycache_is_not_loaded(tmp_path, _first_run):
     cache = tmp_path / "kernels"
-    first, _ = run(cache)
+    first = first_run(_first_run, cache)
     for p in objects(cache):  # (so that Numba's index would be read)
         p.unlink()
     os.chmod(cache / "__pycache__", 0o777)
@@ -115,9 +131,9 @@ def test_planted_pickle_in_group_writable_pycache_is_not_loaded(tmp_path):
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give a file to another user")
-def test_numba_file_not_owned_by_the_user_is_not_loaded(tmp_path):
+def test_numba_file_not_owned_by_the_user_is_not_loaded(tmp_path, _first_run):
     cache = tmp_path / "kernels"
-    run(cache)
+    first_run(_first_run, cache)
     for p in objects(cache):
         p.unlink()
     marker = tmp_path / "planted-pickle-ran"
@@ -132,9 +148,9 @@ def test_numba_file_not_owned_by_the_user_is_not_loaded(tmp_path):
     assert again["stats"]["numba_compiles"] == 0 and again["ok"]
 
 
-def test_symlinked_object_file_is_not_loaded(tmp_path):
+def test_symlinked_object_file_is_not_loaded(tmp_path, _first_run):
     cache = tmp_path / "kernels"
-    first, _ = run(cache)
+    first_run(_first_run, cache)
     (obj,) = objects(cache)
     outside = tmp_path / "world-writable.tjo"
     shutil.copy(obj, outside)  # the same valid bytes, digest and all
@@ -149,9 +165,9 @@ def test_symlinked_object_file_is_not_loaded(tmp_path):
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give a file to another user")
-def test_module_and_object_files_not_owned_by_the_user_are_not_used(tmp_path):
+def test_module_and_object_files_not_owned_by_the_user_are_not_used(tmp_path, _first_run):
     cache = tmp_path / "kernels"
-    run(cache)
+    first_run(_first_run, cache)
     (obj,) = objects(cache)
     source = obj.with_suffix(".py")  # (named for what the kernel computes)
     for p in (obj, obj.with_suffix(".sum"), source):
@@ -196,13 +212,13 @@ def test_symlinked_or_foreign_directories_are_refused(tmp_path, monkeypatch):
 # loading never crashes
 # --------------------------------------------------------------------------
 
-def test_mutated_object_files_never_crash_and_give_correct_results(tmp_path):
+def test_mutated_object_files_never_crash_and_give_correct_results(tmp_path, _first_run):
     """MUTATIONS (40 here; TRACEJIT_MUTATIONS=1000 for the full run, documented in the
     README) damaged copies of a kernel's object file, each with its sha256 line
     recomputed, in one process: each is refused before LLVM sees it and the kernel comes
     from Numba's cache; the results are right and the process exits with status 0."""
     cache = tmp_path / "kernels"
-    run(cache)
+    first_run(_first_run, cache)
     report, _ = run(cache, "mutate", str(MUTATIONS), "7")
     assert report["ok"] and report["objects"] == 1, report
     assert report["mutated_objects_loaded"] == 0
@@ -274,9 +290,9 @@ def test_malformed_symbol_name_offset_is_refused_not_fatal(tmp_path):
 # self-healing
 # --------------------------------------------------------------------------
 
-def test_corrupt_numba_files_heal_across_processes(tmp_path):
+def test_corrupt_numba_files_heal_across_processes(tmp_path, _first_run):
     cache = tmp_path / "kernels"
-    run(cache)
+    first_run(_first_run, cache)
     for p in objects(cache):
         p.unlink()
     for p in numba_files(cache, ".nbi"):
