@@ -194,8 +194,34 @@ class NumpyGPT:
 
 
 def ref_gpt_train(inputs, steps=None) -> dict:
+    from .workloads import TRAIN_CHECK_STEPS
+
     net = NumpyGPT(inputs["params"], inputs["x"], inputs["y"], inputs["heads"])
-    return reference_result(net, inputs["params"], steps)
+    out = reference_result(net, inputs["params"], steps)
+    out["_free"] = key_bias_free(inputs["params"], steps or TRAIN_CHECK_STEPS)
+    return out
+
+
+def key_bias_free(params, steps) -> dict:
+    """{"param[k]": (mask, bound)} for each block's qkv.bias: its key part (the middle third)
+    has an exact gradient of zero, as a key bias b adds q_i . b to every score of query
+    row i, which the softmax over that row takes away. A float32 program's gradient there
+    is rounding noise (~1e-11) that AdamW (eps 1e-8, no decay on biases) makes an update
+    of up to `trainrefs.adam_move_bound` set by that rounding (PyTorch's with one thread
+    was 1.03e-3 of qkv.bias's whole update, normwise), so those elements are held to that
+    bound (times 1 + 1e-6 for float32's own rounding of it) and the normwise comparison
+    covers the query and value parts."""
+    from .trainrefs import adam_move_bound
+
+    bound = adam_move_bound(LR_GPT, BETAS_GPT, steps) * (1 + 1e-6)
+    free = {}
+    for k, name in enumerate(names((len(params) - 4) // len(_BLOCK))):
+        if name.endswith("qkv.bias"):
+            c = params[k].shape[0] // 3
+            mask = np.zeros(params[k].shape, bool)
+            mask[c:2 * c] = True
+            free[f"param[{k}]"] = (mask, bound)
+    return free
 
 
 def numpy_runner(inputs):

@@ -86,7 +86,7 @@ class Workload:
     def verify(self, got: dict[str, np.ndarray], inputs: dict) -> dict:
         ref = dict(self.expected(inputs))
         bases = ref.pop("_bases", None)
-        return compare(got, ref, self.tolerance, bases)
+        return compare(got, ref, self.tolerance, bases, ref.pop("_free", None))
 
 
 # --------------------------------------------------------------------------------------

@@ -306,3 +306,47 @@ def test_a_transposed_b_is_copied_exactly():
     w_rev = _f32(70, 37)[::-1]                # negative column stride of b
     np.testing.assert_array_equal(gemm.matmul(a, w_rev.T),
                                   gemm.matmul(a, np.ascontiguousarray(w_rev.T)))
+
+
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")
+@pytest.mark.filterwarnings("ignore:overflow:RuntimeWarning")
+def test_batched_products_split_over_threads_propagate_nan_and_inf(monkeypatch):
+    # an odd stack (7 matrices in 4 pieces of whole matrices) in attention's layouts: q and
+    # k permuted out of one buffer (k.T copied per matrix), a transposed p (P.T @ dO); NaN,
+    # inf and 0 * inf in some matrices only: each matrix's result is its own, split or not
+    qkv = _f32(7, 37, 3, 24)
+    q = qkv.transpose(2, 0, 1, 3)[0]                  # (7, 37, 24), rows 72 floats apart
+    kt = qkv.transpose(2, 0, 3, 1)[1]                 # (7, 24, 37): b copied
+    qkv[2, 5, 0, 3] = np.nan                          # matrix 2: NaN in row 5
+    qkv[4, 0, 1, 7] = np.inf                          # matrix 4: inf in k's column 0
+    qkv[4, 9, 0, 7] = 0.0                             # ... and 0 * inf: NaN at (9, 0)
+    p = _f32(7, 37, 37).transpose(0, 2, 1)
+    p[6, 1, 2] = -np.inf
+    v = _f32(7, 37, 24)
+    monkeypatch.setattr(parallel, "_split_threads", lambda: 1)
+    one = [gemm.matmul(q, kt), gemm.matmul(p, v)]
+    monkeypatch.setattr(parallel, "_split_threads", lambda: 2)
+    monkeypatch.setattr(gemm, "SPLIT_FLOPS", 0)
+    assert len(gemm._pieces(7, 37, 37, 4)) == 4
+    for (x, y), bits in zip([(q, kt), (p, v)], one):
+        got = gemm.matmul(x, y)
+        np.testing.assert_array_equal(got, bits)
+        want = np.matmul(x.astype(np.float64), y.astype(np.float64))
+        for test in (np.isnan, np.isposinf, np.isneginf):
+            np.testing.assert_array_equal(test(got), test(want))
+        fin = np.isfinite(want)
+        np.testing.assert_allclose(got[fin], want[fin], rtol=1e-5, atol=1e-4)
+    s = one[0]
+    assert np.isnan(s[2, 5]).all() and np.isnan(s[4, 9, 0])
+    assert np.isfinite(s[[0, 1, 3, 5, 6]]).all()
+    assert np.isinf(one[1][6, 1]).all() and np.isfinite(one[1][:6]).all()
+
+
+def test_batched_empty_sizes():
+    for sa, sb in [((0, 4, 5), (0, 5, 3)), ((3, 2, 0, 5), (3, 2, 5, 4)),
+                   ((2, 3, 4, 5), (2, 3, 5, 0)), ((4, 1, 6, 0), (3, 0, 7))]:
+        a, b = _f32(*sa), _f32(*sb)
+        got = gemm.matmul(a, b)
+        want = np.matmul(a, b)
+        assert got.shape == want.shape
+        np.testing.assert_array_equal(got, want)        # (k = 0: zeros, as numpy's)
