@@ -37,7 +37,7 @@ from eager.tensor import Tensor
 
 from . import check as _check
 from . import logs
-from .pytree import LEAF, Static, flatten
+from .pytree import LEAF, Static, bind_arguments, flatten
 from .control import GradientThroughControlFlow
 from .rebinding import StateRebound, _where_defined
 from .errors import ProgramRaised, step_error
@@ -122,9 +122,17 @@ class Function:
         self._eager_keys = set()
         self._refused: dict = {}  # key -> traces refused for rebinding outside state
         try:
-            self._param_names = list(inspect.signature(fn).parameters)
+            self._signature = inspect.signature(fn)
         except (TypeError, ValueError):
-            self._param_names = []
+            self._signature = None
+        params = self._signature.parameters.values() if self._signature is not None else ()
+        self._param_names = [p.name for p in params]
+        # (fewer positional arguments than this, or any by name: bound to the signature;
+        # with keyword-only parameters, every call)
+        self._n_positional = sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+                                 for p in params)
+        if any(p.kind is p.KEYWORD_ONLY for p in params):
+            self._n_positional = sys.maxsize
 
     # -------------------------------------------------------------- methods
     def __get__(self, instance, owner=None):
@@ -136,6 +144,11 @@ class Function:
         return f"<tracer.function {self._name} traces={self.trace_count}>"
 
     # -------------------------------------------------------------- keys
+    def _bind(self, args, kwargs):
+        if kwargs or len(args) < self._n_positional:
+            return bind_arguments(self._signature, args, kwargs)
+        return args, kwargs
+
     def _flatten_args(self, args, kwargs):
         static_pos = set(self.static_argnums)
         static_names = set(self.static_argnames)
@@ -234,7 +247,8 @@ class Function:
             return self._fn(*args, **kwargs)
         if self._check and not _check.inside(self):
             return _check.checked_call(self, args, kwargs)
-        leaves, names, tree = self._flatten_args(args, kwargs)
+        bargs, bkwargs = self._bind(args, kwargs)  # (f(x, True) and f(x, flag=True): one key)
+        leaves, names, tree = self._flatten_args(bargs, bkwargs)
         if self.input_signature is not None:
             self._check_signature(leaves, names)
         key = self._key(leaves, tree)
@@ -243,7 +257,7 @@ class Function:
             return self._fn(*args, **kwargs)
         concrete = self._lookup(key, leaves)
         if concrete is None:
-            concrete = self._trace_new(args, kwargs, leaves, names, tree, key)
+            concrete = self._trace_new(bargs, bkwargs, leaves, names, tree, key)
             if concrete is None:
                 self._eager_calls += 1
                 return self._fn(*args, **kwargs)
@@ -417,6 +431,7 @@ class Function:
             args = tuple(F.zeros(tuple(d if isinstance(d, int) else 1 for d in s.shape),
                                  dtype=s.dtype)
                          for s in self.input_signature)
+        args, kwargs = self._bind(args, kwargs)
         leaves, names, tree = self._flatten_args(args, kwargs)
         if self.input_signature is not None:
             self._check_signature(leaves, names)
@@ -532,10 +547,12 @@ class Function:
                 self._warned.add("many")
                 changing = self._changing_args()
                 warnings.warn(
-                    f"tracer.function {self._name} has been traced {self.trace_count} times"
+                    f"{user_location()}: tracer.function {self._name} has been traced "
+                    f"{self.trace_count} times"
                     f"{'; the changing argument: ' + changing if changing else ''}. Each new "
                     f"shape, dtype or static value traces again: pass varying Python values "
-                    f"as tensors, or use input_signature with None dimensions",
+                    f"(a step counter) as tensors (eager.tensor(n)), list one that takes few "
+                    f"values in static_argnames, or use input_signature with None dimensions",
                     RuntimeWarning, stacklevel=_user_stacklevel())
             return concrete
 
@@ -546,7 +563,7 @@ class Function:
                               self.input_signature if self._symbolic else None)
 
     def _changing_args(self) -> str:
-        return changing_args(list(self._cache), self._last_names or [])
+        return changing_args(list(self._cache), self._last_names or [], self._param_names)
 
     _last_names = None
 

@@ -44,6 +44,35 @@ class Static:
         return f"Static({self.value!r})"
 
 
+def bind_arguments(signature, args: tuple, kwargs: dict):
+    """(args, kwargs) of one call bound to `signature` (an inspect.Signature, or None): an
+    argument given by name that could be given by position goes by position, and a
+    parameter left out takes its default when that is a plain value (a number, str, None,
+    a tuple of them), so that `f(x, True)`, `f(x, flag=True)` and `f(flag=True, x=x)` key
+    one trace, and `f(x)` the one of `f(x, False)`. A call the signature refuses comes
+    back as it is (calling the function raises eager's TypeError)."""
+    if signature is None:
+        return args, kwargs
+    try:
+        bound = signature.bind(*args, **kwargs)
+    except TypeError:
+        return args, kwargs
+    arguments = bound.arguments
+    for name, param in signature.parameters.items():
+        if name not in arguments and param.default is not param.empty \
+                and param.kind not in (param.VAR_POSITIONAL, param.VAR_KEYWORD) \
+                and _plain_default(param.default):
+            arguments[name] = param.default
+    return bound.args, bound.kwargs
+
+
+def _plain_default(value) -> bool:
+    # (a list or tensor default is read by the trace as a capture, and guarded: not keyed)
+    if value.__class__ is tuple:
+        return all(_plain_default(v) for v in value)
+    return value is None or value.__class__ in (bool, int, float, str, complex)
+
+
 def flatten(obj, leaves: list, path: str, names: list, static_ok=None):
     """Append tensor leaves of `obj` to `leaves`; return the hashable tree definition."""
     if isinstance(obj, Tensor):

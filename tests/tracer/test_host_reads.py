@@ -88,3 +88,55 @@ def test_the_command_line_changed_between_calls_is_seen(backend, monkeypatch):
     sys.argv = ["prog", "5"]  # (a new list)
     x = _x()
     assert _ratio(f(x), x) == 5.0
+
+
+# ------------------------------------------------------------- which trace a call takes
+
+def _scaled(x, flag=False, *, scale=2.0):
+    return x * scale if flag else x - 1.0
+
+
+def test_a_flag_passed_by_position_or_by_name_is_one_trace():
+    # Found here: f(x, True) and f(x, flag=True) (and f(x), f(x, False)) made a trace
+    # each: the arguments are bound to the signature (defaults filled in) before keying.
+    f = tracer.function(_scaled, backend="interpret")
+    x = _x()
+    for call in (lambda: f(x, True), lambda: f(x, flag=True), lambda: f(flag=True, x=x),
+                 lambda: f(x, True, scale=2.0)):
+        np.testing.assert_array_equal(call().numpy(), _scaled(x, True).numpy())
+    assert f.trace_count == 1
+    for call in (lambda: f(x), lambda: f(x, False), lambda: f(x, flag=False)):
+        np.testing.assert_array_equal(call().numpy(), _scaled(x).numpy())
+    assert f.trace_count == 2
+    np.testing.assert_array_equal(f(x, True, scale=3.0).numpy(), _scaled(x, True, scale=3.0).numpy())
+    assert f.trace_count == 3
+    with pytest.raises(TypeError):  # (as eagerly)
+        f(x, True, flag=True)
+
+
+def test_a_step_counter_argument_warns_once_naming_it_and_the_line():
+    # A Python int that changes every call traces every call: correct, but each call
+    # compiles. After a bounded number of traces one warning names the argument, the
+    # user's line and what to do.
+    def step(x, step_no):
+        return x * (0.5 ** step_no)
+
+    f = tracer.function(step, backend="interpret")
+    x = _x()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for n in range(12):
+            got = f(x, n)  # the user's line
+            np.testing.assert_allclose(got.numpy(), step(x, n).numpy(), rtol=1e-6)
+    assert f.trace_count == 12
+    messages = [str(w.message) for w in caught if "traced" in str(w.message)]
+    assert len(messages) == 1, messages
+    assert "the changing argument: step_no" in messages[0]
+    assert f"test_host_reads.py:{_line_of('got = f(x, n)')}" in messages[0]
+    assert "tensor" in messages[0] and "static_argnames" in messages[0]
+    assert caught[0].filename == __file__
+
+
+def _line_of(text):
+    with open(__file__) as fh:
+        return next(i for i, line in enumerate(fh, 1) if text in line and "_line_of" not in line)
