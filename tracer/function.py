@@ -37,7 +37,7 @@ from eager.tensor import Tensor
 
 from . import check as _check
 from . import logs
-from .pytree import LEAF, Static, bind_arguments, flatten
+from .pytree import LEAF, Static, bind_arguments, flatten, put_argument_containers
 from .control import GradientThroughControlFlow
 from .rebinding import StateRebound, _where_defined
 from .errors import ProgramRaised, step_error
@@ -262,8 +262,12 @@ class Function:
                 self._eager_calls += 1
                 return self._fn(*args, **kwargs)
         if concrete.undo_state is not None:
-            return self._first_run(concrete, key, leaves, args, kwargs)
-        return self._call_traced(concrete, key, leaves, args, kwargs)
+            out = self._first_run(concrete, key, leaves, args, kwargs)
+        else:
+            out = self._call_traced(concrete, key, leaves, args, kwargs)
+        if concrete.arg_containers:  # (`return xs`: the caller's own list, as eagerly)
+            out = put_argument_containers(out, concrete.arg_containers, bargs, bkwargs)
+        return out
 
     def _call_traced(self, concrete, key, leaves, args, kwargs):
         """Run trace `concrete` of these arguments (or eagerly, where it cannot serve)."""

@@ -140,3 +140,37 @@ def test_a_step_counter_argument_warns_once_naming_it_and_the_line():
 def _line_of(text):
     with open(__file__) as fh:
         return next(i for i, line in enumerate(fh, 1) if text in line and "_line_of" not in line)
+
+
+# ------------------------------------------------------------- containers returned
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_list_or_dict_argument_returned_is_the_callers_own(backend):
+    # Found here: `return xs` of a list argument gave a new list holding the same tensors;
+    # eagerly it is the caller's list (appending to the result appends to xs).
+    def step(xs, cfg, pair):
+        return xs, (cfg, xs[0] * 2), {"inner": pair[1]}
+
+    f = tracer.function(step, backend=backend)
+    for k in range(2):
+        xs, cfg, pair = [_x(k)], {"w": _x(k + 1)}, (_x(0), [_x(1)])
+        got = f(xs, cfg, pair)
+        expected = step(xs, cfg, pair)
+        assert got[0] is xs and got[1][0] is cfg and got[2]["inner"] is pair[1]
+        assert got[0][0] is xs[0]
+        np.testing.assert_allclose(got[1][1].numpy(), expected[1][1].numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_list_built_in_the_step_is_a_fresh_list_each_call(backend):
+    def step(x):
+        xs = [x * 2]
+        xs.append(x + 1)
+        return xs
+
+    f = tracer.function(step, backend=backend)
+    x = _x()
+    first, second = f(x), f(x)
+    assert type(first) is list and first is not second
+    for a, b in zip(first, step(x)):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-6)
