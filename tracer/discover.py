@@ -425,6 +425,11 @@ class _Walker:
                 # training loop appends to - must not retrace every call)
                 self.entry(f"{path}.{k}", "{0}.__dict__[" + _key(k) + "]", m, v, 0, epoch=True,
                            sized=k in self.names)
+            for k, sub in m.__dict__["_modules"].items():
+                # Which module sits under each name: one swapped in under the same name
+                # (`seq[1] = nn.Tanh()`, `model.act = nn.GELU()`) must trace again.
+                self.guards.append(Guard("identity", f"{path}.{k}",
+                                         "{0}._modules[" + _key(k) + "]", (m,), sub, True))
             for store in ("_buffers", "_parameters"):
                 for k, b in m.__dict__[store].items():
                     # an empty slot (a loss's weight=None, a Linear without bias) is guarded
