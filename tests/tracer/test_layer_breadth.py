@@ -181,3 +181,33 @@ def test_one_hot_of_a_traced_class_out_of_range_raises_with_eagers_state(backend
         step(_x(), eager.tensor(bad))
     assert model[1].num_batches_tracked.item() == 4
     assert not np.array_equal(stats, model[1].running_mean.numpy())
+
+
+# ------------------------------------------------------------- opt.step(closure)
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("make", [lambda p: eager.optim.SGD(p, lr=0.1, momentum=0.5),
+                                  lambda p: eager.optim.Adam(p, lr=0.01)], ids=["SGD", "Adam"])
+def test_a_step_with_a_closure_as_eagerly(make, backend):
+    # Found here: opt.step(closure) ran the closure under step()'s no_grad, so its
+    # backward() raised; PyTorch runs it with gradients on and returns its loss.
+    seen = {}
+    for mode in ("eager", backend):
+        model = _mlp()
+        opt = make(model.parameters())
+
+        def step(x, y):
+            def closure():
+                opt.zero_grad()
+                loss = F.cross_entropy(model(x), y)
+                loss.backward()
+                return loss
+            return opt.step(closure).detach()
+
+        f = step if mode == "eager" else tracer.function(step, backend=mode)
+        y = eager.tensor(np.array([0, 1, 2, 0, 1, 2]))
+        seen[mode] = [(f(_x(k), y).numpy(), model[0].weight.detach().numpy().copy())
+                      for k in range(2)]
+    for (e_loss, e_w), (c_loss, c_w) in zip(seen["eager"], seen[backend]):
+        np.testing.assert_allclose(c_loss, e_loss, rtol=1e-5)
+        np.testing.assert_allclose(c_w, e_w, rtol=1e-5, atol=1e-6)
