@@ -174,3 +174,54 @@ def test_a_list_built_in_the_step_is_a_fresh_list_each_call(backend):
     assert type(first) is list and first is not second
     for a, b in zip(first, step(x)):
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-6)
+
+
+# ------------------------------------------------------------- names from a config
+
+_CONFIG = {"act": "relu", "slot": "a"}
+
+
+class _Slots:
+    a = 1.0
+    b = 2.0
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_getattr_with_a_name_from_a_config_that_changes(backend, monkeypatch):
+    # (already sound: the dict entry and the attribute read through it are guarded)
+    import eager.nn.functional as F
+
+    slots = _Slots()
+
+    def step(x):
+        return getattr(F, _CONFIG["act"])(x) * getattr(slots, _CONFIG["slot"])
+
+    f = tracer.function(step, backend=backend)
+    for act, slot in [("relu", "a"), ("tanh", "a"), ("tanh", "b"), ("relu", "a")]:
+        monkeypatch.setitem(_CONFIG, "act", act)
+        monkeypatch.setitem(_CONFIG, "slot", slot)
+        np.testing.assert_allclose(f(_x()).numpy(), step(_x()).numpy(), rtol=1e-6)
+    slots.b = 5.0
+    monkeypatch.setitem(_CONFIG, "slot", "b")
+    np.testing.assert_allclose(f(_x()).numpy(), step(_x()).numpy(), rtol=1e-6)
+    assert f.trace_count == 4
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_setattr_with_a_name_from_a_config_sets_it_at_every_call(backend, monkeypatch):
+    # (already sound: the attribute set is guarded; a call that finds it reset traces
+    # again, sees the rebinding and runs eagerly with a warning)
+    def step(x):
+        setattr(slots, _CONFIG["slot"], 3.0)
+        return x * 2
+
+    for slot in ("a", "b"):
+        slots = _Slots()
+        monkeypatch.setitem(_CONFIG, "slot", slot)
+        f = tracer.function(step, backend=backend)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            for _ in range(3):
+                setattr(slots, slot, 0.0)
+                np.testing.assert_allclose(f(_x()).numpy(), _x().numpy() * 2, rtol=1e-6)
+                assert getattr(slots, slot) == 3.0
