@@ -69,7 +69,14 @@ def _reshape_into(a, shape, buf):
 def gather(gen, k, step, a, direct, bound) -> bool:
     if not direct:
         return False
-    gen.lines.append(f"    v{step.out} = {a[0]}[{', '.join(a[1:])}]")
+    # An index out of range (the op's value check) raises through the op's implementation,
+    # so that the caller knows it for a value check and runs the call eagerly (zero cost
+    # when nothing raises).
+    gen.lines += ["    try:",
+                  f"        v{step.out} = {a[0]}[{', '.join(a[1:])}]",
+                  "    except IndexError:",
+                  f"        op{k}({', '.join(a)})  # gather raises: an index out of range",
+                  "        raise"]
     return True
 
 

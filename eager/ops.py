@@ -187,6 +187,12 @@ def _check_class_index_impl(idx, size, what):
     return idx.view()
 
 
+def _gather_impl(x, *idx):
+    # (a named function: tracer.call_source.raised_by_check knows a value check's raise by
+    # its implementation's code in the traceback)
+    return x[idx]
+
+
 def _check_nonzero_impl(x, what):
     if x.size and not x.all():
         raise RuntimeError(what)
@@ -475,10 +481,12 @@ register("slice_update", I, 2, _slice_update_impl, _slice_update_infer,
          params=("index",),
          doc="`base` with the region at a basic `index` replaced by `value` (a new array): "
              "an in-place write through a view, functionalized (x[1:3] = v, x[0].mul_(2)).")
-register("gather", I, -1, lambda x, *idx: x[idx], _gather_infer,
+register("gather", I, -1, _gather_impl, _gather_infer,
          vjp=lambda g, out, x, *idx: (fn.scatter_add(g, idx, x.shape),) + (None,) * len(idx),
-         saves=(1, 2, 3, 4, 5, 6, 7, 8),
-         doc="Integer-array indexing of the leading len(idx) dims: x[i0, i1, ...].")
+         saves=(1, 2, 3, 4, 5, 6, 7, 8), raises=True,
+         doc="Integer-array indexing of the leading len(idx) dims: x[i0, i1, ...]. Its own "
+             "value check: an index out of range raises numpy's IndexError when the program "
+             "runs (a traced index is unknown while tracing), before any state is written.")
 register("check_class_index", I, 1, _check_class_index_impl,
          _check_class_index_infer, params=("size", "what"),
          view="whole", raises=True,

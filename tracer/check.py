@@ -306,7 +306,8 @@ def checked_call(func, args, kwargs):
 def _checked_call(func, args, kwargs):
     from .captures import _roots
 
-    leaves, names, tree = func._flatten_args(args, kwargs)
+    bargs, bkwargs = func._bind(args, kwargs)  # (as Function._call keys a call)
+    leaves, names, tree = func._flatten_args(bargs, bkwargs)
     if func.input_signature is not None:
         func._check_signature(leaves, names)
     key = func._key(leaves, tree)
@@ -319,7 +320,7 @@ def _checked_call(func, args, kwargs):
         # Tracing may make state (an optimizer's first-step moments): the eager run must
         # see the state as it was before, the compiled one as tracing left it.
         before_trace = _Snapshot(_World(roots))
-        concrete = func._trace_new(args, kwargs, leaves, names, tree, key)
+        concrete = func._trace_new(bargs, bkwargs, leaves, names, tree, key)
         if concrete is None:  # this signature runs eagerly: nothing to compare
             return _compiled_call(func, args, kwargs)
     done = getattr(concrete, "checks_done", 0)
@@ -480,7 +481,7 @@ def _compiled_call(func, args, kwargs, concrete=None):
 
 
 def _leaves(args, kwargs, func):
-    return func._flatten_args(args, kwargs)[0]
+    return func._flatten_args(*func._bind(args, kwargs))[0]
 
 
 def _keep_off_fast_paths(func, concrete):

@@ -41,6 +41,10 @@ def _count(n: int, noun: str) -> str:
 class ConcreteFunction:
     """One traced, optimized and compiled specialization of a @function."""
 
+    # Argument lists and dicts the function returns (tracer.pytree.argument_containers):
+    # Function puts the caller's own back in the result, as eager returns them.
+    arg_containers: tuple = ()
+
     def __init__(self, name, graph, raw_graph, program, arg_tree, out_tree, arg_names,
                  signature, captures, capture_grad_owner, update_targets, grad_pattern,
                  sources, one_shot, differentiable, trace_seconds, compile_seconds,

@@ -288,7 +288,10 @@ class _Walker:
                 self.frozen.append((source, why))
             return False
         if isinstance(value, types.ModuleType):
-            return False
+            return self._process_reads(source, value, depth)
+        if isinstance(value, os._Environ):  # (`from os import environ`)
+            self.guards.append(_environ_guard(source, "{0}._data", value))
+            return True
         inner = self.walk(source, value, depth + 1, sized)
         if inner or (named and not isinstance(value, (types.FunctionType, types.BuiltinFunctionType,
                                                         types.MethodType, type))):
@@ -375,6 +378,18 @@ class _Walker:
                                         v, depth, named=k in self.names)
         return found
 
+    def _process_reads(self, source, module, depth) -> bool:
+        """The process's state read through its module: the environment (`os.environ[k]`,
+        `os.getenv(k)`: its contents, all of them, as a dict compare costs ~1 us) and the
+        command line (`sys.argv[1]`: as a list a global names), when the user's code names
+        them. A trace bakes what it read in, like a global's value."""
+        if module is os and not self.names.isdisjoint(_ENVIRON_NAMES):
+            self.guards.append(_environ_guard(f"{source}.environ", "{0}.environ._data", os))
+            return True
+        if module is sys and "argv" in self.names:
+            return self.entry(f"{source}.argv", "{0}.argv", sys, sys.argv, depth)
+        return False
+
     def _names_inside(self, obj) -> bool:
         """Whether `obj` is a container with an entry the user's code may read (an element,
         a key that is not a string or one the code names, an attribute it names)."""
@@ -410,6 +425,11 @@ class _Walker:
                 # training loop appends to - must not retrace every call)
                 self.entry(f"{path}.{k}", "{0}.__dict__[" + _key(k) + "]", m, v, 0, epoch=True,
                            sized=k in self.names)
+            for k, sub in m.__dict__["_modules"].items():
+                # Which module sits under each name: one swapped in under the same name
+                # (`seq[1] = nn.Tanh()`, `model.act = nn.GELU()`) must trace again.
+                self.guards.append(Guard("identity", f"{path}.{k}",
+                                         "{0}._modules[" + _key(k) + "]", (m,), sub, True))
             for store in ("_buffers", "_parameters"):
                 for k, b in m.__dict__[store].items():
                     # an empty slot (a loss's weight=None, a Linear without bias) is guarded
@@ -423,6 +443,16 @@ class _Walker:
 
 
 _TRAINING = Module.__dict__["training"]
+
+
+# Names through which code reads the environment from the os module.
+_ENVIRON_NAMES = frozenset({"environ", "environb", "getenv", "getenvb"})
+
+
+def _environ_guard(source, template, anchor) -> Guard:
+    # (its expected value a dict: a guard prints it by its keys, never its values)
+    environ = eval(template.format("o"), {"o": anchor})  # (our own template)
+    return Guard("value", source, template, (anchor,), dict(environ))
 
 
 def _tracks_training(m) -> bool:

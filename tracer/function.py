@@ -37,7 +37,7 @@ from eager.tensor import Tensor
 
 from . import check as _check
 from . import logs
-from .pytree import LEAF, Static, flatten
+from .pytree import LEAF, Static, bind_arguments, flatten, put_argument_containers
 from .control import GradientThroughControlFlow
 from .rebinding import StateRebound, _where_defined
 from .errors import ProgramRaised, step_error
@@ -54,40 +54,9 @@ from .tracing import trace_function
 from .run_mode import _RUN_EAGERLY, functions_run_eagerly, run_eagerly  # noqa: F401
 from .run_mode import eager_after_raise
 from .retrace import changing_args, why_traced_again
+from .spec import TensorSpec  # noqa: F401 - (its own module; importable from here)
 
 WARN_AFTER_TRACES = 8
-
-
-class TensorSpec:
-    """Shape and dtype an argument must have; `None` marks a dimension that may vary.
-
-    A varying dimension is symbolic in the trace (`f32[N0,4]`), so one trace serves every
-    size (see tracer.symbolic). Each `None` is its own symbol; a dimension named by a string
-    instead is one symbol wherever that name appears, and calls must agree on its size:
-
-    >>> @function(input_signature=[TensorSpec((None, 4), eager.float32)])
-    ... def f(x): ...
-    >>> @function(input_signature=[TensorSpec(("batch", 4)), TensorSpec(("batch",))])
-    ... def loss(x, y): ...
-    """
-
-    def __init__(self, shape, dtype=None, name=None):
-        from eager import dtypes
-
-        self.shape = tuple(shape)
-        self.dtype = dtypes.canonical(dtype) if dtype is not None else dtypes.float32
-        self.name = name
-
-    def matches(self, t: Tensor) -> bool:
-        shape = t.shape
-        return (len(shape) == len(self.shape) and t.dtype == self.dtype
-                and all(s is None or isinstance(s, str) or s == d
-                        for s, d in zip(self.shape, shape)))
-
-    def __repr__(self):
-        dims = ",".join("None" if d is None else repr(d) if isinstance(d, str) else str(d)
-                        for d in self.shape)
-        return f"TensorSpec(({dims}), {self.dtype})"
 
 
 # --------------------------------------------------------------------------------------
@@ -153,9 +122,17 @@ class Function:
         self._eager_keys = set()
         self._refused: dict = {}  # key -> traces refused for rebinding outside state
         try:
-            self._param_names = list(inspect.signature(fn).parameters)
+            self._signature = inspect.signature(fn)
         except (TypeError, ValueError):
-            self._param_names = []
+            self._signature = None
+        params = self._signature.parameters.values() if self._signature is not None else ()
+        self._param_names = [p.name for p in params]
+        # (fewer positional arguments than this, or any by name: bound to the signature;
+        # with keyword-only parameters, every call)
+        self._n_positional = sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+                                 for p in params)
+        if any(p.kind is p.KEYWORD_ONLY for p in params):
+            self._n_positional = sys.maxsize
 
     # -------------------------------------------------------------- methods
     def __get__(self, instance, owner=None):
@@ -167,6 +144,11 @@ class Function:
         return f"<tracer.function {self._name} traces={self.trace_count}>"
 
     # -------------------------------------------------------------- keys
+    def _bind(self, args, kwargs):
+        if kwargs or len(args) < self._n_positional:
+            return bind_arguments(self._signature, args, kwargs)
+        return args, kwargs
+
     def _flatten_args(self, args, kwargs):
         static_pos = set(self.static_argnums)
         static_names = set(self.static_argnames)
@@ -265,7 +247,8 @@ class Function:
             return self._fn(*args, **kwargs)
         if self._check and not _check.inside(self):
             return _check.checked_call(self, args, kwargs)
-        leaves, names, tree = self._flatten_args(args, kwargs)
+        bargs, bkwargs = self._bind(args, kwargs)  # (f(x, True) and f(x, flag=True): one key)
+        leaves, names, tree = self._flatten_args(bargs, bkwargs)
         if self.input_signature is not None:
             self._check_signature(leaves, names)
         key = self._key(leaves, tree)
@@ -274,13 +257,17 @@ class Function:
             return self._fn(*args, **kwargs)
         concrete = self._lookup(key, leaves)
         if concrete is None:
-            concrete = self._trace_new(args, kwargs, leaves, names, tree, key)
+            concrete = self._trace_new(bargs, bkwargs, leaves, names, tree, key)
             if concrete is None:
                 self._eager_calls += 1
                 return self._fn(*args, **kwargs)
         if concrete.undo_state is not None:
-            return self._first_run(concrete, key, leaves, args, kwargs)
-        return self._call_traced(concrete, key, leaves, args, kwargs)
+            out = self._first_run(concrete, key, leaves, args, kwargs)
+        else:
+            out = self._call_traced(concrete, key, leaves, args, kwargs)
+        if concrete.arg_containers:  # (`return xs`: the caller's own list, as eagerly)
+            out = put_argument_containers(out, concrete.arg_containers, bargs, bkwargs)
+        return out
 
     def _call_traced(self, concrete, key, leaves, args, kwargs):
         """Run trace `concrete` of these arguments (or eagerly, where it cannot serve)."""
@@ -448,6 +435,7 @@ class Function:
             args = tuple(F.zeros(tuple(d if isinstance(d, int) else 1 for d in s.shape),
                                  dtype=s.dtype)
                          for s in self.input_signature)
+        args, kwargs = self._bind(args, kwargs)
         leaves, names, tree = self._flatten_args(args, kwargs)
         if self.input_signature is not None:
             self._check_signature(leaves, names)
@@ -563,10 +551,12 @@ class Function:
                 self._warned.add("many")
                 changing = self._changing_args()
                 warnings.warn(
-                    f"tracer.function {self._name} has been traced {self.trace_count} times"
+                    f"{user_location()}: tracer.function {self._name} has been traced "
+                    f"{self.trace_count} times"
                     f"{'; the changing argument: ' + changing if changing else ''}. Each new "
                     f"shape, dtype or static value traces again: pass varying Python values "
-                    f"as tensors, or use input_signature with None dimensions",
+                    f"(a step counter) as tensors (eager.tensor(n)), list one that takes few "
+                    f"values in static_argnames, or use input_signature with None dimensions",
                     RuntimeWarning, stacklevel=_user_stacklevel())
             return concrete
 
@@ -577,7 +567,7 @@ class Function:
                               self.input_signature if self._symbolic else None)
 
     def _changing_args(self) -> str:
-        return changing_args(list(self._cache), self._last_names or [])
+        return changing_args(list(self._cache), self._last_names or [], self._param_names)
 
     _last_names = None
 

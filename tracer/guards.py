@@ -83,6 +83,8 @@ class Guard:
             return f"{self.source} is gone ({type(exc).__name__}: {exc})"
         if self.kind == "value":
             if not same_value(current, self.expected):
+                if self.expected.__class__ is dict and current.__class__ is dict:
+                    return f"{self.source} changed at {_changed_keys(self.expected, current)}"
                 return f"{self.source} == {self.expected!r} -> {current!r}"
         elif self.kind == "identity":
             if current is not self.expected:
@@ -94,7 +96,10 @@ class Guard:
         return None
 
     def __str__(self) -> str:
-        if self.kind == "value":
+        if self.kind == "value" and self.expected.__class__ is dict:
+            # (os.environ's contents: named by its size, its values may be secrets)
+            what = f"holds the {len(self.expected)} entries it held"
+        elif self.kind == "value":
             what = f"== {self.expected!r}"
         elif self.kind == "contents":
             e = self.expected
@@ -116,6 +121,12 @@ def _short(obj) -> str:
 
         return f"<tensor {describe(obj)} at {id(obj):#x}>"
     return f"<{type(obj).__name__} at {id(obj):#x}>"
+
+
+def _changed_keys(old: dict, new: dict) -> str:
+    keys = [k for k in dict.fromkeys(list(old) + list(new)) if old.get(k) != new.get(k)]
+    names = [k.decode(errors="replace") if isinstance(k, bytes) else str(k) for k in keys]
+    return ", ".join(names[:3]) + (" ..." if len(names) > 3 else "")
 
 
 def first_failure(guards) -> str | None:

@@ -44,6 +44,35 @@ class Static:
         return f"Static({self.value!r})"
 
 
+def bind_arguments(signature, args: tuple, kwargs: dict):
+    """(args, kwargs) of one call bound to `signature` (an inspect.Signature, or None): an
+    argument given by name that could be given by position goes by position, and a
+    parameter left out takes its default when that is a plain value (a number, str, None,
+    a tuple of them), so that `f(x, True)`, `f(x, flag=True)` and `f(flag=True, x=x)` key
+    one trace, and `f(x)` the one of `f(x, False)`. A call the signature refuses comes
+    back as it is (calling the function raises eager's TypeError)."""
+    if signature is None:
+        return args, kwargs
+    try:
+        bound = signature.bind(*args, **kwargs)
+    except TypeError:
+        return args, kwargs
+    arguments = bound.arguments
+    for name, param in signature.parameters.items():
+        if name not in arguments and param.default is not param.empty \
+                and param.kind not in (param.VAR_POSITIONAL, param.VAR_KEYWORD) \
+                and _plain_default(param.default):
+            arguments[name] = param.default
+    return bound.args, bound.kwargs
+
+
+def _plain_default(value) -> bool:
+    # (a list or tensor default is read by the trace as a capture, and guarded: not keyed)
+    if value.__class__ is tuple:
+        return all(_plain_default(v) for v in value)
+    return value is None or value.__class__ in (bool, int, float, str, complex)
+
+
 def flatten(obj, leaves: list, path: str, names: list, static_ok=None):
     """Append tensor leaves of `obj` to `leaves`; return the hashable tree definition."""
     if isinstance(obj, Tensor):
@@ -117,3 +146,78 @@ def unflatten(tree, leaves_iter):
     if kind == "dataclass":
         return _make_dataclass(tree[1], tree[2], [unflatten(t, leaves_iter) for t in tree[3]])
     raise AssertionError(tree)
+
+
+def argument_containers(out, args, kwargs) -> tuple:
+    """Where result `out` holds a list or dict that is (by identity) one of the call's
+    arguments or inside one, as ((path in out), (path in the arguments)) pairs: eagerly
+    `return xs` gives the caller's own list back, so the compiled call must too
+    (`put_argument_containers`). Paths step through tuples, lists, dicts (keys) and
+    dataclass fields (names)."""
+    where: dict = {}
+
+    def index(obj, path, depth=0):
+        if depth > 8:
+            return
+        if isinstance(obj, (list, dict)):
+            where.setdefault(id(obj), path)
+        for step, child in _children(obj):
+            index(child, path + (step,), depth + 1)
+
+    for i, a in enumerate(args):
+        index(a, (i,))
+    for k, a in kwargs.items():
+        index(a, (k,))
+    found = []
+
+    def walk(obj, path, depth=0):
+        if isinstance(obj, (list, dict)) and id(obj) in where:
+            found.append((path, where[id(obj)]))
+            return
+        if depth <= 8:
+            for step, child in _children(obj):
+                walk(child, path + (step,), depth + 1)
+
+    if where:
+        walk(out, ())
+    return tuple(found)
+
+
+def _children(obj):
+    if isinstance(obj, (tuple, list)):
+        return enumerate(obj)
+    if isinstance(obj, dict):
+        return obj.items()
+    fields = dataclass_fields(obj) if not isinstance(obj, Tensor) else None
+    return [(f, getattr(obj, f)) for f in fields] if fields else ()
+
+
+def put_argument_containers(out, found, args, kwargs):
+    """`out` with the caller's own containers where `argument_containers` found them."""
+    for out_path, arg_path in found:
+        head = arg_path[0]
+        value = args[head] if isinstance(head, int) else kwargs[head]
+        for step in arg_path[1:]:
+            value = _child(value, step)
+        out = _replace(out, out_path, value)
+    return out
+
+
+def _child(obj, step):
+    return obj[step] if isinstance(obj, (tuple, list, dict)) else getattr(obj, step)
+
+
+def _replace(obj, path, value):
+    if not path:
+        return value
+    step, rest = path[0], path[1:]
+    new = _replace(_child(obj, step), rest, value)
+    if isinstance(obj, (list, dict)):  # (made fresh by unflatten: set in place)
+        obj[step] = new
+        return obj
+    if isinstance(obj, tuple):
+        items = list(obj)
+        items[step] = new
+        return type(obj)(*items) if hasattr(obj, "_fields") else tuple(items)
+    object.__setattr__(obj, step, new)  # (a dataclass unflatten made)
+    return obj

@@ -7,9 +7,11 @@ from eager.nn.module import Module
 from .pytree import Static
 
 
-def changing_args(keys, names) -> str:
-    """The names of the arguments (or "a static (non-tensor) argument") whose part of the
-    cache keys `keys` differs from the first key's."""
+def changing_args(keys, names, params=()) -> str:
+    """The names of the arguments whose part of the cache keys `keys` differs from the
+    first key's: a tensor's by its leaf name (`names`), a non-tensor argument's by its
+    parameter name (`params`: the function's, in order), else "a static (non-tensor)
+    argument"."""
     if len(keys) < 2:
         return ""
     first = keys[0]
@@ -19,8 +21,21 @@ def changing_args(keys, names) -> str:
             if a != b and i < len(names):
                 changed.append(names[i])
         if first[0] != other[0]:
-            changed.append("a static (non-tensor) argument")
+            changed += _static_changes(first[0], other[0], params)
     return ", ".join(dict.fromkeys(changed))
+
+
+def _static_changes(old, new, params) -> list:
+    """Which arguments differ between two argument trees ((positional trees), ((name,
+    tree), ...)): the tensor-free ones (a Python int changing every call)."""
+    (pos_a, kw_a), (pos_b, kw_b) = old, new
+    out = []
+    if len(pos_a) == len(pos_b):
+        out += [params[i] if i < len(params) else f"argument {i}"
+                for i, (a, b) in enumerate(zip(pos_a, pos_b)) if a != b]
+    if len(kw_a) == len(kw_b):
+        out += [ka for (ka, a), (kb, b) in zip(kw_a, kw_b) if ka == kb and a != b]
+    return out or ["a static (non-tensor) argument"]
 
 
 def why_traced_again(cache, key, names) -> str:

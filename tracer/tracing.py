@@ -28,7 +28,7 @@ from .host_random import host_random_states, outside_reads, refuse_host_random
 from .guards import Guard
 from .ir import Graph, UpdateKind, verify
 from .pystate import ItemState, restore_items
-from .pytree import Static, dataclass_fields, flatten, unflatten
+from .pytree import Static, argument_containers, dataclass_fields, flatten, unflatten
 from .rebinding import Snapshot, _where_defined, refuse_rebinding
 from .trace import (VALUE_GUARD_ELEMENTS, HistoryAfterCall, LiveScalar,
                     AutogradStateChanged, Trace)
@@ -220,7 +220,7 @@ def _trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
                      was_none) for i, was_none in grad_pattern]
     guards += found_guards
     guards += read_guards
-    return ConcreteFunction(
+    concrete = ConcreteFunction(
         name, graph, raw, program, tree, out_tree, names, signature,
         captures=[s.tensor for s in caps], capture_grad_owner=grad_owner,
         update_targets=tuple(targets),
@@ -231,6 +231,8 @@ def _trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
         item_state=ItemState(tr.item_guards.values(), tr.item_writes.values()),
         saved_modified=modified, freed_outputs=freed,
         input_layouts=_read_layouts(tr, leaves))
+    concrete.arg_containers = argument_containers(out, targs, tkwargs)
+    return concrete
 
 
 def _value_read_guards(reads, names, sources, frozen) -> list:

@@ -126,7 +126,9 @@ def view(x, *shape):
         return r
     data = x._data
     if type(data) is np.ndarray:
-        copied = bool(data.size) and not np.may_share_memory(r._data, data)
+        # (r is traced when x is a tensor a trace captured: ask numpy of x's own array)
+        out = r._data if type(r._data) is np.ndarray else data.reshape(r.shape)
+        copied = bool(data.size) and not np.may_share_memory(out, data)
     else:
         needs_copy = getattr(data, "view_needs_copy", None)  # a traced value
         copied = needs_copy is not None and needs_copy(r.shape)

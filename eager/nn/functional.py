@@ -6,6 +6,8 @@ tensor([[0.2689, 0.7311]])
 """
 from __future__ import annotations
 
+import numpy as np
+
 from .. import dtypes
 from .. import functions as T
 from ..functions.elementwise import _half_in_float32
@@ -101,12 +103,18 @@ def embedding_padding_idx(padding_idx, num_embeddings: int):
     return padding_idx % num_embeddings
 
 
-def embedding(idx, weight, padding_idx=None):
-    """Rows of `weight` at `idx`; positions holding `padding_idx` pass no gradient to it."""
+def embedding(idx, weight, padding_idx=None, max_norm=None, norm_type=2.0):
+    """Rows of `weight` at `idx`; positions holding `padding_idx` pass no gradient to it.
+    With `max_norm`, the rows looked up whose `norm_type`-norm exceeds it are first scaled
+    in place to that norm, as PyTorch's embedding_renorm_ (no gradient: a write of the
+    weight, in a compiled step too)."""
     if idx.dtype.kind not in "iu":
         raise op_error("embedding", f"indices must be integers, got {idx.dtype}", (idx,),
                        hint="use .long()", exc=TypeError)
-    out = T.getitem(weight, T.check_class_index(idx, weight.shape[0], "embedding"))
+    idx_checked = T.check_class_index(idx, weight.shape[0], "embedding")
+    if max_norm is not None:
+        _renorm_rows(weight, idx_checked, float(max_norm), float(norm_type))
+    out = T.getitem(weight, idx_checked)
     if padding_idx is None:
         return out
     padding_idx = embedding_padding_idx(padding_idx, weight.shape[0])
@@ -114,7 +122,46 @@ def embedding(idx, weight, padding_idx=None):
     return T.where(T.unsqueeze(T.eq(idx, padding_idx), -1), out.detach(), out)
 
 
-def one_hot(idx, num_classes: int):
+def _renorm_rows(weight, idx, max_norm: float, norm_type: float):
+    # Every row's norm, then a scale of max_norm / (norm + 1e-7) (PyTorch's) for the rows
+    # looked up (counted by a scatter, so that a traced index needs no unique()) whose norm
+    # exceeds max_norm, 1 for the others.
+    from ..autograd import no_grad
+
+    with no_grad():
+        flat = T.reshape(idx, (-1,))
+        looked_up = T.gt(T.scatter_add(T.ones(flat.shape[0], dtype=weight.dtype), (flat,),
+                                       (weight.shape[0],)), 0)
+        a = T.abs(weight)
+        if norm_type == float("inf"):
+            norms = T.amax(a, dim=1)
+        elif norm_type == 2.0:
+            norms = T.sqrt(T.sum(a * a, dim=1))
+        else:
+            norms = T.pow(T.sum(T.pow(a, norm_type), dim=1), 1.0 / norm_type)
+        over = T.gt(T.where(looked_up, norms, T.zeros_like(norms)), max_norm)
+        scale = T.where(over, max_norm / (norms + 1e-7), T.ones_like(norms))
+        weight.mul_(T.unsqueeze(scale, -1))
+
+
+def one_hot(idx, num_classes: int = -1):
+    """Rows of the identity at `idx` (int64), as PyTorch's: RuntimeError for a class out of
+    [0, num_classes) (checked when the program runs, for a traced index: the call then runs
+    eagerly and raises this); num_classes=-1 takes the largest class + 1."""
+    data = idx._data
+    if idx.dtype.kind not in "iu":
+        raise op_error("one_hot", f"indices must be integers, got {idx.dtype}", (idx,),
+                       hint="use .long()", exc=RuntimeError)
+    if num_classes == -1:
+        num_classes = int(T.amax(idx).item()) + 1 if idx.numel() else 0
+    if type(data) is np.ndarray and data.size:
+        if data.min() < 0:
+            raise op_error("one_hot", "Class values must be non-negative.", (idx,),
+                           exc=RuntimeError)
+        if data.max() >= num_classes:
+            raise op_error("one_hot", "Class values must be smaller than num_classes.",
+                           (idx,), exc=RuntimeError)
+    idx = T.check_class_index(idx, num_classes, "one_hot")
     return T.cast(T.eq(T.unsqueeze(idx, -1), T.arange(num_classes)), dtypes.int64)
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import operator
 from collections import OrderedDict
 
 import numpy as np
@@ -72,6 +73,29 @@ class Sequential(Module):
         if isinstance(i, slice):
             return Sequential(*mods[i])
         return mods[i]
+
+    def _key_at(self, i):
+        # (PyTorch's _get_item_by_idx: an int index, from the end when negative)
+        size = len(self._modules)
+        i = operator.index(i)
+        if not -size <= i < size:
+            raise IndexError(f"index {i} is out of range")
+        return list(self._modules)[i % size]
+
+    def __setitem__(self, i, module):
+        """`seq[i] = module`: replaces the i-th module under its name, as in PyTorch."""
+        setattr(self, self._key_at(i), module)
+
+    def __delitem__(self, i):
+        """`del seq[i]` or `del seq[a:b]`; the rest are numbered again from 0 as in
+        PyTorch (string keys of an OrderedDict-made Sequential become numbers too)."""
+        keys = list(self._modules)[i] if isinstance(i, slice) else [self._key_at(i)]
+        for key in keys:
+            delattr(self, key)
+        rest = list(self._modules.values())
+        self._modules.clear()
+        for k, m in enumerate(rest):
+            self.add_module(str(k), m)
 
     def __len__(self):
         return len(self._modules)
@@ -218,11 +242,13 @@ class Embedding(Module):
     """A lookup table; the row at `padding_idx` starts at zero and gets no gradient."""
 
     def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx=None,
-                 device=None, dtype=None):
+                 max_norm=None, norm_type: float = 2.0, device=None, dtype=None):
         super().__init__()
         check_device(device, "nn.Embedding")
         self.num_embeddings = num_embeddings
         self.embedding_dim = embedding_dim
+        self.max_norm = max_norm
+        self.norm_type = norm_type
         self.padding_idx = F.embedding_padding_idx(padding_idx, num_embeddings)
         self.weight = Parameter(T.randn(num_embeddings, embedding_dim))
         if self.padding_idx is not None:
@@ -231,22 +257,27 @@ class Embedding(Module):
             self.to(dtype)
 
     @classmethod
-    def from_pretrained(cls, embeddings, freeze: bool = True, padding_idx=None):
+    def from_pretrained(cls, embeddings, freeze: bool = True, padding_idx=None,
+                        max_norm=None, norm_type: float = 2.0):
         """An Embedding on `embeddings` (shared, rows kept as given, the padding row too);
         `freeze` makes the weight not require grad."""
         if embeddings.ndim != 2:
             raise AssertionError("Embeddings parameter is expected to be 2-dimensional")
         rows, cols = embeddings.shape
-        embedding = cls(rows, cols, padding_idx=padding_idx)
+        embedding = cls(rows, cols, padding_idx=padding_idx, max_norm=max_norm,
+                        norm_type=norm_type)
         embedding.weight = Parameter(embeddings.detach(), requires_grad=not freeze)
         return embedding
 
     def forward(self, idx):
-        return F.embedding(idx, self.weight, self.padding_idx)
+        if self.max_norm is None:
+            return F.embedding(idx, self.weight, self.padding_idx)
+        return F.embedding(idx, self.weight, self.padding_idx, self.max_norm, self.norm_type)
 
     def extra_repr(self):
         pad = "" if self.padding_idx is None else f", padding_idx={self.padding_idx}"
-        return f"{self.num_embeddings}, {self.embedding_dim}{pad}"
+        norm = "" if self.max_norm is None else f", max_norm={self.max_norm}"
+        return f"{self.num_embeddings}, {self.embedding_dim}{pad}{norm}"
 
 
 class Dropout(Module):

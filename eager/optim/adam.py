@@ -25,6 +25,7 @@ from .optimizer import (
     _sqrt,
     _step_tensor,
     _switch,
+    closure_loss,
 )
 
 
@@ -44,7 +45,7 @@ class Adam(Optimizer):
 
     @no_grad()
     def step(self, closure=None):
-        loss = closure() if closure is not None else None
+        loss = closure_loss(closure)
         for group in self.param_groups:
             eps, wd = _number(group, "eps"), _nonzero(group, "weight_decay")
             lr = _number(group, "lr")
@@ -142,7 +143,7 @@ class Adamax(Optimizer):
 
     @no_grad()
     def step(self, closure=None):
-        loss = closure() if closure is not None else None
+        loss = closure_loss(closure)
         for group in self.param_groups:
             eps, wd = _number(group, "eps"), _nonzero(group, "weight_decay")
             lr = _number(group, "lr")
@@ -176,7 +177,7 @@ class NAdam(Optimizer):
 
     @no_grad()
     def step(self, closure=None):
-        loss = closure() if closure is not None else None
+        loss = closure_loss(closure)
         for group in self.param_groups:
             eps, wd = _number(group, "eps"), _nonzero(group, "weight_decay")
             lr, psi = _number(group, "lr"), _number(group, "momentum_decay")
@@ -227,7 +228,7 @@ class RAdam(Optimizer):
 
     @no_grad()
     def step(self, closure=None):
-        loss = closure() if closure is not None else None
+        loss = closure_loss(closure)
         for group in self.param_groups:
             eps, wd = _number(group, "eps"), _nonzero(group, "weight_decay")
             lr = _number(group, "lr")

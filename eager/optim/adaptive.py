@@ -16,6 +16,7 @@ from .optimizer import (
     _scalar,
     _step_tensor,
     _switch,
+    closure_loss,
 )
 
 
@@ -36,7 +37,7 @@ class RMSprop(Optimizer):
 
     @no_grad()
     def step(self, closure=None):
-        loss = closure() if closure is not None else None
+        loss = closure_loss(closure)
         for group in self.param_groups:
             lr, alpha, eps = _number(group, "lr"), _number(group, "alpha"), _number(group, "eps")
             wd, mu = _nonzero(group, "weight_decay"), _nonzero(group, "momentum")
@@ -106,7 +107,7 @@ class Adagrad(Optimizer):
 
     @no_grad()
     def step(self, closure=None):
-        loss = closure() if closure is not None else None
+        loss = closure_loss(closure)
         for group in self.param_groups:
             lr, lr_decay, eps = _number(group, "lr"), _number(group, "lr_decay"), \
                 _number(group, "eps")
@@ -143,7 +144,7 @@ class Adadelta(Optimizer):
 
     @no_grad()
     def step(self, closure=None):
-        loss = closure() if closure is not None else None
+        loss = closure_loss(closure)
         for group in self.param_groups:
             lr, rho, eps = _number(group, "lr"), _number(group, "rho"), _number(group, "eps")
             wd = _nonzero(group, "weight_decay")

@@ -180,6 +180,18 @@ def _loaded(key, value, param):
     return Tensor._wrap(data)
 
 
+def closure_loss(closure):
+    """What `step(closure)` returns: the closure's loss, computed with gradients on (step()
+    runs under no_grad and the closure calls backward()), as PyTorch's optimizers do; None
+    without a closure."""
+    if closure is None:
+        return None
+    from ..autograd import enable_grad
+
+    with enable_grad():
+        return closure()
+
+
 def _zeroed(grad: Tensor) -> Tensor:
     """A fresh zero gradient (zero_grad(set_to_none=False)). PyTorch zeroes .grad in place;
     a new array gives the same values and is safe when .grad is a view that must not be

@@ -4,7 +4,7 @@ from __future__ import annotations
 from .. import functions as T
 from ..autograd import no_grad
 from ..dispatch import state_init, tracing
-from .optimizer import Optimizer, _nonzero, _number, _params, _switch
+from .optimizer import Optimizer, _nonzero, _number, _params, _switch, closure_loss
 
 
 class SGD(Optimizer):
@@ -22,7 +22,7 @@ class SGD(Optimizer):
 
     @no_grad()
     def step(self, closure=None):
-        loss = closure() if closure is not None else None
+        loss = closure_loss(closure)
         for group in self.param_groups:
             mu, wd = _nonzero(group, "momentum"), _nonzero(group, "weight_decay")
             lr = _number(group, "lr")

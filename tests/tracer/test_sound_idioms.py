@@ -334,16 +334,14 @@ def _lookup_step():
     return step, state
 
 
-@pytest.mark.xfail(strict=True, reason="open: the value check that fixed it (779a06a) cost "
-                   "W10 6-8% (an extra kernel per lookup); the call raises, as eager, but "
-                   "leaves other state than eager's")
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_an_index_out_of_range_leaves_the_state_eager_leaves(backend):
     # Found here: `table[rows]` with a row out of range raised from inside the compiled
     # program: the interpreter had changed nothing (eager's zero_grad() had unset every
     # .grad and BatchNorm had counted the batch), Numba had written the statistics but
-    # kept the .grads. Now a traced integer index is checked where the program runs (a
-    # value check), and the call runs eagerly: eager's error, eager's state.
+    # kept the .grads. Now the gather is itself a value check (OpDef.raises: no state is
+    # written in place before it, and its numpy IndexError makes the call run eagerly):
+    # eager's error, eager's state, with no extra step (779a06a's add + check cost W10 6-8%).
     rows = [np.array([0, 1, 4]), np.array([0, 7, 2]), np.array([-5, 1, 2]), np.array([0, -6, 1])]
     seen = {}
     for mode in ("eager", backend):
