@@ -5,6 +5,7 @@ program then compiled by itself); a user's program with busy threads still gets 
 kernels compiled ahead, with the results eager gives; a user's own fork while a thread
 compiles leaves the child able to compile; and two processes writing one kernel's object
 file at once leave a pair that loads."""
+import contextlib
 import logging
 import os
 import select
@@ -41,6 +42,27 @@ def touch_what_the_child_touches(source, name):
     build.load_module(source, name)
     with global_compiler_lock:
         kernelfiles._bump("modules_loaded", 0)
+
+
+@contextlib.contextmanager
+def held_by_another_thread(lock):
+    """Another thread of the program holds `lock` while the body runs, and lets go of it
+    0.3 s later at most (as a kernel load in progress would)."""
+    held, release = threading.Event(), threading.Event()
+
+    def hold():
+        with lock:
+            held.set()
+            release.wait(0.3)
+
+    t = threading.Thread(target=hold)
+    t.start()
+    held.wait()
+    try:
+        yield
+    finally:
+        release.set()
+        t.join()
 
 
 def first_report(sources, seconds=REPORT_SECONDS):
@@ -121,22 +143,9 @@ def test_a_thread_holding_a_lock_the_child_needs_does_not_stall_it(fresh_cache, 
     held_lock = {"build": build._LOCK, "numba": global_compiler_lock._lock,
                  "cache": cache._LOCK, "counters": kernelfiles._STATS_LOCK}[lock]
     monkeypatch.setattr(ahead, "_compile_in_child", touch_what_the_child_touches)
-    held, release = threading.Event(), threading.Event()
-
-    def hold():
-        with held_lock:
-            held.set()
-            release.wait(0.3)
-
-    t = threading.Thread(target=hold)
-    t.start()
-    held.wait()
-    try:
+    with held_by_another_thread(held_lock):
         t0 = time.perf_counter()
         report = first_report([(f"X = {lock!r}\n", f"lock_probe_{lock}")])
-    finally:
-        release.set()
-        t.join()
     assert report is not None and report.split()[0] == "0", report
     assert time.perf_counter() - t0 < REPORT_SECONDS
 
@@ -221,17 +230,7 @@ def test_a_users_fork_while_another_thread_compiles_leaves_the_child_able_to_com
     """A user's own fork (multiprocessing's "fork" workers) while another of their threads
     is loading a kernel (inside codegen.build's lock): the child's copy of the lock stayed
     locked, and its first kernel load never returned. The fork now waits for the thread."""
-    held, release = threading.Event(), threading.Event()
-
-    def hold():
-        with build._LOCK:
-            held.set()
-            release.wait(0.3)
-
-    t = threading.Thread(target=hold)
-    t.start()
-    held.wait()
-    try:
+    with held_by_another_thread(build._LOCK):
         pid = os.fork()
         if pid == 0:  # the user's child: loads a kernel module, and leaves
             code = 1
@@ -239,9 +238,6 @@ def test_a_users_fork_while_another_thread_compiles_leaves_the_child_able_to_com
                 code = 0 if build.load_module("X = 5\n", "users_child").X == 5 else 2
             finally:
                 os._exit(code)
-    finally:
-        release.set()
-        t.join()
     deadline = time.monotonic() + REPORT_SECONDS
     while time.monotonic() < deadline:
         done, status = os.waitpid(pid, os.WNOHANG)

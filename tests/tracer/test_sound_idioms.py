@@ -235,6 +235,13 @@ def _trained(compiled, backend, change):
     return [p.detach().numpy().copy() for p in model.parameters()]
 
 
+def _assert_trained_alike(backend, change):
+    expected = _trained(False, backend, change)
+    got = _trained(True, backend, change)
+    for k, (g, e) in enumerate(zip(got, expected)):
+        np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6, err_msg=f"parameter {k}")
+
+
 GROUP_CHANGES = {
     "append": lambda m, o: o.param_groups[0]["params"].append(m[2].weight),
     "extend": lambda m, o: o.param_groups[0]["params"].extend(m[2].parameters()),
@@ -248,10 +255,7 @@ GROUP_CHANGES = {
 def test_parameters_added_to_a_group_in_place_are_stepped(backend, change):
     # Found here: only add_param_group() was seen; a parameter appended to (or removed
     # from) a group's list after tracing was silently not stepped (still stepped).
-    expected = _trained(False, backend, GROUP_CHANGES[change])
-    got = _trained(True, backend, GROUP_CHANGES[change])
-    for k, (g, e) in enumerate(zip(got, expected)):
-        np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6, err_msg=f"parameter {k}")
+    _assert_trained_alike(backend, GROUP_CHANGES[change])
 
 
 STATE_CHANGES = {
@@ -268,10 +272,7 @@ def test_optimizer_state_changed_in_place_between_calls(backend, change):
     # Found here: only the identity of opt.state was guarded (load_state_dict replaces
     # it); clearing it, or setting a momentum buffer to None (PyTorch's way to restart
     # momentum), left the compiled step stepping with the old buffers, silently.
-    expected = _trained(False, backend, STATE_CHANGES[change])
-    got = _trained(True, backend, STATE_CHANGES[change])
-    for k, (g, e) in enumerate(zip(got, expected)):
-        np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6, err_msg=f"parameter {k}")
+    _assert_trained_alike(backend, STATE_CHANGES[change])
 
 
 # ------------------------------------------------------------- the clock
