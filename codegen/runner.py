@@ -83,6 +83,16 @@ class _Generator:
         self.step_lines: dict = {}  # generated line of a numpy step -> its equation
         self.fortran: set = set()   # slots holding a Fortran-ordered array (as built)
         self.dim_names = {d: f"n{j}" for j, d in enumerate(program.dims)}
+        # Where this runner keeps its per-thread buffers and rings: its own attributes of
+        # the program's thread-local. A runner numbers them in the order its lines are
+        # made, and the program's runner makes them in its own order (codegen.overlap's
+        # plan lays out placement's cats first): the observing runner sharing them wrote
+        # W10's stacked states into a buffer of another shape, or could write into the
+        # one a scatter_slice keeps zeroed (every later call then read garbage there).
+        n = program.__dict__.get("_runners_made", 0)
+        program._runners_made = n + 1
+        tail = f"_{n}" if n else ""  # (the program's own runner, made first: no number)
+        self.keys = (f"runner_buffers{tail}", f"output_rings{tail}")
         # Capture slots no kernel writes into (io slots are parameters and optimizer state
         # updated in place): a read-only array there (a live hyperparameter's) is passed
         # as it is, a view, rather than copied at every call.
@@ -173,23 +183,24 @@ class _Generator:
         prologue = []
         if self.rings:
             ns["recycled"], ns["n_rings"] = _recycled, self.rings
-            prologue += ["    rings = tls.__dict__.get('output_rings')",
+            rings = self.keys[1]
+            prologue += [f"    rings = tls.__dict__.get('{rings}')",
                          "    if rings is None:",
-                         "        rings = tls.output_rings = [[] for _ in range(n_rings)]"]
+                         f"        rings = tls.{rings} = [[] for _ in range(n_rings)]"]
         if self.pooled:
-            ns["pool_specs"] = self.pooled
+            ns["pool_specs"], bufs = self.pooled, self.keys[0]
             if p.bind is None:
                 ns["pool_makers"] = [np.zeros if i in self.zeroed else np.empty
                                      for i in range(len(self.pooled))]
-                prologue += ["    bufs = tls.__dict__.get('runner_buffers')",
+                prologue += [f"    bufs = tls.__dict__.get('{bufs}')",
                              "    if bufs is None:",
-                             "        bufs = tls.runner_buffers = [(o, o.reshape(-1)) for o in "
+                             f"        bufs = tls.{bufs} = [(o, o.reshape(-1)) for o in "
                              "(make(*spec) for make, spec in zip(pool_makers, pool_specs))]"]
             else:
                 ns["pooled"] = _pooled
-                prologue += ["    bufs = tls.__dict__.get('runner_buffers')",
+                prologue += [f"    bufs = tls.__dict__.get('{bufs}')",
                              "    if bufs is None:",
-                             "        bufs = tls.runner_buffers = [None] * len(pool_specs)"]
+                             f"        bufs = tls.{bufs} = [None] * len(pool_specs)"]
         lines[start:start] = prologue
         return lines, ns
 
