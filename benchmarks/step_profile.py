@@ -29,12 +29,12 @@ import time
 import numpy as np
 
 
-def _program(runner):
-    """The program of the workload's largest trace (a training step's)."""
+def _trace(runner):
+    """The concrete function of the workload's largest trace (a training step's)."""
     fn = runner.function
     traces = [c for bucket in fn._cache.values()
               for c in (bucket if isinstance(bucket, list) else [bucket])]
-    return max(traces, key=lambda c: len(getattr(c.program, "steps", ()))).program
+    return max(traces, key=lambda c: len(getattr(c.program, "steps", ())))
 
 
 def profile(key: str, calls: int = 20, clock=time.thread_time) -> tuple:
@@ -47,7 +47,8 @@ def profile(key: str, calls: int = 20, clock=time.thread_time) -> tuple:
     run = build_compiled(w, w.inputs())
     run.call()
     run.call()
-    program = _program(run)
+    concrete = _trace(run)
+    program = concrete.program
     step_of = {}
     for i, step in enumerate(program.steps):
         for slot in codegen_runner._writes(step):
@@ -66,8 +67,10 @@ def profile(key: str, calls: int = 20, clock=time.thread_time) -> tuple:
     def timed(args, dests=None):
         state["t"], state["step"] = clock(), None
         return observed(args, note, dests)
-    plain = program._run
+    plain, plain1 = program._run, concrete.run1
     program._run = timed
+    if plain1 is not None:  # (the one-argument fast path calls the program's run1)
+        concrete.run1 = lambda a: timed([a])[0]
     try:
         totals = []
         for _ in range(calls):
@@ -75,7 +78,10 @@ def profile(key: str, calls: int = 20, clock=time.thread_time) -> tuple:
             run.call()
             totals.append(clock() - t)
     finally:
-        program._run = plain
+        program._run, concrete.run1 = plain, plain1
+    if not times:
+        raise RuntimeError(f"{key}: the observed program never ran (its calls took "
+                           f"another path)")
     return program, {i: float(np.median(v)) for i, v in times.items()}, float(np.median(totals))
 
 

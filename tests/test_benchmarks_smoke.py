@@ -135,3 +135,16 @@ def test_step_profile_eager_times_the_products_and_their_floor():
     assert r["flops"] >= 2 * 2 * 32 * 100 * 128  # (x @ w1.T and its weight gradient)
     assert 0 < r["products"] < r["step"]
     assert r["floor"] > 0
+
+
+@pytest.mark.parametrize("key", ["W6", "W5"])
+def test_step_profile_times_every_step_of_the_program(key):
+    """`python -m benchmarks.step_profile W6`: the observing runner times the program's
+    steps on both ways a call runs it (W6, one array in and out: the one-argument fast
+    path, whose calls never reached the observed runner: every step timed 0 ms; W5: the
+    program's `run`)."""
+    from benchmarks.step_profile import profile
+
+    program, med, total = profile(key, calls=3)
+    assert set(med) == set(range(len(program.steps)))
+    assert all(t >= 0 for t in med.values()) and total > 0
