@@ -1,18 +1,26 @@
-"""Float32 matrix products through tracejit's own AVX-512 kernel (codegen.gemm_kernel)
-where it beats numpy's BLAS: the rule that picks it (`use_for`, decided when a runner is
-generated) and the call a runner makes instead of np.matmul (`matmul`).
+"""Float32 matrix products through tracejit's own kernel (codegen.gemm_kernel) where it
+beats numpy's BLAS: the rule that picks it (`use_for`, decided when a runner is generated)
+and the call a runner makes instead of np.matmul (`matmul`).
+
+The kernel has a variant per instruction set, chosen at import from the host CPU's flags
+(`host_isa`, `ISA`): "avx512" (8 x 32 blocks of C in zmm registers) with avx512f, "avx2"
+(6 x 16 blocks in ymm registers, FMA3) with avx2 and fma; neither: numpy's BLAS.
 
 Why: with OPENBLAS_CORETYPE=Haswell (the user's setting, left alone) numpy's OpenBLAS
-runs AVX2 kernels, about 115-120 GFLOP/s single thread on an AVX-512 CPU where this
-kernel runs W9's and W10's products at 175-220 (benchmarks/GEMM_NOTES.md). The rule, fixed per
-process: the CPU has avx512f, numpy's OpenBLAS reports a core without AVX-512 (not
-SkylakeX, Cooperlake, SapphireRapids: those kernels are as fast as this one), the product
-is float32 with both operands at least 2-D, and it has at least `MIN_FLOPS` (below, the
-Python call's overhead is most of it). TRACEJIT_GEMM=0 keeps numpy's BLAS everywhere.
+runs AVX2 kernels, about 115-120 GFLOP/s single thread on an AVX-512 CPU where the AVX-512
+variant runs W9's and W10's products at 175-220 (benchmarks/GEMM_NOTES.md). On a CPU
+without AVX-512 OpenBLAS's Haswell/Zen kernels are as fast as the AVX2 variant on 2-D
+products, so there it takes stacks of matrices only (`_STACKS_ONLY`; TRACEJIT_GEMM=all:
+every product). The rule, fixed per process: an AVX-512 CPU whose numpy OpenBLAS reports
+a core without AVX-512 (not SkylakeX, Cooperlake, SapphireRapids: those kernels are as
+fast as this one), or an AVX2 + FMA CPU; the product is float32 with both operands at
+least 2-D, and it has at least `MIN_FLOPS` (below, the Python call's overhead is most of
+it). TRACEJIT_GEMM=0 keeps numpy's BLAS everywhere.
 
 The result is the same product summed in a different order: compiled and eager differ by
 float32 rounding, as two BLAS builds would (the error against a float64 product is no
-larger than BLAS's: tests/codegen/test_gemm.py). Eager keeps numpy's matmul.
+larger than BLAS's: tests/codegen/test_gemm.py). Both variants sum each element in the
+same order: their products have the same bits. Eager keeps numpy's matmul.
 """
 from __future__ import annotations
 
@@ -35,7 +43,7 @@ MIN_FLOPS = 1 << 17     # 2*M*N*K (times the batch) at least: smaller ones stay 
 # 0.5 ms copying into fresh memory, against 34 us in BLAS)
 PACK_MIN_ROWS = 64
 SPLIT_FLOPS = 1 << 23   # from here a product is split over the kernel threads
-A_BLOCK = 128 * 256     # room for one packed block of a transposed A: gemm_kernel's MC * KC
+A_BLOCK = 192 * 256     # room for one packed block of a transposed A: gemm_kernel's MC * KC
                         # (its variants check they fit at import)
 _AVX512_CORES = ("skylakex", "cooperlake", "sapphirerapids")
 _F32 = np.dtype(np.float32)
@@ -92,6 +100,12 @@ def host_isa() -> str | None:
 
 # the variant `matmul` runs (tests set another: any x86-64 CPU with AVX2 runs either)
 ISA = host_isa() or "avx512"
+# variants the rule gives stacks of matrices only (both operands batched: numpy loops
+# over them calling sgemm per matrix), other products staying with numpy's BLAS unless
+# TRACEJIT_GEMM=all: in W9's step (one thread, thread CPU, load 9-12) the AVX2 kernel ran
+# attention's p @ v stacks 7-15% faster than OpenBLAS's Haswell kernels and q @ k^T as
+# fast, the 2-D products 5-10% slower (a transposed A 15-27%): benchmarks/GEMM_NOTES.md
+_STACKS_ONLY = frozenset({"avx2"})
 
 
 @functools.lru_cache(maxsize=None)
@@ -104,12 +118,24 @@ def _available() -> bool:
             or settings.read("NUMBA_DISABLE_JIT") == "1":
         return False
     core = openblas_core()
-    return core is not None and core not in _AVX512_CORES and _cpu_has_avx512f()
+    if core is None:
+        return False
+    isa = host_isa()
+    if isa == "avx512":
+        return core not in _AVX512_CORES
+    return isa == "avx2"
 
 
 def available() -> bool:
-    """Whether products may go through this kernel in this process (see the module doc)."""
-    return settings.GEMM.on() and _available()
+    """Whether every product `use_for` sizes up may go through the kernel in this process
+    (the AVX-512 variant: see the module doc; any variant with TRACEJIT_GEMM=all); False
+    where only stacks of matrices do (the AVX2 variant). codegen.step_kernels_rnn asks it
+    for the LSTM kernels' per-step 2-D products."""
+    return settings.GEMM.on() and _available() and _every_product()
+
+
+def _every_product() -> bool:
+    return ISA not in _STACKS_ONLY or settings.GEMM.raw().strip().lower() == "all"
 
 
 def use_for(a_shape, b_shape, dtype) -> bool:
@@ -118,9 +144,13 @@ def use_for(a_shape, b_shape, dtype) -> bool:
         return False
     if not all(isinstance(d, int) for d in (*a_shape, *b_shape)):
         return False
-    batch = np.broadcast_shapes(tuple(a_shape[:-2]), tuple(b_shape[:-2]))
-    flops = 2 * math.prod(batch) * a_shape[-2] * a_shape[-1] * b_shape[-1]
-    return flops >= MIN_FLOPS and available()
+    batch = math.prod(np.broadcast_shapes(tuple(a_shape[:-2]), tuple(b_shape[:-2])))
+    flops = 2 * batch * a_shape[-2] * a_shape[-1] * b_shape[-1]
+    # (a stack: both operands batched, as attention's; x @ w with w 2-D is one product
+    # to numpy's BLAS, and the kernel would copy a w.T for each matrix of x)
+    stack = math.prod(a_shape[:-2]) > 1 and math.prod(b_shape[:-2]) > 1
+    return flops >= MIN_FLOPS and settings.GEMM.on() and _available() \
+        and (stack or _every_product())
 
 
 # ------------------------------------------------------------------ the kernel
@@ -235,12 +265,20 @@ def _run(a4, b4, c4) -> None:
     if threads > 1 and 2 * nb * m * n * k >= SPLIT_FLOPS:
         pieces = _pieces(nb, m, n, threads * 2, packs)
     if len(pieces) == 1:
-        kernel(a4, b4, c4, _scratch((k * n if packs else 0) + extra), 0, nb, 0, m, 0, n)
+        kernel(a4, b4, c4, _scratch(_b_room(k, n, packs) + extra), 0, nb, 0, m, 0, n)
         return
 
     def piece(p):
-        kernel(a4, b4, c4, _scratch((k * (p[5] - p[4]) if packs else 0) + extra), *p)
+        kernel(a4, b4, c4, _scratch(_b_room(k, p[5] - p[4], packs) + extra), *p)
     parallel.run_pieces(piece, pieces, threads)
+
+
+def _b_room(k: int, n: int, packs: bool) -> int:
+    """Floats of scratch for B's copy: a b without unit column stride copied as it is (k x n);
+    the AVX2 variant copies any B into panels of 16 columns (a short last one padded)."""
+    if ISA == "avx2":
+        return k * -(-n // 16) * 16
+    return k * n if packs else 0
 
 
 _SCRATCH = threading.local()

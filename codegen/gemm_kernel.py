@@ -33,9 +33,10 @@ from codegen import gemm as _gemm
 # a multiple of MR: `_pack_a` fills whole panels)
 VARIANTS = {
     # 16 zmm accumulators, no spills (W9's shapes fastest; MR = 6 and 12 were slower)
-    "avx512": dict(lanes=16, mr=8, nr=32, kc=256, mc=128),
+    "avx512": dict(lanes=16, mr=8, nr=32, kc=256, mc=128, panels=False),
     # 12 ymm accumulators + 2 vectors of B + 1 broadcast of A in 16 registers
-    "avx2": dict(lanes=8, mr=6, nr=16, kc=256, mc=120),
+    # (`panels`: B copied into contiguous NR-column panels first, below)
+    "avx2": dict(lanes=8, mr=6, nr=16, kc=256, mc=192, panels=True),
 }
 for _v in VARIANTS.values():   # (codegen.gemm sizes the scratch for a packed block of A)
     assert _v["mc"] % _v["mr"] == 0 and _v["mc"] * _v["kc"] <= _gemm.A_BLOCK
@@ -78,13 +79,11 @@ def _masked_moves(builder, lanes: int):
     return mload, mstore
 
 
-def _make_ukernel(mr: int, lanes: int, nr: int, unmasked_full: bool):
+def _make_ukernel(mr: int, lanes: int, nr: int):
     """ukernel(a, rsa, csa, b, rsb, kc, c, ldc, n, accumulate): for i < mr, j < n (<= nr):
     c[i*ldc + j] (+)= sum over k < kc of a[i*rsa + k*csa] * b[k*rsb + j]; a, b, c are
-    addresses of float32 elements, strides in elements. With `unmasked_full`, a call with
-    n == nr runs a copy of the loop with plain vector loads and stores (AVX2's masked moves,
-    vmaskmovps, cost more than plain ones and cannot be an FMA's memory operand; AVX-512's
-    masked moves cost nothing extra, so its kernel has one loop)."""
+    addresses of float32 elements, strides in elements. Inlined where it is called (the
+    AVX-512 variant's; `_make_ukernel_fn` is the AVX2 one's)."""
     nv = nr // lanes
     vec = _vec(lanes)
 
@@ -109,75 +108,194 @@ def _make_ukernel(mr: int, lanes: int, nr: int, unmasked_full: bool):
             # row addresses of A: base pointers and offsets, computed once
             rows = [builder.gep(a0, [builder.mul(rsa_v, ir.Constant(_I64, i))])
                     for i in range(mr)]
+            pre = builder.block
+            loop = builder.append_basic_block("uk.loop")
+            body = builder.append_basic_block("uk.body")
+            done = builder.append_basic_block("uk.done")
+            builder.branch(loop)
+            builder.position_at_end(loop)
+            k = builder.phi(_I64)
+            k.add_incoming(ir.Constant(_I64, 0), pre)
+            accs = []
+            for _ in range(mr * nv):
+                p = builder.phi(vec)
+                p.add_incoming(zero, pre)
+                accs.append(p)
+            builder.cbranch(builder.icmp_signed("<", k, kc_v), body, done)
+            builder.position_at_end(body)
+            bk = builder.gep(b0, [builder.mul(k, rsb_v)])
+            koff = builder.mul(k, csa_v)
+            bv = [builder.call(mload, [builder.bitcast(
+                      builder.gep(bk, [ir.Constant(_I64, lanes * v)]), vp),
+                      align, masks[v], zero])
+                  for v in range(nv)]
+            new = []
+            for i in range(mr):
+                x = builder.load(builder.gep(rows[i], [koff]), align=4)
+                s = _broadcast(builder, x, lanes)
+                for v in range(nv):
+                    new.append(builder.call(fma, [s, bv[v], accs[i * nv + v]]))
+            k.add_incoming(builder.add(k, ir.Constant(_I64, 1)), body)
+            builder.branch(loop)
+            for p, x in zip(accs, new):
+                p.add_incoming(x, body)
+            builder.position_at_end(done)
+            add = builder.icmp_signed("!=", acc_v, ir.Constant(acc_v.type, 0))
+            for i in range(mr):
+                row = builder.gep(c0, [builder.mul(ldc_v, ir.Constant(_I64, i))])
+                for v in range(nv):
+                    ptr = builder.bitcast(builder.gep(row, [ir.Constant(_I64, lanes * v)]), vp)
+                    val = accs[i * nv + v]
+                    old = builder.call(mload, [ptr, align, masks[v], zero])
+                    val = builder.select(add, builder.fadd(old, val), val)
+                    builder.call(mstore, [val, ptr, align, masks[v]])
+            return context.get_dummy_value()
 
-            def load(ptr, v, masked):
+        return sig, codegen
+
+    return ukernel
+
+
+def _broadcast(builder, x, lanes: int):
+    s = builder.insert_element(ir.Constant(_vec(lanes), ir.Undefined), x, ir.Constant(_I32, 0))
+    return builder.shuffle_vector(s, ir.Constant(_vec(lanes), ir.Undefined),
+                                  ir.Constant(ir.VectorType(_I32, lanes), [0] * lanes))
+
+
+class _LoopId(ir.values.MDValue):
+    """A loop's metadata node: `distinct !{self, properties...}` (a loop id names itself;
+    compared by identity, as its self-reference makes MDValue's operand equality recurse)."""
+    __eq__ = object.__eq__
+    __ne__ = object.__ne__
+    __hash__ = object.__hash__
+
+    def descr(self, buf):
+        refs = ", ".join([self.get_reference()] + [op.get_reference() for op in self.operands])
+        buf += (f"distinct !{{ {refs} }}", "\n")
+
+
+def _no_unroll(module):
+    """Loop metadata asking LLVM not to unroll the loop (unrolled by 2, the micro-kernel's
+    loop spilled broadcasts of A to the stack; with `optsize` instead, it walked A's rows by
+    a chain of six dependent adds per k)."""
+    flag = module.add_metadata([ir.MetaDataString(module, "llvm.loop.unroll.disable")])
+    return _LoopId(module, [flag], name=str(len(module.metadata)))
+
+
+def _make_ukernel_fn(mr: int, lanes: int, nr: int):
+    """`_make_ukernel`'s contract, as a call of a function of its own (noinline, one per
+    module): the 12 accumulators, 2 vectors of B and the broadcast of A take all 16 ymm
+    registers, and inlined into the loops around it the loop reloaded row addresses and
+    strides from the stack at each k. Its loop walks pointers (no multiply per k) and has
+    two copies: plain vector loads and stores when n == nr, masked ones for edge panels."""
+    nv = nr // lanes
+    vec = _vec(lanes)
+
+    def body(builder, args):
+        a_v, rsa_v, csa_v, b_v, rsb_v, kc_v, c_v, ldc_v, n_v, acc_v = args[:10]
+        roff = args[10:]
+        fp = _F32.as_pointer()
+        vp = vec.as_pointer()
+        a0 = builder.inttoptr(a_v, fp)
+        b0 = builder.inttoptr(b_v, fp)
+        c0 = builder.inttoptr(c_v, fp)
+        fma = _masked(builder, f"llvm.fma.v{lanes}f32", ir.FunctionType(vec, [vec] * 3))
+        mload, mstore = _masked_moves(builder, lanes)
+        align = ir.Constant(_I32, 4)
+        zero = ir.Constant(vec, None)
+        # row i of A at step k: ak + roff[i], ak walking by csa; the offsets i*rsa come from
+        # the caller as arguments (computed here, LLVM walked the rows by a chain of mr
+        # dependent adds per k)
+        full = builder.icmp_signed("==", n_v, ir.Constant(n_v.type, nr))
+        entry = builder.block
+        fblock = builder.append_basic_block("uk.full")
+        eblock = builder.append_basic_block("uk.edge")
+        end = builder.append_basic_block("uk.end")
+        builder.cbranch(full, fblock, eblock)
+        for block, masked in ((fblock, False), (eblock, True)):
+            builder.position_at_end(block)
+            masks = None
+            if masked:
+                nsplat = _splat(builder, n_v, lanes)
+                masks = [_lane_mask(builder, nsplat, lanes, lanes * v) for v in range(nv)]
+
+            def load(ptr, v, masked=masked, masks=masks):
                 if masked:
                     return builder.call(mload, [ptr, align, masks[v], zero])
                 return builder.load(ptr, align=4)
+            pre = builder.block
+            loop = builder.append_basic_block("uk.loop")
+            done = builder.append_basic_block("uk.done")
+            builder.cbranch(builder.icmp_signed(">", kc_v, ir.Constant(_I64, 0)), loop, done)
+            builder.position_at_end(loop)
+            left = builder.phi(_I64)
+            left.add_incoming(kc_v, pre)
+            ak = builder.phi(fp)
+            ak.add_incoming(a0, pre)
+            bk = builder.phi(fp)
+            bk.add_incoming(b0, pre)
+            accs = []
+            for _ in range(mr * nv):
+                p = builder.phi(vec)
+                p.add_incoming(zero, pre)
+                accs.append(p)
+            bv = [load(builder.bitcast(builder.gep(bk, [ir.Constant(_I64, lanes * v)]), vp), v)
+                  for v in range(nv)]
+            new = []
+            for i in range(mr):
+                s = _broadcast(builder, builder.load(builder.gep(ak, [roff[i]]), align=4),
+                               lanes)
+                for v in range(nv):
+                    new.append(builder.call(fma, [s, bv[v], accs[i * nv + v]]))
+            left2 = builder.sub(left, ir.Constant(_I64, 1))
+            left.add_incoming(left2, loop)
+            ak.add_incoming(builder.gep(ak, [csa_v]), loop)
+            bk.add_incoming(builder.gep(bk, [rsb_v]), loop)
+            for p, x in zip(accs, new):
+                p.add_incoming(x, loop)
+            latch = builder.cbranch(builder.icmp_signed(">", left2, ir.Constant(_I64, 0)), loop,
+                                    done)
+            latch.set_metadata("llvm.loop", _no_unroll(builder.module))
+            builder.position_at_end(done)
+            outs = []
+            for p, x in zip(accs, new):
+                phi = builder.phi(vec)
+                phi.add_incoming(zero, pre)
+                phi.add_incoming(x, loop)
+                outs.append(phi)
+            add = builder.icmp_signed("!=", acc_v, ir.Constant(acc_v.type, 0))
+            for i in range(mr):
+                row = builder.gep(c0, [builder.mul(ldc_v, ir.Constant(_I64, i))])
+                for v in range(nv):
+                    ptr = builder.bitcast(builder.gep(row, [ir.Constant(_I64, lanes * v)]), vp)
+                    val = outs[i * nv + v]
+                    val = builder.select(add, builder.fadd(load(ptr, v), val), val)
+                    if masked:
+                        builder.call(mstore, [val, ptr, align, masks[v]])
+                    else:
+                        builder.store(val, ptr, align=4)
+            builder.branch(end)
+        builder.position_at_end(end)
+        del entry
 
-            def block(masked, tag):
-                """The loop over k and the write of C, from the current basic block."""
-                pre = builder.block
-                loop = builder.append_basic_block(f"uk.loop{tag}")
-                body = builder.append_basic_block(f"uk.body{tag}")
-                done = builder.append_basic_block(f"uk.done{tag}")
-                builder.branch(loop)
-                builder.position_at_end(loop)
-                k = builder.phi(_I64)
-                k.add_incoming(ir.Constant(_I64, 0), pre)
-                accs = []
-                for _ in range(mr * nv):
-                    p = builder.phi(vec)
-                    p.add_incoming(zero, pre)
-                    accs.append(p)
-                builder.cbranch(builder.icmp_signed("<", k, kc_v), body, done)
-                builder.position_at_end(body)
-                bk = builder.gep(b0, [builder.mul(k, rsb_v)])
-                koff = builder.mul(k, csa_v)
-                bv = [load(builder.bitcast(builder.gep(bk, [ir.Constant(_I64, lanes * v)]), vp),
-                           v, masked) for v in range(nv)]
-                new = []
-                for i in range(mr):
-                    x = builder.load(builder.gep(rows[i], [koff]), align=4)
-                    s = builder.insert_element(ir.Constant(vec, ir.Undefined), x,
-                                               ir.Constant(_I32, 0))
-                    s = builder.shuffle_vector(s, ir.Constant(vec, ir.Undefined),
-                                               ir.Constant(ir.VectorType(_I32, lanes),
-                                                           [0] * lanes))
-                    for v in range(nv):
-                        new.append(builder.call(fma, [s, bv[v], accs[i * nv + v]]))
-                k.add_incoming(builder.add(k, ir.Constant(_I64, 1)), body)
-                builder.branch(loop)
-                for p, x in zip(accs, new):
-                    p.add_incoming(x, body)
-                builder.position_at_end(done)
-                add = builder.icmp_signed("!=", acc_v, ir.Constant(acc_v.type, 0))
-                for i in range(mr):
-                    row = builder.gep(c0, [builder.mul(ldc_v, ir.Constant(_I64, i))])
-                    for v in range(nv):
-                        ptr = builder.bitcast(builder.gep(row, [ir.Constant(_I64, lanes * v)]),
-                                              vp)
-                        val = accs[i * nv + v]
-                        old = load(ptr, v, masked)
-                        val = builder.select(add, builder.fadd(old, val), val)
-                        if masked:
-                            builder.call(mstore, [val, ptr, align, masks[v]])
-                        else:
-                            builder.store(val, ptr, align=4)
+    @intrinsic
+    def ukernel(typingctx, a, rsa, csa, b, rsb, kc, c, ldc, n, accumulate):
+        sig = types.void(a, rsa, csa, b, rsb, kc, c, ldc, n, accumulate)
 
-            if not unmasked_full:
-                block(True, "")
-                return context.get_dummy_value()
-            full = builder.append_basic_block("uk.full")
-            edge = builder.append_basic_block("uk.edge")
-            end = builder.append_basic_block("uk.end")
-            builder.cbranch(builder.icmp_signed("==", n_v, ir.Constant(n_v.type, nr)),
-                            full, edge)
-            for target, masked in ((full, False), (edge, True)):
-                builder.position_at_end(target)
-                block(masked, ".m" if masked else ".f")
-                builder.branch(end)
-            builder.position_at_end(end)
+        def codegen(context, builder, signature, args):
+            args = [builder.sext(x, _I64) if x.type.width < 64 else x for x in args]
+            args += [builder.mul(args[1], ir.Constant(_I64, i)) for i in range(mr)]
+            name = f"tracejit_gemm_uk{lanes}_{mr}x{nr}"
+            fn = builder.module.globals.get(name)
+            if fn is None:
+                fn = ir.Function(builder.module,
+                                 ir.FunctionType(ir.VoidType(), [_I64] * len(args)), name)
+                fn.linkage = "internal"
+                fn.attributes.add("noinline")
+                fb = ir.IRBuilder(fn.append_basic_block("entry"))
+                body(fb, fn.args)
+                fb.ret_void()
+            builder.call(fn, args)
             return context.get_dummy_value()
 
         return sig, codegen
@@ -205,6 +323,29 @@ def _make_copy_lanes(lanes: int):
 
         return sig, codegen
     return copy_lanes
+def _make_move(n: int):
+    chunks = [1 << b for b in reversed(range(n.bit_length())) if n >> b & 1]
+
+    @intrinsic
+    def move(typingctx, src, dst):
+        """dst[j] = src[j] for j < n: float32 addresses, unmasked vector moves (n = 6: one
+        of 4 floats and one of 2; AVX2's masked moves, vmaskmovps, are slow stores)."""
+        sig = types.void(src, dst)
+
+        def codegen(context, builder, signature, args):
+            start = 0
+            for size in chunks:
+                vp = _vec(size).as_pointer()
+                src = builder.inttoptr(builder.add(args[0], ir.Constant(_I64, 4 * start)), vp)
+                dst = builder.inttoptr(builder.add(args[1], ir.Constant(_I64, 4 * start)), vp)
+                builder.store(builder.load(src, align=4), dst, align=4)
+                start += size
+            return context.get_dummy_value()
+
+        return sig, codegen
+    return move
+
+
 def _make_prefetch(write: int):
     @intrinsic
     def prefetch(typingctx, address):
@@ -296,10 +437,15 @@ def _make_transpose(lanes: int):
 def _make_variant(isa: str) -> SimpleNamespace:
     """The loops of variant `isa` (VARIANTS) around its micro-kernels: `product_blocks`."""
     p = VARIANTS[isa]
-    T, MR, NR, KC, MC = p["lanes"], p["mr"], p["nr"], p["kc"], p["mc"]
-    ukmr, uk4, uk2, uk1 = (_make_ukernel(mr, T, NR, isa == "avx2") for mr in (MR, 4, 2, 1))
+    T, MR, NR, KC, MC, PANELS = (p[key] for key in ("lanes", "mr", "nr", "kc", "mc", "panels"))
+    PANEL_MIN_ROWS = 8 * MR   # (fewer rows of C reuse a panel too little to pay its copy)
+    make = _make_ukernel_fn if isa == "avx2" else _make_ukernel
+    ukmr, uk4, uk2, uk1 = (make(mr, T, NR) for mr in (MR, 4, 2, 1))
     copy_lanes = _make_copy_lanes(T)
     transpose = _make_transpose(T)
+    move = _make_move(NR)
+    move_mr = _make_move(MR)
+    EXACT_MOVES = isa == "avx2"   # (whole panels of A packed by unmasked moves)
 
     @njit(inline="always")
     def rows_(pa, sa0, sa1, pb, sb0, kc, pc_, ldc, m, n, acc):
@@ -348,8 +494,42 @@ def _make_variant(isa: str) -> SimpleNamespace:
             rows = min(MR, mc - p)
             src = pa + 4 * p
             dst = pp + 4 * p * kc
+            if EXACT_MOVES and rows == MR:
+                for k in range(kc):
+                    move_mr(src + 4 * k * sa1, dst + 4 * k * MR)
+                continue
             for k in range(kc):
                 copy_lanes(src + 4 * k * sa1, dst + 4 * k * MR, rows)
+
+    @njit(inline="always")
+    def pack_panels(b, q1, q2, j0, j1, K, scratch):
+        """Columns j0:j1 of B's matrix (q1, q2) into NR-column panels at the start of
+        `scratch`: panel p (columns j0 + NR*p ...) at p*K*NR, its row k at + k*NR (a short
+        last panel keeps the stride). Read in place, the rows of a panel of B are a row of B
+        apart (2-4 KiB for W9's products): the 16 KiB the micro-kernel streams per call fall
+        into a few L1 sets and come from L2 at each of the MC/MR calls that reuse them."""
+        nn = j1 - j0
+        sb0, sb1 = b.strides[2] // 4, b.strides[3] // 4
+        pbq = np.int64(b.ctypes.data) + q1 * b.strides[0] + q2 * b.strides[1] + j0 * b.strides[3]
+        pscr = np.int64(scratch.ctypes.data)
+        done = 0      # (columns copied, and rows of them: the rest element by element)
+        kdone = K
+        if sb1 == 1:
+            done = nn - nn % NR
+            for jp in range(0, done, NR):
+                for k in range(K):
+                    move(pbq + 4 * (k * sb0 + jp), pscr + 4 * (jp * K + k * NR))
+        elif sb0 == 1:  # (b.T of a row-major matrix: T x T blocks transposed in registers)
+            done = nn - nn % T
+            kdone = K - K % T
+            for jb in range(0, done, T):
+                dst = pscr + 4 * ((jb // NR) * K * NR + jb % NR)
+                for kb in range(0, kdone, T):
+                    transpose(pbq + jb * b.strides[3] + 4 * kb, sb1, dst + 4 * kb * NR, NR)
+        for j in range(nn):
+            base = (j // NR) * K * NR + j % NR
+            for k in range(kdone if j < done else 0, K):
+                scratch[base + k * NR] = b[q1, q2, k, j0 + j]
 
     @njit(inline="always")
     def product_blocks(a, b, c, scratch, b0, b1, i0, i1, j0, j1):
@@ -369,7 +549,11 @@ def _make_variant(isa: str) -> SimpleNamespace:
         ldc = c.strides[2] // 4
         packs = b.strides[3] != 4
         pack_a_ = sa0 == 1 and sa1 != 1 and j1 - j0 > NR and i1 - i0 >= MR
-        pp = np.int64(scratch.ctypes.data) + 4 * (K * (j1 - j0) if packs else 0)
+        nnp = -(-(j1 - j0) // NR) * NR
+        panels = PANELS and i1 - i0 >= PANEL_MIN_ROWS \
+            and scratch.size >= K * nnp + (MC * KC if pack_a_ else 0)
+        pp = np.int64(scratch.ctypes.data) + 4 * (K * nnp if panels else
+                                                  (K * (j1 - j0) if packs else 0))
         sb0_, sb1_ = b.strides[2] // 4, b.strides[3] // 4
         for q in range(b0, b1):
             q1 = q // nb2
@@ -393,7 +577,13 @@ def _make_variant(isa: str) -> SimpleNamespace:
                     for j in range(j0, j1):
                         c[q1, q2, i, j] = np.float32(0)
                 continue
-            if packs:  # (T columns at a time: T rows of b.T read, T floats written per k;
+            jmul = 1      # (the address of column jr of B's row pk: pb + 4*(pk*sb0 + jr*jmul))
+            if panels:
+                pack_panels(b, q1, q2, j0, j1, K, scratch)
+                pb = np.int64(scratch.ctypes.data) - 4 * j0 * K
+                sb0 = NR
+                jmul = K
+            elif packs:  # (T columns at a time: T rows of b.T read, T floats written per k;
                 nn = j1 - j0  # 19x faster than a column at a time for W10's [128,512] w.T)
                 bq = b[q1, q2, :, j0:j1]
                 full = nn - nn % T
@@ -426,14 +616,14 @@ def _make_variant(isa: str) -> SimpleNamespace:
                     if pack_a_:
                         pack_a(pa + 4 * (ic + pk * sa1), sa1, mc, kc, pp)
                         for jr in range(j0, j1, NR):
-                            rows_packed(pp, kc, pb + 4 * (pk * sb0 + jr), sb0,
+                            rows_packed(pp, kc, pb + 4 * (pk * sb0 + jr * jmul), sb0,
                                         pc + 4 * (ic * ldc + jr), ldc, mc, min(NR, j1 - jr),
                                         acc)
                         continue
                     for jr in range(j0, j1, NR):
                         n = min(NR, j1 - jr)
                         rows_(pa + 4 * (ic * sa0 + pk * sa1), sa0, sa1,
-                              pb + 4 * (pk * sb0 + jr), sb0, kc,
+                              pb + 4 * (pk * sb0 + jr * jmul), sb0, kc,
                               pc + 4 * (ic * ldc + jr), ldc, mc, n, acc)
 
     return SimpleNamespace(product_blocks=product_blocks, **p)
