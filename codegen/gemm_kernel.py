@@ -207,7 +207,6 @@ def _make_ukernel_fn(mr: int, lanes: int, nr: int):
         # the caller as arguments (computed here, LLVM walked the rows by a chain of mr
         # dependent adds per k)
         full = builder.icmp_signed("==", n_v, ir.Constant(n_v.type, nr))
-        entry = builder.block
         fblock = builder.append_basic_block("uk.full")
         eblock = builder.append_basic_block("uk.edge")
         end = builder.append_basic_block("uk.end")
@@ -276,7 +275,6 @@ def _make_ukernel_fn(mr: int, lanes: int, nr: int):
                         builder.store(val, ptr, align=4)
             builder.branch(end)
         builder.position_at_end(end)
-        del entry
 
     @intrinsic
     def ukernel(typingctx, a, rsa, csa, b, rsb, kc, c, ldc, n, accumulate):
