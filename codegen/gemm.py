@@ -9,9 +9,8 @@ The kernel has a variant per instruction set, chosen at import from the host CPU
 Why: with OPENBLAS_CORETYPE=Haswell (the user's setting, left alone) numpy's OpenBLAS
 runs AVX2 kernels, about 115-120 GFLOP/s single thread on an AVX-512 CPU where the AVX-512
 variant runs W9's and W10's products at 175-220 (benchmarks/GEMM_NOTES.md). On a CPU
-without AVX-512 OpenBLAS's Haswell/Zen kernels are as fast as the AVX2 variant on 2-D
-products, so there it takes stacks of matrices only (`_STACKS_ONLY`; TRACEJIT_GEMM=all:
-every product). The rule, fixed per process: an AVX-512 CPU whose numpy OpenBLAS reports
+without AVX-512 OpenBLAS's Haswell/Zen kernels are as fast as the AVX2 variant, so there
+it takes no product unless TRACEJIT_GEMM=stacks (stacks of matrices) or all (`_mode`). The rule, fixed per process: an AVX-512 CPU whose numpy OpenBLAS reports
 a core without AVX-512 (not SkylakeX, Cooperlake, SapphireRapids: those kernels are as
 fast as this one), or an AVX2 + FMA CPU; the product is float32 with both operands at
 least 2-D, and it has at least `MIN_FLOPS` (below, the Python call's overhead is most of
@@ -100,12 +99,13 @@ def host_isa() -> str | None:
 
 # the variant `matmul` runs (tests set another: any x86-64 CPU with AVX2 runs either)
 ISA = host_isa() or "avx512"
-# variants the rule gives stacks of matrices only (both operands batched: numpy loops
-# over them calling sgemm per matrix), other products staying with numpy's BLAS unless
-# TRACEJIT_GEMM=all: in W9's step (one thread, thread CPU, load 9-12) the AVX2 kernel ran
-# attention's p @ v stacks 7-15% faster than OpenBLAS's Haswell kernels and q @ k^T as
-# fast, the 2-D products 5-10% slower (a transposed A 15-27%): benchmarks/GEMM_NOTES.md
-_STACKS_ONLY = frozenset({"avx2"})
+# the products each variant takes unless TRACEJIT_GEMM says "all" or "stacks" (`_mode`).
+# AVX2: none, numpy's OpenBLAS (Haswell/Zen kernels) being as fast. One thread, in W9's
+# step, the AVX2 kernel ran attention's p @ v stacks 7-15% faster than OpenBLAS and q @ k^T
+# as fast, the 2-D products 5-10% slower (a transposed A 15-27%); W9 with stacks only
+# against main, two threads, on a loaded machine: 1.03x (quartiles 1.00-1.04), other runs
+# 0.61-1.25x (benchmarks/GEMM_NOTES.md, session 21): no gain shown.
+_DEFAULT_MODE = {"avx512": "all", "avx2": "none"}
 
 
 @functools.lru_cache(maxsize=None)
@@ -128,14 +128,18 @@ def _available() -> bool:
 
 def available() -> bool:
     """Whether every product `use_for` sizes up may go through the kernel in this process
-    (the AVX-512 variant: see the module doc; any variant with TRACEJIT_GEMM=all); False
-    where only stacks of matrices do (the AVX2 variant). codegen.step_kernels_rnn asks it
-    for the LSTM kernels' per-step 2-D products."""
-    return settings.GEMM.on() and _available() and _every_product()
+    (the AVX-512 variant: see the module doc; any variant with TRACEJIT_GEMM=all).
+    codegen.step_kernels_rnn asks it for the LSTM kernels' per-step 2-D products."""
+    return settings.GEMM.on() and _available() and _mode() == "all"
 
 
-def _every_product() -> bool:
-    return ISA not in _STACKS_ONLY or settings.GEMM.raw().strip().lower() == "all"
+def _mode() -> str:
+    """Which products the kernel takes: "all", "stacks" (both operands batched) or "none"
+    (TRACEJIT_GEMM=all / stacks, else the variant's default: `_DEFAULT_MODE`)."""
+    raw = settings.GEMM.raw().strip().lower()
+    if raw in ("all", "stacks"):
+        return raw
+    return _DEFAULT_MODE.get(ISA, "all")
 
 
 def use_for(a_shape, b_shape, dtype) -> bool:
@@ -146,11 +150,13 @@ def use_for(a_shape, b_shape, dtype) -> bool:
         return False
     batch = math.prod(np.broadcast_shapes(tuple(a_shape[:-2]), tuple(b_shape[:-2])))
     flops = 2 * batch * a_shape[-2] * a_shape[-1] * b_shape[-1]
+    if flops < MIN_FLOPS or not (settings.GEMM.on() and _available()):
+        return False
+    mode = _mode()
     # (a stack: both operands batched, as attention's; x @ w with w 2-D is one product
     # to numpy's BLAS, and the kernel would copy a w.T for each matrix of x)
     stack = math.prod(a_shape[:-2]) > 1 and math.prod(b_shape[:-2]) > 1
-    return flops >= MIN_FLOPS and settings.GEMM.on() and _available() \
-        and (stack or _every_product())
+    return mode == "all" or (mode == "stacks" and stack)
 
 
 # ------------------------------------------------------------------ the kernel

@@ -186,20 +186,18 @@ def test_the_rule(monkeypatch):
     assert not gemm.use_for((1024, 128), (128, 512), np.float64)
     assert not gemm.use_for((4, 8), (8, 4), np.float32)         # too small to pay
     assert not gemm.use_for((128,), (128, 512), np.float32)     # 1-D operands: BLAS
-    # the AVX2 variant: stacks of matrices only, 2-D products with numpy's BLAS unless
-    # TRACEJIT_GEMM=all (slower in W9's step), the LSTM kernels' per-step products too
-    # (codegen.step_kernels_rnn asks `available`)
+    # the AVX2 variant: numpy's BLAS unless TRACEJIT_GEMM=stacks (stacks of matrices: both
+    # operands batched) or all; the LSTM kernels' per-step products (codegen.
+    # step_kernels_rnn asks `available`) with "all" only
     monkeypatch.setattr(gemm, "ISA", "avx2")
-    assert not gemm.available()
-    assert not gemm.use_for((1024, 128), (128, 512), np.float32)
-    assert not gemm.use_for((1, 1024, 128), (128, 512), np.float32)
-    assert gemm.use_for((16, 4, 64, 64), (16, 4, 64, 32), np.float32)
-    assert gemm.use_for((2, 1, 64, 64), (1, 3, 64, 96), np.float32)
-    assert not gemm.use_for((2, 64, 64), (64, 96), np.float32)    # (x @ w: one product)
-    monkeypatch.setenv("TRACEJIT_GEMM", "all")
-    assert gemm.available()
-    assert gemm.use_for((1024, 128), (128, 512), np.float32)
-    assert gemm.use_for((16, 4, 64, 64), (16, 4, 64, 32), np.float32)
+    for mode in ("", "1", "stacks", "all"):
+        monkeypatch.setenv("TRACEJIT_GEMM", mode)
+        assert gemm.available() is (mode == "all")
+        assert gemm.use_for((1024, 128), (128, 512), np.float32) is (mode == "all")
+        assert gemm.use_for((1, 1024, 128), (128, 512), np.float32) is (mode == "all")
+        assert gemm.use_for((2, 64, 64), (64, 96), np.float32) is (mode == "all")
+        for stack in [((16, 4, 64, 64), (16, 4, 64, 32)), ((2, 1, 64, 64), (1, 3, 64, 96))]:
+            assert gemm.use_for(*stack, np.float32) is (mode in ("stacks", "all"))
     monkeypatch.setenv("TRACEJIT_GEMM", "0")
     for isa in ("avx2", "avx512"):
         monkeypatch.setattr(gemm, "ISA", isa)
