@@ -2,8 +2,11 @@
 NaN/inf, empty sizes), its error against float64 no worse than BLAS's, its rule, its split
 over threads, and compiled programs using it against eager (issue 17, W9/W10's products).
 
-The kernel is correct on any x86-64 CPU (LLVM splits its 16-float vectors where there is
-no AVX-512), so these tests force the rule on (`_available`) where they test the runner."""
+The kernel's tests run each variant (`isa`: AVX-512's and AVX2's, codegen.gemm_kernel.
+VARIANTS): both are correct on any x86-64 CPU (LLVM splits vectors wider than the CPU's),
+so these tests force the rule on (`_available`) where they test the runner. The AVX2
+variant's own paths (B copied into panels, its 6-row panels of a transposed A) are in
+tests/codegen/test_gemm_avx2.py."""
 from __future__ import annotations
 
 import numpy as np
@@ -25,11 +28,19 @@ def _rel_err(x, ref):
     return np.abs(x - ref).max() / max(np.abs(ref).max(), 1e-30)
 
 
+@pytest.fixture(params=["avx512", "avx2"])
+def isa(request, monkeypatch):
+    """The kernel variant `gemm.matmul` runs."""
+    monkeypatch.setattr(gemm, "ISA", request.param)
+    return request.param
+
+
 @pytest.fixture
 def forced(monkeypatch):
-    """The rule on whatever this machine is (the kernel is right on any x86-64 CPU)."""
+    """The rule on whatever this machine is (the kernel is right on any x86-64 CPU), for
+    every product its variant takes (TRACEJIT_GEMM=all: the AVX2 one's too)."""
     monkeypatch.setattr(gemm, "_available", lambda: True)
-    monkeypatch.delenv("TRACEJIT_GEMM", raising=False)
+    monkeypatch.setenv("TRACEJIT_GEMM", "all")
 
 
 # ------------------------------------------------------------------ the kernel itself
@@ -40,7 +51,7 @@ SHAPES = [(1, 1, 1), (7, 5, 3), (8, 32, 32), (13, 300, 45), (33, 17, 65), (64, 6
 
 
 @pytest.mark.parametrize("m,k,n", SHAPES)
-def test_2d_products_match_float64_as_closely_as_blas(m, k, n):
+def test_2d_products_match_float64_as_closely_as_blas(m, k, n, isa):
     a, b = _f32(m, k), _f32(k, n)
     got = gemm.matmul(a, b)
     ref = a.astype(np.float64) @ b.astype(np.float64)
@@ -53,7 +64,7 @@ def test_2d_products_match_float64_as_closely_as_blas(m, k, n):
     assert _rel_err(got, ref) <= 2 * _rel_err(blas, ref) + 1e-7
 
 
-def test_operands_of_any_strides_and_a_strided_out():
+def test_operands_of_any_strides_and_a_strided_out(isa):
     a_t = _f32(40, 24).T                 # x.T (A read in place, column-major)
     a_s = _f32(24, 80)[:, ::2]           # every other column
     b_t = _f32(50, 40).T                 # B with a non-unit column stride: copied
@@ -69,7 +80,7 @@ def test_operands_of_any_strides_and_a_strided_out():
             assert (big[:, :10] == 7).all() and (big[:, 60:] == 7).all()
 
 
-def test_batched_products_broadcast_as_numpy():
+def test_batched_products_broadcast_as_numpy(isa):
     cases = [((4, 9, 6), (4, 6, 11)),
              ((2, 1, 9, 6), (3, 6, 40)),      # batch dims broadcast both ways
              ((5, 9, 6), (6, 33)),            # a 2-D b against a stack
@@ -95,7 +106,7 @@ def test_batched_products_broadcast_as_numpy():
                                atol=1e-5)
 
 
-def test_empty_sizes():
+def test_empty_sizes(isa):
     for sa, sb in [((0, 5), (5, 7)), ((4, 5), (5, 0)), ((2, 0, 5), (5, 3)), ((3, 4), (4, 3))]:
         a, b = _f32(*sa), _f32(*sb)
         np.testing.assert_array_equal(gemm.matmul(a, b), np.matmul(a, b))
@@ -107,7 +118,7 @@ def test_empty_sizes():
 
 @pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")
 @pytest.mark.filterwarnings("ignore:overflow:RuntimeWarning")
-def test_nan_and_inf_propagate_as_in_blas():
+def test_nan_and_inf_propagate_as_in_blas(isa):
     a, b = _f32(19, 40), _f32(40, 37)
     a[3, 7] = np.nan
     a[11, 2] = np.inf
@@ -152,7 +163,7 @@ def test_pieces_cover_the_product_once(nb, m, n):
             assert (seen == 1).all()
 
 
-def test_split_over_threads_gives_the_same_bits(monkeypatch):
+def test_split_over_threads_gives_the_same_bits(monkeypatch, isa):
     a, b = _f32(3, 200, 300), _f32(300, 100)
     bt = np.ascontiguousarray(b.T).T                    # copied into scratch per piece
     one = gemm.matmul(a, b)
@@ -167,28 +178,69 @@ def test_split_over_threads_gives_the_same_bits(monkeypatch):
 # ------------------------------------------------------------------ the rule
 def test_the_rule(monkeypatch):
     monkeypatch.setattr(gemm, "_available", lambda: True)
+    monkeypatch.setattr(gemm, "ISA", "avx512")
+    monkeypatch.delenv("TRACEJIT_GEMM", raising=False)
+    assert gemm.available()
     assert gemm.use_for((1024, 128), (128, 512), np.float32)
     assert gemm.use_for((16, 4, 64, 64), (16, 4, 64, 32), np.dtype("float32"))
     assert not gemm.use_for((1024, 128), (128, 512), np.float64)
     assert not gemm.use_for((4, 8), (8, 4), np.float32)         # too small to pay
     assert not gemm.use_for((128,), (128, 512), np.float32)     # 1-D operands: BLAS
+    # the AVX2 variant: numpy's BLAS unless TRACEJIT_GEMM=stacks (stacks of matrices: both
+    # operands batched) or all; the LSTM kernels' per-step products (codegen.
+    # step_kernels_rnn asks `available`) with "all" only
+    monkeypatch.setattr(gemm, "ISA", "avx2")
+    for mode in ("", "1", "stacks", "all"):
+        monkeypatch.setenv("TRACEJIT_GEMM", mode)
+        assert gemm.available() is (mode == "all")
+        assert gemm.use_for((1024, 128), (128, 512), np.float32) is (mode == "all")
+        assert gemm.use_for((1, 1024, 128), (128, 512), np.float32) is (mode == "all")
+        assert gemm.use_for((2, 64, 64), (64, 96), np.float32) is (mode == "all")
+        for stack in [((16, 4, 64, 64), (16, 4, 64, 32)), ((2, 1, 64, 64), (1, 3, 64, 96))]:
+            assert gemm.use_for(*stack, np.float32) is (mode in ("stacks", "all"))
     monkeypatch.setenv("TRACEJIT_GEMM", "0")
-    assert not gemm.use_for((1024, 128), (128, 512), np.float32)
+    for isa in ("avx2", "avx512"):
+        monkeypatch.setattr(gemm, "ISA", isa)
+        assert not gemm.use_for((1024, 128), (128, 512), np.float32)
 
 
-def test_only_with_avx512_and_an_openblas_without_it(monkeypatch):
+def test_the_variant_follows_the_cpu(monkeypatch):
+    for flags, want in [({"avx512f", "avx2", "fma"}, "avx512"), ({"avx2", "fma"}, "avx2"),
+                        ({"avx2"}, None), ({"avx", "fma"}, None), (set(), None)]:
+        monkeypatch.setattr(gemm, "_cpu_flags", lambda flags=flags: frozenset(flags))
+        assert gemm.host_isa() == want, flags
+
+
+def test_only_on_avx512_with_an_openblas_without_it_or_on_avx2(monkeypatch):
     gemm._available.cache_clear()
     try:
-        monkeypatch.setattr(gemm, "_cpu_has_avx512f", lambda: True)
+        monkeypatch.setattr(gemm, "host_isa", lambda: "avx512")
         monkeypatch.setattr(gemm, "openblas_core", lambda: "haswell")
         assert gemm._available()
-        for core, avx512 in [("skylakex", True), (None, True), ("haswell", False)]:
+        for core, isa in [("skylakex", "avx512"), (None, "avx512"), (None, "avx2"),
+                          ("haswell", None), ("zen", None)]:
             gemm._available.cache_clear()
             monkeypatch.setattr(gemm, "openblas_core", lambda core=core: core)
-            monkeypatch.setattr(gemm, "_cpu_has_avx512f", lambda avx512=avx512: avx512)
-            assert not gemm._available(), (core, avx512)
+            monkeypatch.setattr(gemm, "host_isa", lambda isa=isa: isa)
+            assert not gemm._available(), (core, isa)
+        for core in ("haswell", "zen"):          # (numpy's OpenBLAS on an AVX2 CPU)
+            gemm._available.cache_clear()
+            monkeypatch.setattr(gemm, "openblas_core", lambda core=core: core)
+            monkeypatch.setattr(gemm, "host_isa", lambda: "avx2")
+            assert gemm._available(), core
     finally:
         gemm._available.cache_clear()
+
+
+def test_the_kernel_source_names_its_variant(monkeypatch):
+    # (the kernel cache is keyed by the source text: one variant's object is never loaded
+    # for another's)
+    texts = {}
+    for isa in ("avx512", "avx2"):
+        monkeypatch.setattr(gemm, "ISA", isa)
+        texts[isa] = gemm._source()
+        assert f"import product_blocks_{isa} as product_blocks" in texts[isa]
+    assert texts["avx512"] != texts["avx2"]
 
 
 def test_openblas_core_is_what_numpy_loaded():
@@ -243,7 +295,7 @@ def test_lstm_recurrence_kernels_take_the_kernel_for_their_step_products(own, mo
     from codegen import step_kernels_rnn
 
     monkeypatch.setattr(gemm, "_available", lambda: own)
-    monkeypatch.delenv("TRACEJIT_GEMM", raising=False)
+    monkeypatch.setenv("TRACEJIT_GEMM", "all")     # (whichever variant this CPU has)
     eager.manual_seed(0)
     # (tests/tracer/test_rnn_traced.py's LSTM sizes: its kernels are the ones compiled there)
     lstm = eager.nn.LSTM(4, 6)
@@ -271,7 +323,7 @@ def test_lstm_recurrence_kernels_take_the_kernel_for_their_step_products(own, mo
 
 @pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")
 @pytest.mark.parametrize("m,k,n", [(13, 300, 65), (150, 40, 70), (8, 5, 33)])
-def test_a_transposed_a_is_copied_in_panels_with_the_same_bits(m, k, n):
+def test_a_transposed_a_is_copied_in_panels_with_the_same_bits(m, k, n, isa):
     # a weight gradient's x.T @ dy: the kernel copies blocks of the transposed A into
     # panels (edge rows 13 = 8+4+1, two K blocks, two row blocks of MC = 128); each element
     # is still the same dot product in the same order as with a row-major A
@@ -289,7 +341,7 @@ def test_a_transposed_a_is_copied_in_panels_with_the_same_bits(m, k, n):
 
 
 @pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")
-def test_a_transposed_b_is_copied_exactly():
+def test_a_transposed_b_is_copied_exactly(isa):
     # x @ w.T and q @ k.transpose(-2, -1): b's columns are contiguous, copied into rows by
     # 16 x 16 blocks transposed in registers, with edges (k 37 = 32 + 5, n 70 = 64 + 6)
     # element by element; the product has the bits of the same product with b row-major
@@ -310,7 +362,7 @@ def test_a_transposed_b_is_copied_exactly():
 
 @pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")
 @pytest.mark.filterwarnings("ignore:overflow:RuntimeWarning")
-def test_batched_products_split_over_threads_propagate_nan_and_inf(monkeypatch):
+def test_batched_products_split_over_threads_propagate_nan_and_inf(monkeypatch, isa):
     # an odd stack (7 matrices in 4 pieces of whole matrices) in attention's layouts: q and
     # k permuted out of one buffer (k.T copied per matrix), a transposed p (P.T @ dO); NaN,
     # inf and 0 * inf in some matrices only: each matrix's result is its own, split or not
@@ -342,7 +394,7 @@ def test_batched_products_split_over_threads_propagate_nan_and_inf(monkeypatch):
     assert np.isinf(one[1][6, 1]).all() and np.isfinite(one[1][:6]).all()
 
 
-def test_batched_empty_sizes():
+def test_batched_empty_sizes(isa):
     for sa, sb in [((0, 4, 5), (0, 5, 3)), ((3, 2, 0, 5), (3, 2, 5, 4)),
                    ((2, 3, 4, 5), (2, 3, 5, 0)), ((4, 1, 6, 0), (3, 0, 7))]:
         a, b = _f32(*sa), _f32(*sb)
