@@ -10,7 +10,7 @@ codegen.gemm's (whose result does not depend on how it is split: the same bits a
 before), never a parallel=True kernel (parallel._PRANGE_LOCK's rule) nor numpy's OpenBLAS
 (its threads would spin against the loop). They split over the threads as ever: the
 calling thread takes their pieces one by one, and the pool's thread, once the loop is done,
-takes the rest (a helper it never got to is cancelled, not waited for: parallel._finish).
+takes the rest (a helper it never got to is cancelled, not waited for: parallel._run_shared).
 
 The plan (`plan`) is made from each step's reads and writes, by memory: a view is the
 memory it looks into, a value made in its place in a cat (codegen.placement) any such

@@ -85,22 +85,9 @@ def _split_call(entry, n: int, align: int):
     helpers = min(threads, len(pieces)) - 1
 
     def run(*arrays):
-        take = itertools.count().__next__  # (atomic: one piece to one thread)
         refused = []  # (a step kernel's pieces that returned true: codegen.step_kernels)
-
-        def work():
-            i = take()
-            while i < len(pieces):
-                if entry(*arrays, *pieces[i]):
-                    refused.append(i)
-                i = take()
-
-        pool = _SPLIT_POOL or _split_pool()
-        futures = [pool.submit(work) for _ in range(helpers)]
-        try:
-            work()
-        finally:
-            _finish(futures)
+        _run_shared(lambda p: refused.append(p) if entry(*arrays, *p) else None, pieces,
+                    helpers)
         return bool(refused)
     return run
 
@@ -128,27 +115,41 @@ def run_pieces(work_one, pieces: list, threads: int) -> None:
     """`work_one(piece)` for each of `pieces` on the calling thread and up to `threads - 1`
     of the pool's, each taking the next piece as it finishes (as `_split_call`'s kernels;
     work_one must release the GIL to run at once). codegen.gemm splits products so."""
-    take = itertools.count().__next__  # (atomic: one piece to one thread)
+    _run_shared(work_one, pieces, min(threads, len(pieces)) - 1)
+
+
+def _run_shared(work_one, pieces: list, helpers: int) -> None:
+    """The pieces taken by the calling thread and `helpers` of the pool's, in turn, each
+    taking the next one as it finishes. The caller waits for the pieces, not for the
+    helpers: a helper that has not taken one by the time every piece is taken is left to
+    find none (it may be running but not yet scheduled: on a loaded machine the caller
+    would wait a time slice of the scheduler's for a thread with nothing left to do; the
+    W9 step measured 14 -> 53 ms of kernel time at load 8 when its kernels split). An
+    error in a piece reaches the caller after every piece is done."""
+    n = len(pieces)
+    take = itertools.count().__next__   # (atomic: one piece to one thread)
+    finish = itertools.count(1).__next__
+    done = threading.Lock()
+    done.acquire()   # (released by the thread that finishes the last piece)
+    errors = []
 
     def work():
         i = take()
-        while i < len(pieces):
-            work_one(pieces[i])
+        while i < n:
+            try:
+                work_one(pieces[i])
+            except BaseException as e:  # (the caller raises it; a helper must count it)
+                errors.append(e)
+            if finish() == n:
+                done.release()
             i = take()
 
     pool = _SPLIT_POOL or _split_pool()
-    futures = [pool.submit(work) for _ in range(min(threads, len(pieces)) - 1)]
-    try:
-        work()
-    finally:
-        _finish(futures)
+    futures = [pool.submit(work) for _ in range(helpers)]
+    work()
+    done.acquire()
+    for f in futures:   # (not yet started: nothing left for them)
+        f.cancel()
+    if errors:
+        raise errors[0]
 
-
-def _finish(futures) -> None:
-    """Wait for the pool's helpers that took up pieces; those still waiting for a thread
-    are cancelled: the calling thread has done every piece, and the pool's thread may be
-    running something long (codegen.overlap's loop, another caller's work), which waiting
-    for them would wait for too."""
-    for f in futures:
-        if not f.cancel():
-            f.result()
