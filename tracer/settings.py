@@ -109,9 +109,10 @@ COMPILE_AHEAD = Flag("TRACEJIT_COMPILE_AHEAD", "1",
 AUTOTUNE_MATMUL = Flag("TRACEJIT_AUTOTUNE_MATMUL", "1",
                        "time both operand layouts of a matmul when building a program")
 GEMM = Flag("TRACEJIT_GEMM", "1",
-            "float32 products of compiled programs through tracejit's AVX-512 kernel where "
-            "it is faster (an AVX-512 CPU, numpy's OpenBLAS on AVX2 kernels: codegen.gemm); "
-            "0: numpy's BLAS always")
+            "float32 products of compiled programs through tracejit's own kernel where it "
+            "is faster (by default an AVX-512 CPU whose numpy OpenBLAS runs AVX2 kernels: "
+            "codegen.gemm); stacks: only stacks of matrices (attention's), all: every "
+            "product, also on an AVX2 CPU; 0: numpy's BLAS always")
 PARALLEL_MIN_SIZE = Size("TRACEJIT_PARALLEL_MIN_SIZE", str(1 << 22),
                          "kernels with at least this many iterations run in parallel "
                          "(0: never)")
