@@ -149,12 +149,11 @@ class Snapshot:
             for k, v in list(obj.items()):
                 self.entries.append((f"{source}[{k!r}]", obj, k, "item", v))
                 self._take(f"{source}[{k!r}]", v, depth + 1)
-        elif _is_iterator(obj):
-            # (a consumed element cannot be put back: `next(batches)` inside is refused)
+        elif _is_iterator(obj) and not hasattr(obj, "__dict__"):
+            # (a generator or builtin iterator: a consumed element cannot be put back, so
+            # `next(batches)` inside is refused. An iterator of a Python class is a plain
+            # object: its attributes are entries, a DataLoader's its sampler's iterator)
             self.entries.append((source, obj, None, "iterator", _position(obj)))
-            if _plain_object(obj):  # (a DataLoader's iterator: its sampler's iterator)
-                for k, v in list(vars(obj).items()):
-                    self._take(f"{source}.{k}", v, depth + 1)
         elif isinstance(obj, (list, collections.deque)):
             self.sizes[id(obj)] = (obj, len(obj))
             # (its length first: restored before its items; acc.append(...) changes it)
@@ -272,6 +271,7 @@ def _is_iterator(obj) -> bool:
     kind = type(obj)
     return hasattr(kind, "__next__") and getattr(kind, "__iter__", None) is not None \
         and not isinstance(obj, (Tensor, Module))
+
 
 
 def _position(obj, depth=0):

@@ -244,3 +244,41 @@ def test_next_of_an_outside_iterator_is_refused(backend, case):
     f = tracer.function(step, backend=backend)
     with pytest.raises(tracer.TracingError, match="takes the next element of it"):
         f(eager.ones(2))
+
+
+class _Batches:
+    """An iterator of a Python class: its position is an attribute (restored, then run
+    eagerly), unlike a generator's."""
+
+    def __init__(self):
+        self.k = 0
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        self.k += 1
+        return eager.full((2,), float(self.k))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_iterator_object_advanced_inside_runs_eagerly_and_one_held_is_fine(backend):
+    it = _Batches()
+    f = tracer.function(lambda x: x * next(it), backend=backend)
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        got = [float(f(eager.ones(2)).numpy()[0]) for _ in range(3)]
+    assert got == [1.0, 2.0, 3.0] and it.k == 3
+
+    class Trainer:  # holds an iterator it does not advance inside the step
+        def __init__(self):
+            self.batches = iter([eager.ones(2)] * 3)
+            self.objects = _Batches()
+            self.scale = 2.0
+
+    trainer = Trainer()
+    g = tracer.function(lambda x: x * trainer.scale, backend=backend)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert [float(g(eager.ones(2)).numpy()[0]) for _ in range(2)] == [2.0, 2.0]
+    assert g.trace_count == 1
