@@ -85,8 +85,14 @@ def scatter_add(gen, k, step, a, direct, bound) -> bool:
         return False
     e, out = step.eqn, step.out
     gen.ns[f"t{out}"] = (tuple(e.params["shape"]), e.out.type.dtype)
-    gen.lines.append(f"    v{out} = zeros(*t{out}); v{out}[{', '.join(a[1:])}] = {a[0]}"
-                     "  # scatter_add, no position repeats")
+    # (an index out of range raises through the op's implementation, as gather's)
+    gen.lines += ["    try:",
+                  f"        v{out} = zeros(*t{out}); v{out}[{', '.join(a[1:])}] = {a[0]}"
+                  "  # scatter_add, no position repeats",
+                  "    except IndexError:",
+                  f"        op{k}({', '.join(a)}, **p{k})  # scatter_add raises: an index out "
+                  "of range",
+                  "        raise"]
     return True
 
 

@@ -222,6 +222,7 @@ def _slice_update_impl(base, value, index):
 
 
 def _scatter_add_impl(g, *idx, shape):
+    # (a named function, as _gather_impl: a value check's raise is known by this code)
     out = np.zeros(shape, g.dtype)
     np.add.at(out, tuple(idx), g)
     return out
@@ -505,8 +506,10 @@ register("check_nonzero", I, 1, _check_nonzero_impl, lambda x, what: x, params=(
              "program runs, traced or not: a pass over the divisor, before the fused kernel.")
 register("scatter_add", I, -1, _scatter_add_impl, _scatter_add_infer, opmath=True,
          vjp=lambda g, out, v, *idx, shape: (fn.gather(g, idx),) + (None,) * len(idx),
-         saves=(1, 2, 3, 4, 5, 6, 7, 8), params=("shape",),
-         doc="Zeros of `shape` with `g` added at integer indices; repeated indices add up.")
+         saves=(1, 2, 3, 4, 5, 6, 7, 8), params=("shape",), raises=True,
+         doc="Zeros of `shape` with `g` added at integer indices; repeated indices add up. "
+             "Its own value check, as gather: an index out of range raises numpy's "
+             "IndexError when the program runs, before any state is written.")
 
 register("uniform", X, 0, _uniform_impl, _random_infer, params=("shape", "dtype"),
          doc="Uniform [0, 1) samples from the global generator (eager.manual_seed).")

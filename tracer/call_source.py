@@ -227,8 +227,12 @@ _CODES: list = []
 def _check_codes() -> frozenset:
     if not _CODES:
         codes = {check_nonempty.__code__}
-        codes.update(op.impl.__code__ for op in OPS.values()
-                     if op.raises and hasattr(op.impl, "__code__"))
+        for op in OPS.values():
+            # (an opmath row's impl is a wrapper shared by every such row: its own
+            # implementation is the one that checks)
+            impl = getattr(op.impl, "__wrapped__", op.impl)
+            if op.raises and hasattr(impl, "__code__"):
+                codes.add(impl.__code__)
         _CODES.append(frozenset(codes))
     return _CODES[0]
 

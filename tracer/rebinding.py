@@ -10,24 +10,29 @@ from __future__ import annotations
 import collections
 import functools
 import os
+import sys
 import types
 
 from eager.nn.module import Module
 from eager.optim import Optimizer
 from eager.tensor import Tensor
 
+from eager.errors import _is_library_file
+
+from .captures import _global_names
 from .discover import (MAX_DEPTH, Recorder, _MODULE_STORES, _OPTIMIZER_STATE,
-                       _named_modules, _plain_object)
+                       _SKIP_PREFIXES, _named_modules, _plain_object)
 from .guards import is_scalar
 
 class Snapshot:
     """The entries of the containers and objects reachable before the trace, to find (and
     undo) what the traced function rebound."""
 
-    def __init__(self, roots, sizes: bool = False):
+    def __init__(self, roots, sizes: bool = False, functions=()):
         """`sizes`: also note the keys of dicts and the lengths of lists (for the copies of
         container arguments the function gets; appending to an outside list is a Python
-        side effect made while tracing only, as documented)."""
+        side effect made while tracing only, as documented). `functions`: the traced
+        function itself, whose globals and closure variables may be rebound."""
         self.note_sizes = sizes
         self.entries: list = []   # (source, container, key, kind, value before)
         self.sizes: dict = {}     # id -> (list or dict, its length before)
@@ -36,9 +41,71 @@ class Snapshot:
         self._seen: set = set()
         for desc, obj in roots:
             self._take(desc, obj, 0)
+        for fn in functions:
+            self._take(getattr(fn, "__qualname__", "the function"), fn, 0)
+
+    def _take_function(self, source, fn, depth):
+        """The names a user's function (the step, a helper it calls, a module's hook, a
+        method of a user class) binds outside itself: the globals its code names and its
+        closure variables, and what they hold. `global COUNTER; COUNTER += 1`, `nonlocal
+        n`, a helper's `stats["calls"] += 1` rebind them once while tracing where eager
+        does at every call."""
+        code = fn.__code__
+        if _is_library_file(code.co_filename) or code.co_filename.startswith(_SKIP_PREFIXES):
+            return
+        where = getattr(fn, "__qualname__", source)
+        for var, cell in zip(code.co_freevars, fn.__closure__ or ()):
+            try:
+                value = cell.cell_contents
+            except ValueError:
+                continue
+            self.entries.append((f"{where}: closure variable {var}", cell, var, "cell", value))
+            self._take(var, value, depth + 1)
+        # (`def step(x, cache={})`: the function's own state, so a key added is a change)
+        defaults = list(enumerate(fn.__defaults__ or ())) + list((fn.__kwdefaults__ or {}).items())
+        for k, value in defaults:
+            self._take(f"{where}: default {k}", value, depth + 1)
+            if isinstance(value, dict):
+                self.entries.append((f"{where}: default {k} (a key added or removed)", value,
+                                     None, "keys", tuple(value)))
+        g = fn.__globals__
+        for name in _global_names(code):
+            if name in g and not isinstance(g[name], (types.ModuleType, type)):
+                self.entries.append((f"{where}: global {name}", g, name, "item", g[name]))
+                self._take(name, g[name], depth + 1)
+
+    def _take_class(self, cls, depth):
+        """The functions of a user class (its methods' globals: a forward that counts) and
+        its plain class attributes (`Trainer.steps += 1`)."""
+        for klass in cls.__mro__:
+            if id(klass) in self._seen or not _user_class(klass):
+                continue
+            self._seen.add(id(klass))
+            for k, v in list(vars(klass).items()):
+                if isinstance(v, (staticmethod, classmethod)):
+                    v = v.__func__
+                if isinstance(v, types.FunctionType):
+                    self._take(v.__qualname__, v, depth + 1)
+                elif not (k.startswith("__") or isinstance(v, (property, type))):
+                    self.entries.append((f"{klass.__qualname__}.{k}", klass, k, "class", v))
+                    self._take(f"{klass.__qualname__}.{k}", v, depth + 1)
 
     def _take(self, source, obj, depth):
         if depth > MAX_DEPTH or id(obj) in self._seen:
+            return
+        if isinstance(obj, types.FunctionType):
+            self._seen.add(id(obj))
+            self._take_function(source, obj, depth)
+            return
+        if isinstance(obj, types.MethodType):
+            self._take(source, obj.__func__, depth)
+            self._take(source, obj.__self__, depth + 1)
+            return
+        if isinstance(obj, functools.partial):
+            self._seen.add(id(obj))
+            self._take(source, obj.func, depth + 1)
+            for i, a in enumerate(obj.args):
+                self._take(f"{source}.args[{i}]", a, depth + 1)
             return
         if isinstance(obj, Optimizer):
             self._seen.add(id(obj))
@@ -52,12 +119,16 @@ class Snapshot:
                     self.entries.append((f"{source}.{k}", obj, k, "attr", v))
                     self._take(f"{source}.{k}", v, depth + 1)
             return
-        if isinstance(obj, (Tensor, types.ModuleType, type)) or is_scalar(obj):
+        if isinstance(obj, type):
+            self._take_class(obj, depth)
+            return
+        if isinstance(obj, (Tensor, types.ModuleType)) or is_scalar(obj):
             return
         self._seen.add(id(obj))
         if isinstance(obj, Module):
             for path, m in _named_modules(obj, source):
                 self._seen.add(id(m))
+                self._take_class(type(m), depth)
                 for store in ("_buffers", "_parameters"):
                     for k, v in list(m.__dict__[store].items()):
                         self.entries.append((f"{path}.{k}", m.__dict__[store], k, "item", v))
@@ -72,10 +143,18 @@ class Snapshot:
             if self.note_sizes:
                 self.entries.append((f"{source} (a key added or removed)", obj, None,
                                      "keys", tuple(obj)))
+            else:  # (a traced tensor stored under a new key: `acts["h"] = out.detach()`)
+                self.entries.append((f"{source} (a key added)", obj, None, "new keys",
+                                     tuple(obj)))
             for k, v in list(obj.items()):
                 self.entries.append((f"{source}[{k!r}]", obj, k, "item", v))
                 self._take(f"{source}[{k!r}]", v, depth + 1)
-        elif isinstance(obj, list):
+        elif _is_iterator(obj) and not hasattr(obj, "__dict__"):
+            # (a generator or builtin iterator: a consumed element cannot be put back, so
+            # `next(batches)` inside is refused. An iterator of a Python class is a plain
+            # object: its attributes are entries, a DataLoader's its sampler's iterator)
+            self.entries.append((source, obj, None, "iterator", _position(obj)))
+        elif isinstance(obj, (list, collections.deque)):
             self.sizes[id(obj)] = (obj, len(obj))
             # (its length first: restored before its items; acc.append(...) changes it)
             if self.note_sizes:
@@ -90,6 +169,8 @@ class Snapshot:
             for k, v in list(vars(obj).items()):
                 self.entries.append((f"{source}.{k}", obj, k, "attr", v))
                 self._take(f"{source}.{k}", v, depth + 1)
+            if not isinstance(obj, types.SimpleNamespace):
+                self._take_class(type(obj), depth)
 
     def resized(self) -> set:
         """ids of the lists and dicts the traced code itself grew or shrank (`calls.append`):
@@ -105,9 +186,23 @@ class Snapshot:
                 if (tuple(obj) if kind == "keys" else len(obj)) != before:
                     out.append(entry)
                 continue
+            if kind == "iterator":
+                if _position(obj) != before:
+                    out.append(entry)
+                continue
+            if kind == "new keys":
+                old = set(before)
+                if any(_traced(v) for k, v in list(obj.items()) if k not in old):
+                    out.append(entry)
+                continue
             try:
-                now = obj[key] if kind == "item" else obj.__dict__.get(key, _GONE)
-            except (KeyError, IndexError):
+                if kind == "cell":
+                    now = obj.cell_contents
+                elif kind == "class":
+                    now = vars(obj).get(key, _GONE)
+                else:
+                    now = obj[key] if kind == "item" else obj.__dict__.get(key, _GONE)
+            except (KeyError, IndexError, ValueError):
                 now = _GONE
             if now is not before and not (is_scalar(now) and is_scalar(before)
                                           and now.__class__ is before.__class__
@@ -118,7 +213,16 @@ class Snapshot:
     @staticmethod
     def restore(changes):
         for _source, obj, key, kind, before in changes:
-            if kind == "keys":
+            if kind == "iterator":
+                continue  # (refuse_rebinding raises: it cannot be undone)
+            if kind == "item" and isinstance(obj, (list, collections.deque)) \
+                    and key >= len(obj):  # (shrunk while tracing: q.pop())
+                obj.extend([None] * (key + 1 - len(obj)))
+            if kind == "cell":
+                obj.cell_contents = before
+            elif kind == "class":
+                setattr(obj, key, before)
+            elif kind in ("keys", "new keys"):
                 for k in [k for k in obj if k not in set(before)]:
                     del obj[k]  # (removed keys come back with their item entries)
             elif kind == "len":
@@ -160,6 +264,54 @@ def _restore_optimizer_states(optimizer_states) -> None:
 
 
 _GONE = object()
+
+
+def _is_iterator(obj) -> bool:
+    """An iterator (or generator) whose position a call can move: not a container."""
+    kind = type(obj)
+    return hasattr(kind, "__next__") and getattr(kind, "__iter__", None) is not None \
+        and not isinstance(obj, (Tensor, Module))
+
+
+
+def _position(obj, depth=0):
+    """What tells where iterator `obj` stands: a generator's frame (its next instruction
+    and its locals, by identity), a builtin iterator's pickled state (a list iterator's
+    index, itertools.count's next number), nested iterators' positions in turn."""
+    if depth > 3:
+        return id(obj)
+    if isinstance(obj, types.GeneratorType):
+        frame = obj.gi_frame
+        if frame is None:
+            return ("done",)
+        return (frame.f_lasti, tuple((k, id(v)) for k, v in frame.f_locals.items()))
+    try:
+        reduced = obj.__reduce__()
+    except Exception:  # noqa: BLE001 - (not picklable: its identity only)
+        return id(obj)
+    if not isinstance(reduced, tuple):
+        return id(obj)
+    out = []
+    for part in reduced[1:3]:
+        items = part if isinstance(part, tuple) else (part,)
+        out.append(tuple(_position(x, depth + 1) if _is_iterator(x)
+                         else (x if is_scalar(x) else id(x)) for x in items))
+    return tuple(out)
+
+
+def _user_class(klass) -> bool:
+    """A class defined in the user's code (not a library's, numpy's or the builtins')."""
+    module = sys.modules.get(klass.__module__)
+    filename = getattr(module, "__file__", None) or "<>"
+    if klass.__module__ == "builtins" or _is_library_file(filename):
+        return False
+    return not filename.startswith(_SKIP_PREFIXES)
+
+
+def _traced(value) -> bool:
+    from .trace import TracedValue
+
+    return isinstance(value, Tensor) and value._data.__class__ is TracedValue
 
 
 def traced_leftovers(roots, captured_ids) -> list:
@@ -221,6 +373,14 @@ def refuse_rebinding(fn, name, changes, recorder: Recorder, roots):
     reachable state: a trace would make that change once, eager at every call."""
     from .trace import TracingError
 
+    consumed = [c for c in changes if c[3] == "iterator"]
+    if consumed:
+        raise TracingError(
+            f"{_where_defined(fn)}: {name} takes the next element of {consumed[0][0]} (an "
+            f"iterator or generator made outside it): a trace would take one element and "
+            f"every compiled call would reuse it, and the element it took cannot be put back. "
+            f"Take the element outside and pass it as an argument (for x, y in loader: "
+            f"step(x, y))")
     if changes:
         what = []
         for source, obj, key, _kind, _before in changes[:4]:

@@ -55,7 +55,7 @@ def trace_function(fn, name, args, kwargs, *rest, **options) -> ConcreteFunction
     State an optimizer's traced first step made (Adam's moments) goes again if the trace
     fails; if the trace's first run raises, the caller calls `concrete.undo_state()`."""
     roots = _state_roots(fn, args, kwargs)
-    snapshot = Snapshot(roots)
+    snapshot = Snapshot(roots, functions=(fn,))
     try:
         concrete = _trace_function(fn, name, args, kwargs, *rest, roots=roots,
                                    snapshot=snapshot, **options)
