@@ -40,7 +40,7 @@ from .step_kernels import Split
 
 # Weights held in registers per pass (block * KW): 16 ymm registers hold these, the block's
 # accumulators or running sums, and the loaded inputs.  On W8's 5x5 convolutions a block of
-# 2 (10 weights) beat 1, 3 and 4 (benchmarks/CONV_NOTES.md).
+# 2 (10 weights) beat 1, 3 and 4 (benchmarks/CONV_NOTES.md has the figures).
 REGISTER_WEIGHTS = 10
 MAX_BLOCK = 4
 

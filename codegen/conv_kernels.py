@@ -29,6 +29,9 @@ gradient the input, by zeros around and between rows too (terms eager never form
 a NaN or inf weight (input gradient) or non-finite results (weight gradient: a NaN or inf
 read leaves them so) they return 1 and the numpy implementation computes the value.
 
+Where Numba compiles without AVX-512 (16 vector registers), codegen.conv_blocked's
+register-blocked variants of the three are built instead (`_make`; its docstring says why).
+
 No kernel's source names the batch size N (the forward and the input gradient run the
 samples [lo, hi) the split gives them, the weight gradient reads N from its input's
 length): one compiled kernel serves a convolution at every batch size.

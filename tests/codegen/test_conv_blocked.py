@@ -183,3 +183,25 @@ def test_compiled_matches_eager_on_a_non_contiguous_float64_input():
         results.append([run(*ts).numpy()] + [t.grad.numpy() for t in ts])
     for got, want in zip(*results[::-1]):
         np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
+
+
+def test_muladd_reassoc_is_one_fused_multiply_add():
+    """s + a*b with the product unrounded where the CPU has FMA (the weight gradient's
+    running sums): (1 + 2**-12)**2 - (1 + 2**-11) is 2**-24 fused, 0 rounded twice; NaN
+    and infinities go through as in s + a*b."""
+    from numba import njit
+    from numba.core.codegen import get_host_cpu_features
+
+    from codegen.vmath import muladd_reassoc
+
+    @njit(fastmath={"contract"})
+    def f(s, a, b):
+        return muladd_reassoc(s, a, b)
+
+    one = np.float32(1 + 2.0 ** -12)
+    got = f(np.float32(-(1 + 2.0 ** -11)), one, one)
+    fma = "+fma" in str(get_host_cpu_features()).split(",")
+    assert got == (np.float32(2.0 ** -24) if fma else np.float32(0.0))
+    assert np.isnan(f(np.float32(np.nan), one, one))
+    assert np.isnan(f(np.float32(np.inf), np.float32(-np.inf), one))
+    assert f(np.float32(1.0), np.float32(np.inf), one) == np.inf
