@@ -208,7 +208,7 @@ Layout (``codegen.vmath`` re-exports every name in ``__all__``; kernels import f
 * ``tanh_erf.py``: tanh, sigmoid, erf;
 * ``trig.py``: sin, cos, tan (and the Payne-Hanek reduction); ``inverse_trig.py``: asin,
   acos, atan, atan2;
-* ``arith.py``: ``div_exact``, ``div_invariant_*``, ``add_reassoc``;
+* ``arith.py``: ``div_exact``, ``div_invariant_*``, ``add_reassoc``, ``muladd_reassoc``;
 * ``divmod.py``: numpy's float floor division and remainder (``floor_divide_float``,
   ``remainder_float``);
 * ``intpow.py``: integer powers that wrap on overflow (``pow_uint64``);
@@ -217,7 +217,8 @@ Layout (``codegen.vmath`` re-exports every name in ``__all__``; kernels import f
 import numpy as np
 from numba import config as _numba_config
 
-from .arith import add_reassoc, div_exact, div_invariant_f32, div_invariant_f64
+from .arith import (add_reassoc, div_exact, div_invariant_f32, div_invariant_f64,
+                    muladd_reassoc)
 from .divmod import floor_divide_float, remainder_float
 from .explog import (exp2_f32, exp2_f64, exp_f32, exp_f64, expm1_f32, expm1_f64, log1p_f32,
                      log1p_f64, log2_f32, log2_f64, log10_f32, log10_f64, log_f32, log_f64,
@@ -242,7 +243,8 @@ __all__ = [
     "log10_f32", "log10_f64", "exp2_f32", "exp2_f64", "hypot_f32", "hypot_f64",
     "logaddexp_f32", "logaddexp_f64",
     "maximum", "trip_count", "stream_copy", "store_fence", "div_exact",
-    "div_invariant_f32", "div_invariant_f64", "add_reassoc", "floor_divide_float",
+    "div_invariant_f32", "div_invariant_f64", "add_reassoc", "muladd_reassoc",
+    "floor_divide_float",
     "remainder_float", "pow_uint64",
     "sin_f32", "sin_f64", "cos_f32", "cos_f64", "tan_f32", "tan_f64", "asin_f32", "asin_f64",
     "acos_f32", "acos_f64", "atan_f32", "atan_f64", "atan2_f32", "atan2_f64",

@@ -6,7 +6,7 @@ from numba.extending import intrinsic
 
 from .intrinsics import _always_inline, _vjit
 
-__all__ = ["add_reassoc", "div_exact", "div_invariant_f32", "div_invariant_f64"]
+__all__ = ["add_reassoc", "muladd_reassoc", "div_exact", "div_invariant_f32", "div_invariant_f64"]
 
 
 # ---------------------------------------------------------------------------
@@ -78,5 +78,29 @@ def add_reassoc(typingctx, a, b):
     def codegen(context, builder, signature, args):
         # (Numba's fast-math pass leaves an instruction that has flags alone)
         return builder.fadd(args[0], args[1], flags=("reassoc",))
+
+    return sig, codegen
+
+
+@intrinsic
+def muladd_reassoc(typingctx, s, a, b):
+    """s + a * b for running sums of products (dot products): the addition may be
+    reassociated with others like it, as ``add_reassoc``'s, and may be contracted with its
+    product into one fused multiply-add (the product is then not rounded on its own).
+
+    ``add_reassoc(s, a * b)`` cannot become an FMA: LLVM fuses a multiply into an addition
+    only when both carry 'contract', and add_reassoc's addition carries 'reassoc' alone, so
+    a vectorized dot product costs a multiply and an add per term where an FMA does both
+    (codegen.conv_kernels' weight gradient: half the instructions in its inner loop). As
+    for add_reassoc, the reordering cannot change whether the sum is NaN or which infinity
+    it is; the fused product can only be more exact.
+    """
+    if not isinstance(s, types.Float) or not (s == a == b):
+        return None
+    sig = s(s, a, b)
+
+    def codegen(context, builder, signature, args):
+        prod = builder.fmul(args[1], args[2], flags=("contract",))
+        return builder.fadd(args[0], prod, flags=("reassoc", "contract"))
 
     return sig, codegen

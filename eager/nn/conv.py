@@ -23,6 +23,12 @@ conv 1 (kernel alone): forward 0.23 ms, weight gradient 0.21 (im2col + BLAS abou
 and 0.65).  Wider inputs than 16 channels were not measured: they keep im2col + BLAS,
 whose products get faster per FLOP as C*K grows.  (An earlier direct loop nest that did
 not vectorize lost at both W8 convs: 1.0 and 4.8 ms against 0.55 and 0.91 forward.)
+On an AVX2 machine (Zen 3, codegen/conv_blocked.py's kernels, benchmarks/CONV_NOTES.md)
+conv 2's products alone take 0.56 (forward), 0.72 (input gradient) and 1.11 ms (weight
+gradient) of one thread before any column copy, against 0.8-1.05, 1.15-1.42 and
+0.69-0.94 ms for the direct kernels: the weight gradient's kernel wins outright, the others
+only once the columns (3.8 MB written, or scattered back) are counted, which was not
+timed in the compiled step; conv 1's products (0.63 and 1.17 ms) lose to 0.46-0.58.
 
 >>> import eager, eager.nn.functional as F
 >>> F.conv2d(eager.ones(1, 1, 3, 3), eager.ones(1, 1, 2, 2)).shape
