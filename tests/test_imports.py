@@ -18,6 +18,9 @@ LAYER = {"eager": 0, "tracer": 1, "codegen": 2}
 
 # (importer, imported) -> why a function-level import there closes a cycle and stays
 LAZY = {
+    ("codegen.conv_kernels", "codegen.conv_blocked"):
+        "the register-blocked generators (AVX2) build on conv_kernels' Geometry and module "
+        "text; conv_kernels._make picks them per CPU when a kernel is generated",
     ("tracer.ir", "tracer.printing"):
         "str(graph) is the printout; printing needs the IR's classes",
     ("tracer.views", "tracer.trace"):
