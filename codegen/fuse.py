@@ -26,6 +26,7 @@ from eager.ops import OPS, Dim
 from tracer.ir import Graph, Literal, Var
 
 from .lower import KERNEL_DTYPES, LOWERING
+from .reshape_fold import folded_eqns
 
 
 @dataclass(eq=False)
@@ -67,6 +68,7 @@ class Partition:
 
     def __init__(self, graph: Graph):
         self.graph = graph
+        self.eqns = list(graph.eqns)  # what is partitioned (codegen.reshape_fold)
         self.steps: list = []
         self.views: dict = {}        # id(Var) -> view Eqn still virtual
         self.group_of: dict = {}     # id(Var) -> KernelGroup that computes it
@@ -123,7 +125,8 @@ class Partition:
 
 def partition(graph: Graph) -> Partition:
     p = Partition(graph)
-    for e in _checks_of_inputs_first(p, graph.eqns):
+    p.eqns = folded_eqns(graph)
+    for e in _checks_of_inputs_first(p, p.eqns):
         row = LOWERING.get(e.op)
         how = row.how if row is not None else None
         if how == "view":
@@ -363,7 +366,7 @@ def _recompute_chain(p: Partition, g: KernelGroup, b, viewed=frozenset()) -> lis
         return None
     if sum(_nbytes(c) for c in new_reads.values()) > _nbytes(b):
         return None
-    order = {id(m): i for i, m in enumerate(p.graph.eqns)}
+    order = {id(m): i for i, m in enumerate(p.eqns)}
     return sorted(chain.values(), key=lambda m: order.get(id(m), 0))
 
 
