@@ -339,7 +339,7 @@ def _recompute_chain(p: Partition, g: KernelGroup, b, viewed=frozenset()) -> lis
         src = p.group_of.get(id(v))
         e = next((m for m in src.members if m.out is v), None) if src is not None else None
         row = LOWERING.get(e.op) if e is not None else None
-        if (e is None or src is g or src.kind != "elementwise" or row is None
+        if (e is None or src is g or not _recomputable_in(src, v) or row is None
                 or row.how != "kernel" or row.expensive or row.positions
                 or not OPS[e.op].recompute or tuple(v.type.shape) != tuple(g.shape)
                 or not _kernel_types_ok(e)):
@@ -368,6 +368,16 @@ def _recompute_chain(p: Partition, g: KernelGroup, b, viewed=frozenset()) -> lis
         return None
     order = {id(m): i for i, m in enumerate(p.eqns)}
     return sorted(chain.values(), key=lambda m: order.get(id(m), 0))
+
+
+def _recomputable_in(src: KernelGroup, v) -> bool:
+    """Whether a value `v` that kernel `src` computes may be computed again elsewhere:
+    any of an elementwise kernel's; of a row kernel, a full-size value (layer_norm's
+    normalized x, (x - mean) * rstd: its backward reads it with (x - mean) and rstd, which
+    it reads anyway), not a row value."""
+    if src.kind == "elementwise":
+        return True
+    return src.kind == "row" and tuple(v.type.shape) == tuple(src.shape)
 
 
 def _candidate_groups(p: Partition, e):
