@@ -199,7 +199,10 @@ def _can_join(p: Partition, g: KernelGroup, e, role: str) -> bool:
             if p.group_of.get(id(b)) is g and b.type.shape != g.shape:
                 return False
     members = g.member_outs()
+    sums = {id(m.out) for m in col_sums(g)}  # (complete only after the last row)
     for x, b in _deps(p, e):
+        if id(b) in sums:
+            return False
         if id(b) in members:
             if not _internal_read_ok(p, g, x, b, role):
                 return False
@@ -484,6 +487,10 @@ def _place_reduction(p: Partition, e) -> bool:
         return False
     b = p.base(x)
     src = p.group_of.get(id(b)) if isinstance(b, Var) else None
+    if _sums_rows_of(src, kind, shape, split) and _can_join_as(p, src, e, "row", split):
+        src.kind = "row"  # (a col kernel's sums become the row kernel's col_sums)
+        _join(p, src, e)
+        return True
     if src is not None and src.shape == shape and (
             (src.kind == kind and src.split == split)
             or (src.kind == "elementwise" and _upgradable(p, src))):
@@ -498,6 +505,25 @@ def _place_reduction(p: Partition, e) -> bool:
         return False
     _join(p, g, e)
     return True
+
+
+def col_sums(g: KernelGroup) -> list:
+    """A row kernel's reductions over exactly its row axes (layer_norm's weight and bias
+    gradients, a bias gradient summed from the rows it computes): accumulated in its last
+    pass, row by row, in the order a col kernel adds them (emit._row_code)."""
+    lead = tuple(range(g.split))
+    return [e for e in g.members if g.kind == "row" and OPS[e.op].reduce is not None
+            and tuple(e.params["axes"]) == lead]
+
+
+def _sums_rows_of(src, kind: str, shape: tuple, split: int) -> bool:
+    """Whether a reduction of `kind` over `split` axes of a value of `src` may make `src`
+    a row kernel with col sums: one reduces the rows of the other's values. Not a row
+    kernel that runs its rows in parallel: a sum's additions would race (and reorder)."""
+    from .emit import runs_parallel  # (emit imports this module)
+
+    return (src is not None and src.shape == shape and src.split == split and not src.parts
+            and {src.kind, kind} == {"row", "col"} and split > 0 and not runs_parallel(shape))
 
 
 def _upgradable(p: Partition, g: KernelGroup) -> bool:
@@ -665,4 +691,4 @@ def _var_sort(name: str):
 
 
 __all__ = ["partition", "merge_adjacent", "Partition", "KernelGroup", "CallStep", "ViewStep",
-           "describe", "Literal"]
+           "describe", "Literal", "col_sums"]
