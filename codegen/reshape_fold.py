@@ -1,4 +1,5 @@
-"""An elementwise equation that only a reshape reads is computed at the reshape's shape.
+"""An elementwise equation that only a reshape reads is computed at the reshape's shape;
+a reduction over the leading axes of a reshape, over those of the value reshaped.
 
 A linear layer on a 3-D input traces as reshape -> 2-D matmul -> reshape back -> bias add,
 and a loss then reshapes the logits to 2-D again (W10: `%35 = reshape %34` to [35,20,1000],
@@ -31,6 +32,10 @@ def folded_eqns(graph: Graph) -> list:
     results = {id(x) for x in graph.results if isinstance(x, Var)}
     dropped, replaced = set(), {}
     for r in eqns:
+        summed = _rows_summed(r, producer)
+        if summed is not None:
+            replaced[id(r)] = summed
+            continue
         if r.op != "reshape" or not isinstance(r.out, Var):
             continue
         y = r.inputs[0]
@@ -75,6 +80,30 @@ def _inputs_at(e, producer: dict, shape: tuple, to: tuple):
         full += 1
     # (not without one: a 0-d value's reshape to [1] fuses where it is, as a row value)
     return tuple(inputs) if full else None
+
+
+def _rows_summed(e, producer: dict):
+    """A reduction over the leading axes of a reshape that only splits or merges those
+    axes (W10's bias gradient: the sum over [35, 20] of the [700, 1000] logits' gradient,
+    reshaped) as the same reduction of the reshaped value (over [700]), or None. The rows
+    are the same rows, in the same order."""
+    from eager.ops import OPS
+
+    x = e.inputs[0] if e.inputs else None
+    src = producer.get(id(x)) if isinstance(x, Var) else None
+    if (OPS[e.op].reduce is None or src is None or src.op != "reshape"
+            or e.params.get("keepdim") or not isinstance(src.inputs[0], Var)):
+        return None
+    y = src.inputs[0]
+    shape, to = tuple(x.type.shape), tuple(y.type.shape)
+    axes = tuple(e.params.get("axes") or ())
+    if not axes or axes != tuple(range(len(axes))) or not _concrete(shape + to):
+        return None
+    kept = shape[len(axes):]
+    lead = len(to) - len(kept)
+    if lead < 1 or to[lead:] != kept or (lead, to[:lead]) == (len(axes), shape[:len(axes)]):
+        return None
+    return Eqn(e.op, (y,), {**e.params, "axes": tuple(range(lead))}, e.out, e.loc)
 
 
 def _concrete(shape) -> bool:

@@ -114,3 +114,28 @@ def test_what_would_read_other_elements_is_not_folded(case):
     for g, w, r in zip(got, want, ref):
         assert np.array_equal(g, w, equal_nan=True)
         assert np.array_equal(g, r, equal_nan=True)
+
+
+def _rows_then_reshaped_sum(a, w):
+    y = a * w
+    g = y - eager.amax(y, -1, keepdim=True)                # a row kernel, [A * B, K]
+    return g, g.reshape(A, B, K).sum((0, 1)), g.reshape(A, B * K).sum(0)
+
+
+def test_a_sum_over_reshaped_rows_is_the_row_kernels_own():
+    # the sum over [A, B] of the [A * B, K] rows is their sum over [A * B]: the row
+    # kernel accumulates it (test_row_col_sums.py); the sum over [A] of [A, B * K] is not
+    # a sum of those rows and stays a kernel of its own
+    rng = np.random.default_rng(4)
+    a, w = _values(rng, A * B, K), _values(rng, K)
+    got, want, concrete = _run(_rows_then_reshaped_sum, a, w)
+    with np.errstate(invalid="ignore"):
+        g = a * w - (a * w).max(-1, keepdims=True)
+    assert np.array_equal(got[0], g, equal_nan=True)
+    acc = g[0].copy()
+    for row in g[1:]:  # (the kernel's order: row after row)
+        acc = acc + row
+    assert np.array_equal(got[1], acc, equal_nan=True)
+    np.testing.assert_allclose(got[2], want[2], rtol=1e-5, equal_nan=True)
+    parts = [p.kind for k in concrete.kernels for p in (k.group.parts or [k.group])]
+    assert parts == ["row", "col"], concrete
