@@ -22,7 +22,7 @@ from tracer import settings
 from tracer.ir import Var
 from tracer.symbolic import graph_dims
 
-from .fuse import KernelGroup, Partition
+from .fuse import KernelGroup, Partition, col_sums
 from .kernel_source import (Aff, KernelSource, _eqn_comment, _flat, _is_row_value,  # noqa: F401
                             _row_index, c_strides)
 from .loops import _col_loops, _loops
@@ -289,17 +289,23 @@ def _row_code(ks: KernelSource, loop_vars, idx) -> tuple[list, list]:
     outer_shape, inner_shape = g.shape[:split], g.shape[split:]
     inner_flat = ks.index(_flat(inner_shape, idx[split:]))
     stage = _stages(ks)
-    reductions = [e for e in g.members if _accumulates(e)]
+    sums = col_sums(g)  # (outputs, added to the last pass)
+    summed = {id(e.out) for e in sums}
+    for e in sums:
+        if e.out not in ks.outputs:
+            ks.outputs.append(e.out)
+            ks.out_names[id(e.out)] = f"out{len(ks.out_names)}"
+    reductions = [e for e in g.members if _accumulates(e) and id(e.out) not in summed]
     row_members = [e for e in g.members if not _accumulates(e)
                    and _is_row_value(g, e.out)]
     full_outputs = [v for v in ks.outputs if not _is_row_value(g, v)]
-    row_outputs = [v for v in ks.outputs if _is_row_value(g, v)]
+    row_outputs = [v for v in ks.outputs if _is_row_value(g, v) and id(v) not in summed]
     n_passes = max((stage[id(e.out)] for e in reductions), default=0)
 
-    # The passes: reductions of stage p, then (if any) the full-size outputs.
+    # The passes: reductions of stage p, then (if any) the full-size outputs and sums.
     passes = [[e for e in reductions if stage[id(e.out)] == p] for p in range(1, n_passes + 1)]
-    if full_outputs:
-        passes.append([ks.members[id(v)] for v in full_outputs])
+    if full_outputs or sums:
+        passes.append([ks.members[id(v)] for v in full_outputs] + sums)
     # Which full-size values to keep in a row buffer rather than recompute in later passes.
     plain_needs = [{id(e.out) for e in _needed_full(ks, t, set())} for t in passes]
     cache = set()
@@ -311,9 +317,16 @@ def _row_code(ks: KernelSource, loop_vars, idx) -> tuple[list, list]:
     # A full-size output's row is a free buffer until the last pass, which reads a kept
     # value at the position it then writes (the stores come after all loads): softmax keeps
     # exp(x - max) in its output row (saves a buffer's traffic: 6% of softmax (4096,1024)).
+    # A kept value that is itself a full-size output is kept in its own row: written once,
+    # where it ends up (W10's cross-entropy kept exp(x - max) in the log-softmax output's
+    # row and copied it to its own output in the last pass: one more 2.7 MiB stream).
     host = {}  # kept value -> the output whose row keeps it
-    free_rows = list(full_outputs)
-    for key in [k for e in g.members for k in [id(e.out)] if k in cache]:
+    kept = [k for e in g.members for k in [id(e.out)] if k in cache]
+    free_rows = [v for v in full_outputs if id(v) not in kept]
+    for v in full_outputs:
+        if id(v) in kept:
+            host[id(v)] = v
+    for key in [k for k in kept if k not in host]:
         out = next((v for v in free_rows if v.type.dtype == ks.members[key].out.type.dtype),
                    None)
         if out is not None:
@@ -408,11 +421,17 @@ def _row_code(ks: KernelSource, loop_vars, idx) -> tuple[list, list]:
             row_ready.add(id(e.out))
         stored.update(k for k in cache if k in plain_needs[p - 1])
         emit_row_members(p)
-    if full_outputs:
+    if full_outputs or sums:
         inner_scope, inner = emit_pass(passes[-1])
+        for e in sums:
+            x = e.inputs[0]
+            val = inner_scope.get(id(x)) or ks.load(x, idx, inner_scope, inner)
+            inner.append(_col_accumulate(ks, e, inner_flat, val))
         streams = []
         for v in full_outputs:
             out = ks.out_names[id(v)]
+            if host.get(id(v)) is v:
+                continue  # (stored in its own row by the pass that computed it)
             if id(v) in streamed:
                 row = stream_rows[id(v)]
                 inner.append(f"{row}[{inner_flat}] = {inner_scope[id(v)]}")
@@ -430,8 +449,10 @@ def _row_code(ks: KernelSource, loop_vars, idx) -> tuple[list, list]:
         row_body.append(f"{ks.out_names[id(v)]}[{ks.index(_flat(v.type.shape, ridx))}] = "
                         f"{row_scope[id(v)]}")
     # (blocks of rows in parallel: their bounds come from _rows_function instead)
-    code = _nest(outer_vars, outer_shape, row_body, False,
-                 sized=ks if ks.unknown_range_var is None else None)
+    assert not (sums and ks.unknown_range_var), "col sums of rows in parallel"
+    code = [line for e in sums for line in _col_init(ks, e, math.prod(inner_shape))]
+    code += _nest(outer_vars, outer_shape, row_body, False,
+                  sized=ks if ks.unknown_range_var is None else None)
     if streamed:
         ks.imports.add(("codegen.vmath", "store_fence"))
         code.append("    store_fence()  # streamed stores are weakly ordered: finish them")
@@ -503,12 +524,7 @@ def _col_code(ks: KernelSource, loop_vars, idx) -> list:
         if e.out not in ks.outputs:
             ks.outputs.append(e.out)
             ks.out_names[id(e.out)] = f"out{len(ks.out_names)}"
-    lines = []
-    for e in reductions:
-        init = _identity(ks, e)
-        n = math.prod(kept_shape)
-        lines.append(f"    for t in range({n}):  # {_eqn_comment(e)}")
-        lines.append(f"        {ks.out_names[id(e.out)]}[t] = {init}")
+    lines = [line for e in reductions for line in _col_init(ks, e, math.prod(kept_shape))]
     loop_vars, loop_shape, idx = _col_loops(ks, loop_vars, idx)
     scope: dict = {}
     body: list = []
@@ -522,12 +538,7 @@ def _col_code(ks: KernelSource, loop_vars, idx) -> list:
     for e in reductions:
         x = e.inputs[0]
         val = scope.get(id(x)) or ks.load(x, idx, scope, body)
-        o = ks.out_names[id(e.out)]
-        if OPS[e.op].reduce == "sum":
-            body.append(f"{o}[{kept_flat}] += {val}")
-        else:
-            body.append(f"{o}[{kept_flat}] = {val} if ({val} > {o}[{kept_flat}] or "
-                        f"{val} != {val}) else {o}[{kept_flat}]")
+        body.append(_col_accumulate(ks, e, kept_flat, val))
     reduced = {id(e.out) for e in reductions}
     for v in ks.outputs:
         # (a keepdim reduction over size-1 leading dims has the group's shape too: it is
@@ -537,6 +548,20 @@ def _col_code(ks: KernelSource, loop_vars, idx) -> list:
                         f"{scope[id(v)]}")
     lines.extend(_nest(loop_vars, loop_shape, body, False, sized=ks))
     return lines
+
+
+def _col_init(ks: KernelSource, e, n: int) -> list:
+    """The lines setting a reduction over leading axes to its identity, before its rows."""
+    return [f"    for t in range({n}):  # {_eqn_comment(e)}",
+            f"        {ks.out_names[id(e.out)]}[t] = {_identity(ks, e)}"]
+
+
+def _col_accumulate(ks: KernelSource, e, kept_flat: str, val: str) -> str:
+    """The line adding one row's element `val` to a reduction over leading axes."""
+    o = f"{ks.out_names[id(e.out)]}[{kept_flat}]"
+    if OPS[e.op].reduce == "sum":
+        return f"{o} += {val}"
+    return f"{o} = {val} if ({val} > {o} or {val} != {val}) else {o}"
 
 
 def runs_parallel(shape) -> bool:

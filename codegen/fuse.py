@@ -26,6 +26,7 @@ from eager.ops import OPS, Dim
 from tracer.ir import Graph, Literal, Var
 
 from .lower import KERNEL_DTYPES, LOWERING
+from .reshape_fold import folded_eqns
 
 
 @dataclass(eq=False)
@@ -67,6 +68,7 @@ class Partition:
 
     def __init__(self, graph: Graph):
         self.graph = graph
+        self.eqns = list(graph.eqns)  # what is partitioned (codegen.reshape_fold)
         self.steps: list = []
         self.views: dict = {}        # id(Var) -> view Eqn still virtual
         self.group_of: dict = {}     # id(Var) -> KernelGroup that computes it
@@ -123,7 +125,8 @@ class Partition:
 
 def partition(graph: Graph) -> Partition:
     p = Partition(graph)
-    for e in _checks_of_inputs_first(p, graph.eqns):
+    p.eqns = folded_eqns(graph)
+    for e in _checks_of_inputs_first(p, p.eqns):
         row = LOWERING.get(e.op)
         how = row.how if row is not None else None
         if how == "view":
@@ -196,7 +199,10 @@ def _can_join(p: Partition, g: KernelGroup, e, role: str) -> bool:
             if p.group_of.get(id(b)) is g and b.type.shape != g.shape:
                 return False
     members = g.member_outs()
+    sums = {id(m.out) for m in col_sums(g)}  # (complete only after the last row)
     for x, b in _deps(p, e):
+        if id(b) in sums:
+            return False
         if id(b) in members:
             if not _internal_read_ok(p, g, x, b, role):
                 return False
@@ -336,7 +342,7 @@ def _recompute_chain(p: Partition, g: KernelGroup, b, viewed=frozenset()) -> lis
         src = p.group_of.get(id(v))
         e = next((m for m in src.members if m.out is v), None) if src is not None else None
         row = LOWERING.get(e.op) if e is not None else None
-        if (e is None or src is g or src.kind != "elementwise" or row is None
+        if (e is None or src is g or not _recomputable_in(src, v) or row is None
                 or row.how != "kernel" or row.expensive or row.positions
                 or not OPS[e.op].recompute or tuple(v.type.shape) != tuple(g.shape)
                 or not _kernel_types_ok(e)):
@@ -363,8 +369,18 @@ def _recompute_chain(p: Partition, g: KernelGroup, b, viewed=frozenset()) -> lis
         return None
     if sum(_nbytes(c) for c in new_reads.values()) > _nbytes(b):
         return None
-    order = {id(m): i for i, m in enumerate(p.graph.eqns)}
+    order = {id(m): i for i, m in enumerate(p.eqns)}
     return sorted(chain.values(), key=lambda m: order.get(id(m), 0))
+
+
+def _recomputable_in(src: KernelGroup, v) -> bool:
+    """Whether a value `v` that kernel `src` computes may be computed again elsewhere:
+    any of an elementwise kernel's; of a row kernel, a full-size value (layer_norm's
+    normalized x, (x - mean) * rstd: its backward reads it with (x - mean) and rstd, which
+    it reads anyway), not a row value."""
+    if src.kind == "elementwise":
+        return True
+    return src.kind == "row" and tuple(v.type.shape) == tuple(src.shape)
 
 
 def _candidate_groups(p: Partition, e):
@@ -471,6 +487,10 @@ def _place_reduction(p: Partition, e) -> bool:
         return False
     b = p.base(x)
     src = p.group_of.get(id(b)) if isinstance(b, Var) else None
+    if _sums_rows_of(src, kind, shape, split) and _can_join_as(p, src, e, "row", split):
+        src.kind = "row"  # (a col kernel's sums become the row kernel's col_sums)
+        _join(p, src, e)
+        return True
     if src is not None and src.shape == shape and (
             (src.kind == kind and src.split == split)
             or (src.kind == "elementwise" and _upgradable(p, src))):
@@ -485,6 +505,25 @@ def _place_reduction(p: Partition, e) -> bool:
         return False
     _join(p, g, e)
     return True
+
+
+def col_sums(g: KernelGroup) -> list:
+    """A row kernel's reductions over exactly its row axes (layer_norm's weight and bias
+    gradients, a bias gradient summed from the rows it computes): accumulated in its last
+    pass, row by row, in the order a col kernel adds them (emit._row_code)."""
+    lead = tuple(range(g.split))
+    return [e for e in g.members if g.kind == "row" and OPS[e.op].reduce is not None
+            and tuple(e.params["axes"]) == lead]
+
+
+def _sums_rows_of(src, kind: str, shape: tuple, split: int) -> bool:
+    """Whether a reduction of `kind` over `split` axes of a value of `src` may make `src`
+    a row kernel with col sums: one reduces the rows of the other's values. Not a row
+    kernel that runs its rows in parallel: a sum's additions would race (and reorder)."""
+    from .emit import runs_parallel  # (emit imports this module)
+
+    return (src is not None and src.shape == shape and src.split == split and not src.parts
+            and {src.kind, kind} == {"row", "col"} and split > 0 and not runs_parallel(shape))
 
 
 def _upgradable(p: Partition, g: KernelGroup) -> bool:
@@ -652,4 +691,4 @@ def _var_sort(name: str):
 
 
 __all__ = ["partition", "merge_adjacent", "Partition", "KernelGroup", "CallStep", "ViewStep",
-           "describe", "Literal"]
+           "describe", "Literal", "col_sums"]

@@ -351,8 +351,10 @@ def test_adjacent_elementwise_kernels_of_other_shapes_share_one_kernel():
 
 
 def test_adjacent_row_and_col_kernels_share_one_kernel():
-    # (a loss's gradient and the bias gradient summed from it, as in a training step)
-    x = eager.from_numpy(np.random.default_rng(2).standard_normal((8, 5)).astype(np.float32))
+    # (a loss's gradient and a gradient summed from it over the batch axis alone; summed
+    # over all its rows, the sum is the row kernel's own: test_row_col_sums.py)
+    x = eager.from_numpy(
+        np.random.default_rng(2).standard_normal((3, 8, 5)).astype(np.float32))
 
     def fn(x):
         g = x - x.amax(dim=-1, keepdim=True)   # row
@@ -380,7 +382,8 @@ def test_a_scalar_a_reduction_part_reads_is_stored_not_carried():
     concrete = concrete_of(fn, x, s)
     assert_kernels(concrete, ["multi"])
     (group,) = [s for s in steps_of(concrete) if isinstance(s, KernelGroup)]
+    # (y.sum(dim=0) is summed in the row part's last pass: test_row_col_sums.py)
     assert [(p.kind, list(p.shape)) for p in group.parts] == \
-        [("elementwise", []), ("row", [8, 5]), ("col", [8, 5]), ("elementwise", [5])]
+        [("elementwise", []), ("row", [8, 5]), ("elementwise", [5])]
     assert not group.carried
     check_matches_eager(fn, concrete, x, s)
