@@ -254,6 +254,11 @@ def _plain_object(obj) -> bool:
         and _user_class(obj.__class__)
 
 
+def _user_module(module) -> bool:
+    """A module of the user's own (a config.py next to the script), not a library's."""
+    return is_user_file(getattr(module, "__file__", None) or "<")
+
+
 def _shadowable(obj, names) -> bool:
     """Whether a user class of `obj` has a plain attribute the code reads by name that the
     instance itself does not hold (one set on the instance later would take its place)."""
@@ -313,6 +318,17 @@ class _Walker:
                                     f"once, at trace time; pass it as a tensor argument"))
             return False
         if isinstance(value, types.ModuleType):
+            if _user_module(value) and id(value) not in self._seen:
+                # (`import config; config.LR`: a user module's attributes the code names,
+                # as a namespace's; a name rebound there between calls traces again)
+                self._seen.add(id(value))
+                found = False
+                for k, v in list(vars(value).items()):
+                    if k in self.names and not k.startswith("__") and not isinstance(
+                            v, (types.ModuleType, type, types.FunctionType)):
+                        found |= self.entry(f"{source}.{k}", "{0}.__dict__[" + _key(k) + "]",
+                                            value, v, depth + 1)
+                return found
             return self._process_reads(source, value, depth)
         if isinstance(value, os._Environ):  # (`from os import environ`)
             self.guards.append(_environ_guard(source, "{0}._data", value))

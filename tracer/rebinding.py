@@ -22,7 +22,7 @@ from eager.errors import _is_library_file
 
 from .captures import _global_names
 from .discover import (MAX_DEPTH, Recorder, _MODULE_STORES, _OPTIMIZER_STATE,
-                       _SKIP_PREFIXES, _named_modules, _plain_object)
+                       _SKIP_PREFIXES, _named_modules, _plain_object, _user_module)
 from .guards import is_scalar
 
 class Snapshot:
@@ -79,7 +79,8 @@ class Snapshot:
                                      None, "keys", tuple(value)))
         g = fn.__globals__
         for name in _global_names(code):
-            if name in g and not isinstance(g[name], (types.ModuleType, type)):
+            if name in g and not isinstance(g[name], type) and not (
+                    isinstance(g[name], types.ModuleType) and not _user_module(g[name])):
                 self.entries.append((f"{where}: global {name}", g, name, "item", g[name]))
                 self._take(name, g[name], depth + 1)
 
@@ -148,7 +149,17 @@ class Snapshot:
         if isinstance(obj, type):
             self._take_class(obj, depth)
             return
-        if isinstance(obj, (Tensor, types.ModuleType)) or is_scalar(obj):
+        if isinstance(obj, types.ModuleType):
+            if _user_module(obj) and id(obj) not in self._seen:
+                # (`config.calls += 1`, `config.state["m"] = ...` in a module of the user's)
+                self._seen.add(id(obj))
+                for k, v in list(vars(obj).items()):
+                    if not k.startswith("__") and not isinstance(
+                            v, (types.ModuleType, type, types.FunctionType)):
+                        self.entries.append((f"{source}.{k}", obj, k, "attr", v))
+                        self._take(f"{source}.{k}", v, depth + 1)
+            return
+        if isinstance(obj, Tensor) or is_scalar(obj):
             return
         self._seen.add(id(obj))
         if isinstance(obj, Module):

@@ -435,3 +435,44 @@ def test_an_instance_attribute_shadowing_the_class_attribute_read_traces_again(b
 
     eager_values, compiled_values, _ = _three_calls(make, backend)
     assert compiled_values == eager_values == [2.0, 3.0, 4.0]
+
+
+# ------------------------------------------------ a module of the user's own
+
+@pytest.fixture
+def user_module(tmp_path, monkeypatch):
+    (tmp_path / "tj_user_config.py").write_text('SCALE = 2.0\ntable = {"s": 2.0}\ncalls = 0\n')
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import importlib
+
+    module = importlib.import_module("tj_user_config")
+    yield module
+    sys.modules.pop("tj_user_config", None)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_user_modules_attributes_are_guarded(user_module, backend):
+    # Found here: `import config; x * config.SCALE` kept 2.0 compiled after config.SCALE = 3
+    f = tracer.function(lambda v: v * user_module.SCALE * user_module.table["s"],
+                        backend=backend)
+    seen = []
+    for k in range(3):
+        seen.append(float(f(eager.ones(3)).numpy()[0]))
+        user_module.SCALE = 3.0 + k
+        user_module.table["s"] = 1.0 + k
+    assert seen == [4.0, 3.0, 8.0]
+    assert f.trace_count == 3
+
+
+def test_rebinding_a_user_modules_state_runs_eagerly(user_module):
+    def counted(v):
+        user_module.calls += 1
+        return v * 2
+
+    f = tracer.function(counted, backend="interpret")
+    with pytest.warns(RuntimeWarning, match="calls"):
+        for _ in range(3):
+            f(eager.ones(3))
+    assert user_module.calls == 3
+    with pytest.raises(tracer.TracingError, match="calls"):
+        tracer.function(counted, backend="interpret", fullgraph=True)(eager.ones(3))
