@@ -11,6 +11,7 @@ import collections
 import functools
 import io
 import os
+import queue
 import sys
 import types
 
@@ -121,6 +122,11 @@ class Snapshot:
         if isinstance(obj, _RANDOM_GENERATORS):
             self._seen.add(id(obj))
             self.generators.append((source, obj))
+            return
+        if isinstance(obj, queue.Queue):
+            # (`q.get_nowait()` inside: the stdlib's queue keeps its items in a deque)
+            self._seen.add(id(obj))
+            self._take(f"{source}.queue", obj.queue, depth + 1)
             return
         if isinstance(obj, io.IOBase):
             # (a file or StringIO made before the call: its position moves as it is read)

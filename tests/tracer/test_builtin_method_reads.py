@@ -129,6 +129,15 @@ def _set_add():
     return step, _nothing
 
 
+def _queue_get():
+    import queue
+
+    q = queue.Queue()
+    for v in (2.0, 3.0, 4.0):
+        q.put(v)
+    return (lambda v: v * q.get_nowait()), _nothing
+
+
 def _dict_popitem():
     pending = {2.0: "a", 3.0: "b", 4.0: "c"}
     pop = pending.popitem
@@ -176,8 +185,9 @@ def _bound_generator_draw():
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("make", [_deque_popleft, _list_pop, _set_add, _dict_popitem,
-                                  _dict_get, _itemgetter, _attrgetter, _bound_generator_draw])
+@pytest.mark.parametrize("make", [_deque_popleft, _list_pop, _set_add, _queue_get,
+                                  _dict_popitem, _dict_get, _itemgetter, _attrgetter,
+                                  _bound_generator_draw])
 def test_containers_behind_builtin_methods_give_eagers_values(make, backend):
     eager_values, compiled_values, _ = _three_calls(make, backend)
     assert compiled_values == eager_values
