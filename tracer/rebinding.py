@@ -482,10 +482,10 @@ def refuse_rebinding(fn, name, changes, recorder: Recorder, roots):
     read = [c for c in changes if c[3] == "stream"]
     if read:
         raise StreamRead(
-            f"{_where_defined(fn)}: {name} reads from {read[0][0]} (a file or stream opened "
-            f"outside it) while it is traced; a trace would use what it read at every call "
-            f"(its position is put back). Read outside the function and pass the values in "
-            f"as arguments")
+            f"{_where_defined(fn)}: {name} reads from (or writes to) {read[0][0]} (a file or "
+            f"stream opened outside it) while it is traced; a trace would use what it read at "
+            f"every call, or write only once (its position is put back). Read outside the "
+            f"function and pass the values in as arguments")
     if changes:
         what = []
         for source, obj, key, _kind, _before in changes[:4]:

@@ -486,3 +486,17 @@ def test_rebinding_a_user_modules_state_runs_eagerly(user_module):
     assert user_module.calls == 3
     with pytest.raises(tracer.TracingError, match="calls"):
         tracer.function(counted, backend="interpret", fullgraph=True)(eager.ones(3))
+
+
+def test_a_log_file_opened_before_and_written_inside_runs_eagerly(tmp_path):
+    path = tmp_path / "log.txt"
+    with open(path, "w") as log:
+        def step(v):
+            log.write("x")
+            return v * 2
+
+        f = tracer.function(step, backend="interpret")
+        with pytest.warns(RuntimeWarning, match="writes to"):
+            for _ in range(3):
+                f(eager.ones(3))
+    assert path.read_text() == "xxx"  # (the trace's write was put back: one per call)
