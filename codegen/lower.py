@@ -265,6 +265,9 @@ LOWERING: dict[str, Lowering] = {
     "argsort": _NUMPY,
     "scatter": _NUMPY,
     "scatter_reduce": _NUMPY,
+    # eager/index_assign.py (x[idx] = v, index_put_: numpy's own write into a copy)
+    "index_put": _NUMPY,
+    "index_get": _NUMPY,
     # eager/ops_conv.py (sliding windows of convolution and pooling)
     # (im2col: a Numba copy with uint64 indices, 2x numpy's slice copies on W8's shapes;
     # where it is not built, numpy's copies into reused buffers)

@@ -78,7 +78,7 @@ from . import utils  # noqa: E402
 from .serialization import load, save  # noqa: E402
 
 # Indexing, shaping, scans and sampling (issue 16 item 4).
-from .indexing import (gather, index_add, index_copy, index_select, masked_fill, masked_select, nonzero, where,  # noqa: E402
+from .indexing import (gather, index_add, index_copy, index_put, index_select, masked_fill, masked_select, nonzero, where,  # noqa: E402
                        scatter, scatter_add, scatter_reduce, take_along_dim)
 from .shaping import (bmm, chunk, diag, diagonal, einsum, flip, mm, movedim,  # noqa: E402
                       mv, narrow, select, repeat_interleave, roll, split, tile, tril, triu, unbind,

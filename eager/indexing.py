@@ -47,6 +47,7 @@ __all__ = [
     "gather",
     "index_add",
     "index_copy",
+    "index_put",
     "index_select",
     "masked_fill",
     "masked_select",
@@ -370,3 +371,14 @@ def _new(arr):
     from .functions import from_numpy
 
     return from_numpy(np.ascontiguousarray(arr))
+
+
+def index_put(input, indices, values, accumulate=False):  # noqa: A002 - (PyTorch's name)
+    """torch.index_put: `input` with `values` written (or, `accumulate`, added) at the index
+    tensors `indices`, a new tensor (Tensor.index_put_, eager/index_assign.py, writes in place).
+
+    >>> import eager
+    >>> eager.index_put(eager.zeros(3), (eager.tensor([0, 0]),), eager.ones(2), True).tolist()
+    [2.0, 0.0, 0.0]
+    """
+    return as_tensor(input, "index_put").index_put(indices, values, accumulate)

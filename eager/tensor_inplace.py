@@ -11,6 +11,8 @@ from . import dispatch as _dispatch
 from .dispatch import _state
 from .dispatch import apply as _apply
 from .errors import op_error, user_location
+from .index_assign import index_put_value as _index_put_value
+from .index_assign import put_into as _put_into
 from .mask_assign import masked_value as _masked_value
 from .ops import OPS as _OPS
 from .ops import index_shape as _index_shape
@@ -173,6 +175,28 @@ class InPlaceWrites:
     def zero_(self) -> InPlaceWrites:
         return self.fill_(0)
 
+    def index_put_(self, indices, values, accumulate=False) -> InPlaceWrites:
+        """PyTorch's index_put_: ``self[indices] = values``, or with `accumulate` the values
+        added at the indices (repeated ones add up); `indices` a tuple of index tensors."""
+        key = _index_key(indices)
+        data = self._data
+        if type(data) is np.ndarray and not _dispatch.tracing() and not (
+                _state.grad_enabled and (self.requires_grad or getattr(values, "requires_grad",
+                                                                         False))):
+            if not data.flags.writeable:
+                raise RuntimeError("index_put_: this tensor is a read-only (expanded) view; "
+                                   f"clone() it before writing in place (at {user_location()})")
+            _put_into(self, key, values, accumulate, InPlaceWrites)
+            self._version[0] += 1
+            return self
+        self._check_inplace("index_put_")
+        return self._inplace("index_put_",
+                             _index_put_value(self, key, values, accumulate, InPlaceWrites))
+
+    def index_put(self, indices, values, accumulate=False) -> InPlaceWrites:
+        """Out-of-place index_put_: a new tensor, self unchanged."""
+        return _index_put_value(self, _index_key(indices), values, accumulate, InPlaceWrites)
+
     def t_(self) -> InPlaceWrites:
         """Transpose this (at most 2-d) tensor in place: it takes the shape of t()."""
         if self.ndim > 2:
@@ -207,21 +231,23 @@ class InPlaceWrites:
 
     def __setitem__(self, key, value):
         """``x[key] = value``: eagerly a write into x's memory; while tracing, or with
-        autograd, the functional form: x takes ``slice_update(x, value, index)``."""
+        autograd, the functional form: x takes ``slice_update(x, value, index)`` (an index
+        tensor in the key: ``index_put``, eager/index_assign.py)."""
         data = self._data
         if type(data) is np.ndarray and not _dispatch.tracing() and not (
                 _state.grad_enabled and (self.requires_grad or getattr(value, "requires_grad",
                                                                         False))):
             if isinstance(value, InPlaceWrites):
                 value = value._data
-            probe = F.getitem(self._wrap(data), key)  # validates the key, gives the target
             items = key if isinstance(key, tuple) else (key,)
-            # Decide by the key, not by the probe's memory: an advanced index in a middle
+            # Decide by the key, not by a probe's memory: an advanced index in a middle
             # position comes back as a *view* of a gathered copy, and writing into it would
             # be lost.
             if any(F._is_advanced(k) for k in items):
-                data[_numpy_key(key)] = value
+                # (numpy's own write, on the key index_put's row writes with: eager.index_put)
+                _put_into(self, key, value, False, InPlaceWrites)
             else:
+                probe = F.getitem(self._wrap(data), key)  # validates the key, the target
                 if not probe._data.flags.writeable:
                     raise RuntimeError("item assignment: this tensor is a read-only "
                                        "(expanded) view; clone() it before writing in place "
@@ -233,14 +259,13 @@ class InPlaceWrites:
         if new is not None:
             self._check_inplace("__setitem__")
             return self._inplace("__setitem__", new)
-        index, advanced = F.normalize_key(self, key)
-        if advanced:
-            raise NotImplementedError(
-                "item assignment with an index tensor or list "
-                + ("inside a traced function" if _dispatch.tracing() else
-                   "on tensors that require grad")
-                + " is not supported yet; build the value with where(...), or use basic "
-                f"indexing (ints, slices) (at {user_location()})")
+        items = key if isinstance(key, tuple) else (key,)
+        if any(F._is_advanced(k) for k in items):
+            # (functional: x takes index_put(x, v); eager.index_put)
+            self._check_inplace("__setitem__")
+            return self._inplace("__setitem__",
+                                 _index_put_value(self, key, value, False, InPlaceWrites))
+        index, _advanced = F.normalize_key(self, key)
         self._check_inplace("__setitem__")
         value = F.as_tensor(value, "__setitem__")
         if value.dtype != self.dtype:
@@ -252,10 +277,10 @@ class InPlaceWrites:
         return self._inplace("__setitem__", F.slice_update(self._snapshot(), value, index))
 
 
-def _numpy_key(key):
-    if isinstance(key, tuple):
-        return tuple(_numpy_key(k) for k in key)
-    if isinstance(key, InPlaceWrites):
-        return key._data
-    return key
-
+def _index_key(indices) -> tuple:
+    if not isinstance(indices, (tuple, list)) or not indices:
+        raise TypeError(f"index_put_: indices must be a non-empty tuple of index tensors, got "
+                        f"{type(indices).__name__} (at {user_location()})")
+    if not all(isinstance(i, InPlaceWrites) for i in indices):
+        raise TypeError(f"index_put_: indices must be tensors (at {user_location()})")
+    return tuple(indices)

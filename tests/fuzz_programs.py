@@ -303,6 +303,13 @@ class _Gen:
                      f"{target}.zero_()", f"{target}.clamp_(-1.0, 1.0)", f"{target}.sub_({b})"):
             results.append((icat, code, (target, b), False))
         if self.env[target].ndim:
+            # (index tensors: eager/index_assign.py; a repeated and a negative index)
+            results.append((icat, f"{target}[eager.tensor([0, -1, 0])] = {b}", (target, b),
+                            False))
+            results.append((icat, f"{target}[eager.tensor([-1, 0])] += {b}", (target, b),
+                            False))
+            results.append((icat, f"{target}.index_put_((eager.tensor([0, 0, -1]),), {b}, "
+                                  f"accumulate=True)", (target, b), False))
             results.append(("inplace_view", f"{target}[1:] = {b}", (target, b), False))
             results.append(("inplace_view", f"{target}[0].mul_({scalar})", (target,), False))
         return results

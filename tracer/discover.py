@@ -22,6 +22,7 @@ import collections
 import functools
 import gc
 import importlib.util
+import operator
 import os
 import sys
 import sysconfig
@@ -217,6 +218,11 @@ def _nested_codes(codes) -> set:
 # --------------------------------------------------------------------------------------
 # walking the reachable state
 
+# (a builtin function or slot wrapper bound to an object: `cfg.get`, `it.__next__`)
+_BUILTIN_METHODS = (types.BuiltinMethodType, types.MethodWrapperType)
+# Mutable buffers Python reads element by element (`buf[0]`): frozen as numpy arrays are
+_RAW_BUFFERS = (bytearray, memoryview) + ((__import__("array").array,))
+_GETTERS = (operator.itemgetter, operator.attrgetter, operator.methodcaller)
 _OPTIMIZER_STATE = ("param_groups", "state", "defaults")  # (guarded by tokens, or unread)
 _MAX_SET = 256  # (a set of more elements is guarded by identity only)
 
@@ -246,6 +252,25 @@ def _plain_object(obj) -> bool:
     return hasattr(obj, "__dict__") and not isinstance(
         obj, (type, types.ModuleType, Tensor, Module, Optimizer)) \
         and _user_class(obj.__class__)
+
+
+def _user_module(module) -> bool:
+    """A module of the user's own (a config.py next to the script), not a library's."""
+    return is_user_file(getattr(module, "__file__", None) or "<")
+
+
+def _shadowable(obj, names) -> bool:
+    """Whether a user class of `obj` has a plain attribute the code reads by name that the
+    instance itself does not hold (one set on the instance later would take its place)."""
+    own = obj.__dict__
+    for klass in type(obj).__mro__:
+        if not _user_class(klass):
+            continue
+        for k, v in vars(klass).items():
+            if k in names and k not in own and not k.startswith("__") and not (
+                    callable(v) or isinstance(v, (property, staticmethod, classmethod))):
+                return True
+    return False
 
 
 def _user_class(obj) -> bool:
@@ -287,7 +312,23 @@ class _Walker:
                        "tensor argument")
                 self.frozen.append((source, why))
             return False
+        if isinstance(value, _RAW_BUFFERS) or type(value).__module__ == "ctypes":
+            if named and not indexed:
+                self.frozen.append((source, f"a {type(value).__name__}: its contents are read "
+                                    f"once, at trace time; pass it as a tensor argument"))
+            return False
         if isinstance(value, types.ModuleType):
+            if _user_module(value) and id(value) not in self._seen:
+                # (`import config; config.LR`: a user module's attributes the code names,
+                # as a namespace's; a name rebound there between calls traces again)
+                self._seen.add(id(value))
+                found = False
+                for k, v in list(vars(value).items()):
+                    if k in self.names and not k.startswith("__") and not isinstance(
+                            v, (types.ModuleType, type, types.FunctionType)):
+                        found |= self.entry(f"{source}.{k}", "{0}.__dict__[" + _key(k) + "]",
+                                            value, v, depth + 1)
+                return found
             return self._process_reads(source, value, depth)
         if isinstance(value, os._Environ):  # (`from os import environ`)
             self.guards.append(_environ_guard(source, "{0}._data", value))
@@ -315,6 +356,12 @@ class _Walker:
             return False
         self._seen.add(id(obj))
         found = False
+        if isinstance(obj, _BUILTIN_METHODS):
+            # (`get = cfg.get` made before the call: what it reads is the dict's)
+            owner = getattr(obj, "__self__", None)
+            if owner is None or isinstance(owner, types.ModuleType):
+                return False
+            return self.entry(f"{source}.__self__", "{0}.__self__", obj, owner, depth)
         if isinstance(obj, Module):
             self.module(source, obj)
             return True
@@ -357,6 +404,12 @@ class _Walker:
             for k, v in list(vars(obj).items()):
                 found |= self.entry(f"{source}.{k}", "{0}.__dict__[" + _key(k) + "]", obj, v, depth,
                                     named=k in self.names)
+            if _shadowable(obj, self.names):
+                # (`s.scale = 3.0` set later on an object whose class has `scale`: the
+                # instance's attribute then shadows the class's the trace read)
+                self.guards.append(Guard("value", f"{source}'s attribute names",
+                                         "tuple({0}.__dict__)", (obj,), tuple(vars(obj))))
+                found = True
             found |= self.walk(f"{type(obj).__name__}", type(obj), depth)
         elif obj.__class__ is functools.partial:
             # (its keywords are a dict of its own, changeable in place: each one matters)
@@ -476,6 +529,7 @@ def collect_guards(recorder: Recorder, root_fn, captured, extra_roots=(), resize
     if not COLLECT[0]:
         return [], []
     names = recorder.names_read()
+    names |= _getter_names(recorder)
     walker = _Walker(names, {id(t) for t in captured})
     walker.resized = set(resized)
     root_globals = getattr(root_fn, "__globals__", None)
@@ -506,6 +560,24 @@ def collect_guards(recorder: Recorder, root_fn, captured, extra_roots=(), resize
         if isinstance(obj, Module) or _plain_object(obj):
             walker.walk(f"<{type(obj).__name__} self>", obj, 0)
     return dedupe(walker.guards), walker.frozen
+
+
+def _getter_names(recorder) -> set:
+    """The keys and attribute names held by operator.itemgetter / attrgetter / methodcaller
+    objects the code that ran names (globals, closure variables): `ig = itemgetter("lr")`
+    made outside reads cfg["lr"] as much as code that spells it."""
+    out = set()
+    values = [g.get(name) for code, g in recorder.codes.items() for name in code.co_names]
+    values += [v for seen in recorder.cells.values() for cells in seen for v in cells]
+    for v in values:
+        if isinstance(v, _GETTERS):
+            for part in v.__reduce__()[1:]:
+                for x in (part if isinstance(part, tuple) else (part,)):
+                    if isinstance(x, str):
+                        out.update(x.split("."))
+                    elif isinstance(x, tuple):
+                        out.update(y for y in x if isinstance(y, str))
+    return out
 
 
 def _guard_defaults(walker, candidates, recorder, nested):

@@ -39,7 +39,7 @@ from . import check as _check
 from . import logs
 from .pytree import LEAF, Static, bind_arguments, flatten, put_argument_containers
 from .control import GradientThroughControlFlow
-from .rebinding import StateRebound, _where_defined
+from .rebinding import StateRebound, StreamRead, _where_defined
 from .errors import ProgramRaised, step_error
 from .trace import (GradientBeforeTrace, HistoryAfterCall, AutogradStateChanged,
                     RandomStateInTrace, TracingError, current_trace)
@@ -515,7 +515,7 @@ class Function:
                 if self._refused[key] >= 2:
                     self._eager_keys.add(key)
                 return None
-            except (GradientBeforeTrace, HistoryAfterCall, HostRandomInTrace,
+            except (GradientBeforeTrace, HistoryAfterCall, HostRandomInTrace, StreamRead,
                     AutogradStateChanged, RandomStateInTrace) as exc:
                 # (only eager autograd can go on into a graph made before the call, or give
                 # state a history; only eager draws new numbers from host generators)

@@ -14,21 +14,33 @@ same way (`outside_reads`): fresh OS entropy (`np.random.default_rng()`, `PCG64(
 thread sees every call of those C functions, however the user's code reached them (`from
 time import time` at the top of a module, `now = time.monotonic` kept from before the call);
 a call from the user's code is noted, other threads and tracejit's own calls pass unseen.
+
+Files and the terminal are the outside world too: `open()` (so `Path.read_text()`,
+`json.load(open(p))`, `np.loadtxt(p)`), `input()`, `os.read`, `os.stat` (`os.path.exists`,
+`getmtime`), `os.listdir` / `scandir`, and the read methods of `sys.stdin` and of the streams
+the call can reach (a file or StringIO opened before the call: `fh.readline()`, a bound
+`read = buf.read`). These are noted through the stdlib's and libraries' frames (pathlib,
+json, numpy) up to the user's line that led to them; an import or a warning's source line
+(importlib, linecache) is not a read of the user's data.
 """
 from __future__ import annotations
 
+import builtins
 import datetime
+import io
 import os
 import random
 import sys
 import threading
 import time
+import types
 from contextlib import contextmanager
 
 import numpy as np
 
-from eager.errors import _is_library_file
+from eager.errors import _LIBRARY_DIRS, _is_library_file
 
+from .discover import _SKIP_PREFIXES as _LIBRARIES
 from .rebinding import _where_defined
 from .errors import TracingError
 
@@ -74,12 +86,17 @@ def _same_state(a, b) -> bool:
     return a == b
 
 
-def host_random_states(roots) -> list:
+def host_random_states(roots, reached=()) -> list:
     """(description, generator, state) of Python's and numpy's global generators and of
-    the generator objects among the call's roots (an `rng` global or closure variable)."""
+    the generator objects among the call's roots (an `rng` global or closure variable) or
+    `reached` from them ((description, generator): one a bound method `draw = rng.normal`
+    holds, found by rebinding.Snapshot)."""
     found = [("`random`", random._inst, None), ("`numpy.random`", np.random.mtrand._rand, None)]
-    found += [(f"the generator {desc}", obj, None) for desc, obj in roots
-              if isinstance(obj, _GENERATORS)]
+    seen = {id(g) for _desc, g, _state in found}
+    for desc, obj in list(roots) + list(reached):
+        if isinstance(obj, _GENERATORS) and id(obj) not in seen:
+            seen.add(id(obj))
+            found.append((f"the generator {desc}", obj, None))
     return [(desc, g, _generator_state(g)) for desc, g, _ in found]
 
 
@@ -91,6 +108,13 @@ def refuse_host_random(before: list, fn, name: str, outside=()) -> None:
         return
     for _desc, g, state in before:
         _set_generator_state(g, state)
+    consumed = [(where, what) for where, what in outside if what.__class__ is _Consumed]
+    if consumed:
+        where, what = consumed[0]
+        raise TracingError(
+            f"{where}: {name} reads {what} while it is traced: a trace would use that value "
+            f"at every call, and what it read cannot be put back for an eager run. Read it "
+            f"outside the function and pass the value in as an argument")
     if outside:
         where, what = outside[0]
         raise HostRandomInTrace(
@@ -140,6 +164,71 @@ for _name in _CALENDAR:
 for _cls, _name in ((datetime.datetime, "now"), (datetime.datetime, "utcnow"),
                     (datetime.datetime, "today"), (datetime.date, "today")):
     _OUTSIDE[getattr(_cls, _name)] = f"the clock ({_cls.__name__}.{_name}())"
+
+
+# (the import system; the stdlib's other frozen modules - os, posixpath, genericpath - are
+# passed through like its files)
+_IMPORTS = ("<frozen importlib", "<frozen zipimport")
+_EAGER = tuple(os.path.join(root, "eager", "") for root in _LIBRARY_DIRS)
+
+
+class _Through(str):
+    """What a C function reads, noted at the first user frame above the stdlib's and the
+    libraries' (pathlib's read_text, json.load, np.loadtxt reach `open` for the user)."""
+
+
+class _Consumed(_Through):
+    """A read that takes its data away (a terminal's line, a pipe's bytes): a trace cannot
+    put it back for an eager run, so it is refused with a TracingError."""
+
+
+_FILES = "a file (open(): also Path.read_text, json.load, np.loadtxt, eager.load)"
+_OUTSIDE[io.open] = _Through(_FILES)
+_OUTSIDE[os.read] = _Consumed("a file descriptor (os.read())")
+for _fn, _what in ((os.open, "os.open()"),
+                   (os.stat, "os.stat(): os.path.exists, isfile, getsize, getmtime"),
+                   (os.lstat, "os.lstat()"), (os.listdir, "os.listdir()"),
+                   (os.scandir, "os.scandir(): also glob, Path.iterdir"),
+                   (os.access, "os.access()"), (os.readlink, "os.readlink()"),
+                   (getattr(os, "pread", None), "os.pread()")):
+    if _fn is not None:
+        _OUTSIDE[_fn] = _Through(f"the file system ({_what})")
+_STREAM_READS = ("read", "read1", "readline", "readlines", "readinto", "readinto1", "readall")
+# (reading a source line for a warning or a traceback, importing a module: not the user's
+# data, though the user's line led to them)
+_NOT_A_READ = tuple(os.path.join(_STDLIB, f) for f in (
+    "linecache.py", "tokenize.py", "traceback.py", "warnings.py", "inspect.py"))
+
+
+def _stream_reads(streams) -> dict:
+    """{bound read method: what}: the read methods of sys.stdin (and its buffer) and of
+    `streams` (made before the call, reached from it). A bound builtin method hashes and
+    compares by its object and its C function, so the hook's one lookup finds a fresh
+    `sys.stdin.readline` too."""
+    stdin = sys.stdin
+    # (a seekable stdin - a StringIO, a file - is put back by rebinding.Snapshot)
+    kind = _Through if _seekable(stdin) else _Consumed
+    out = {builtins.input: kind("the terminal (input())")}
+    found = [(s, f"a stream opened before the call ({type(s).__name__})") for s in streams]
+    if stdin is not None:
+        found += [(stdin, "the terminal (sys.stdin)"),
+                  (getattr(stdin, "buffer", None), "the terminal (sys.stdin.buffer)")]
+    for stream, what in found:
+        if stream is None:
+            continue
+        kind = _Through if _seekable(stream) else _Consumed
+        for name in _STREAM_READS:
+            method = getattr(stream, name, None)
+            if isinstance(method, types.BuiltinMethodType):
+                out[method] = kind(what)
+    return out
+
+
+def _seekable(stream) -> bool:
+    try:
+        return bool(stream.seekable())
+    except Exception:  # noqa: BLE001 - (closed, detached, not a stream: not put back)
+        return False
 _watching = threading.local()
 _lock = threading.Lock()
 _installed: list = []  # (owner, attribute, original) while any thread traces
@@ -154,6 +243,8 @@ def _note(what: str, frame) -> None:
         return
     while frame is not None and frame.f_code.co_filename in _PASS_THROUGH:
         frame = frame.f_back
+    if what.__class__ is _Through:
+        frame = _user_frame_above(frame)
     if frame is None:
         return
     filename = frame.f_code.co_filename
@@ -162,11 +253,27 @@ def _note(what: str, frame) -> None:
     notes.append((f"{os.path.basename(filename)}:{frame.f_lineno}", what))
 
 
-def _profile_hook(previous):
+def _user_frame_above(frame):
+    """The first frame at or above `frame` outside the stdlib, the libraries and eager (the
+    user-facing API: eager.load opens a file for the user); None where the way up passes
+    an import, a warning's or traceback's source line, or tracejit's own machinery."""
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if filename.startswith(_IMPORTS) or filename in _NOT_A_READ:
+            return None
+        if filename.startswith(_EAGER) or filename.startswith(_LIBRARIES) \
+                or filename.startswith(_STDLIB) or filename.startswith("<frozen"):
+            frame = frame.f_back
+            continue
+        return frame
+    return None
+
+
+def _profile_hook(previous, table=None):
     """The tracing thread's profile function: notes each call of a C function that reads
     the clock or fresh entropy; a profiler that was active (cProfile) keeps its events.
     (It runs at every call and return the trace makes: kept to one dict lookup.)"""
-    get = _OUTSIDE.get
+    get = (table or _OUTSIDE).get
 
     def hook(frame, event, arg):
         if event == "c_call":
@@ -245,9 +352,10 @@ _wrappers: list = []  # (owner, attribute, original) while a thread traces under
 
 
 @contextmanager
-def outside_reads():
+def outside_reads(streams=()):
     """Within the block, the list it gives collects ('file.py:LINE', what) for each read of
-    the clock or of fresh OS entropy made by the user's code in this thread."""
+    the clock, of fresh OS entropy, of a file or the terminal, made by the user's code in
+    this thread; `streams`: files or StringIOs made before the call that it can reach."""
     outer = getattr(_watching, "notes", None)
     notes: list = []
     previous = sys.getprofile()
@@ -264,7 +372,7 @@ def outside_reads():
     _watching.notes = notes
     hooked = outer is None and not wrap
     if hooked:
-        sys.setprofile(_profile_hook(previous))
+        sys.setprofile(_profile_hook(previous, {**_OUTSIDE, **_stream_reads(streams)}))
     try:
         yield notes
     finally:

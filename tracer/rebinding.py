@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import collections
 import functools
+import io
 import os
+import queue
 import sys
 import types
 
@@ -21,7 +23,7 @@ from eager.errors import _is_library_file
 
 from .captures import _global_names
 from .discover import (MAX_DEPTH, Recorder, _MODULE_STORES, _OPTIMIZER_STATE,
-                       _SKIP_PREFIXES, _named_modules, _plain_object)
+                       _SKIP_PREFIXES, _named_modules, _plain_object, _user_module)
 from .guards import is_scalar
 
 class Snapshot:
@@ -38,11 +40,19 @@ class Snapshot:
         self.sizes: dict = {}     # id -> (list or dict, its length before)
         # (opt.state, {param: (its state dict, a copy of it)}) of each optimizer reached
         self.optimizer_states: list = []
+        # streams (files, StringIO, sys.stdin's kind) and random generators reached: what
+        # the trace reads from them is seen by tracer.host_random's hook and state check
+        self.streams: list = []
+        self.generators: list = []  # (source, generator)
         self._seen: set = set()
         for desc, obj in roots:
             self._take(desc, obj, 0)
         for fn in functions:
             self._take(getattr(fn, "__qualname__", "the function"), fn, 0)
+        if functions and isinstance(sys.stdin, io.IOBase):
+            # (input() or sys.stdin.readline() inside: a StringIO's or a file's position is
+            # put back, for the eager run; a terminal's line cannot be: host_random refuses)
+            self._take("sys.stdin", sys.stdin, 0)
 
     def _take_function(self, source, fn, depth):
         """The names a user's function (the step, a helper it calls, a module's hook, a
@@ -70,7 +80,8 @@ class Snapshot:
                                      None, "keys", tuple(value)))
         g = fn.__globals__
         for name in _global_names(code):
-            if name in g and not isinstance(g[name], (types.ModuleType, type)):
+            if name in g and not isinstance(g[name], type) and not (
+                    isinstance(g[name], types.ModuleType) and not _user_module(g[name])):
                 self.entries.append((f"{where}: global {name}", g, name, "item", g[name]))
                 self._take(name, g[name], depth + 1)
 
@@ -101,6 +112,28 @@ class Snapshot:
             self._take(source, obj.__func__, depth)
             self._take(source, obj.__self__, depth + 1)
             return
+        if isinstance(obj, _BUILTIN_METHODS):
+            # (`tick = itertools.count().__next__`, `send = gen.send`, `pop = queue.popleft`,
+            # `get = cfg.get` made before the call: the object they are bound to is state)
+            owner = getattr(obj, "__self__", None)
+            if owner is not None and not isinstance(owner, types.ModuleType):
+                self._take(f"{source}.__self__", owner, depth + 1)
+            return
+        if isinstance(obj, _RANDOM_GENERATORS):
+            self._seen.add(id(obj))
+            self.generators.append((source, obj))
+            return
+        if isinstance(obj, queue.Queue):
+            # (`q.get_nowait()` inside: the stdlib's queue keeps its items in a deque)
+            self._seen.add(id(obj))
+            self._take(f"{source}.queue", obj.queue, depth + 1)
+            return
+        if isinstance(obj, io.IOBase):
+            # (a file or StringIO made before the call: its position moves as it is read)
+            self._seen.add(id(obj))
+            self.streams.append(obj)
+            self.entries.append((source, obj, None, "stream", _stream_position(obj)))
+            return
         if isinstance(obj, functools.partial):
             self._seen.add(id(obj))
             self._take(source, obj.func, depth + 1)
@@ -122,7 +155,17 @@ class Snapshot:
         if isinstance(obj, type):
             self._take_class(obj, depth)
             return
-        if isinstance(obj, (Tensor, types.ModuleType)) or is_scalar(obj):
+        if isinstance(obj, types.ModuleType):
+            if _user_module(obj) and id(obj) not in self._seen:
+                # (`config.calls += 1`, `config.state["m"] = ...` in a module of the user's)
+                self._seen.add(id(obj))
+                for k, v in list(vars(obj).items()):
+                    if not k.startswith("__") and not isinstance(
+                            v, (types.ModuleType, type, types.FunctionType)):
+                        self.entries.append((f"{source}.{k}", obj, k, "attr", v))
+                        self._take(f"{source}.{k}", v, depth + 1)
+            return
+        if isinstance(obj, Tensor) or is_scalar(obj):
             return
         self._seen.add(id(obj))
         if isinstance(obj, Module):
@@ -165,6 +208,8 @@ class Snapshot:
         elif isinstance(obj, tuple):
             for i, v in enumerate(obj):
                 self._take(f"{source}[{i}]", v, depth + 1)
+        elif obj.__class__ is set:  # (`s.pop()`, `s.add(k)`: its elements, as one value)
+            self.entries.append((f"{source} (its elements)", obj, None, "set", set(obj)))
         elif _plain_object(obj):
             for k, v in list(vars(obj).items()):
                 self.entries.append((f"{source}.{k}", obj, k, "attr", v))
@@ -189,6 +234,14 @@ class Snapshot:
             if kind == "iterator":
                 if _position(obj) != before:
                     out.append(entry)
+                continue
+            if kind == "stream":
+                if _stream_position(obj) != before:
+                    out.append(entry)
+                continue
+            if kind == "set":
+                if obj != before:  # (elements removed: see refuse_rebinding)
+                    out.append(entry if before <= obj else entry[:3] + ("set shrunk", before))
                 continue
             if kind == "new keys":
                 old = set(before)
@@ -215,6 +268,14 @@ class Snapshot:
         for _source, obj, key, kind, before in changes:
             if kind == "iterator":
                 continue  # (refuse_rebinding raises: it cannot be undone)
+            if kind == "stream":
+                if before.__class__ is int:  # (seekable: eager reads again from there)
+                    obj.seek(before)
+                continue
+            if kind in ("set", "set shrunk"):
+                obj.clear()
+                obj.update(before)
+                continue
             if kind == "item" and isinstance(obj, (list, collections.deque)) \
                     and key >= len(obj):  # (shrunk while tracing: q.pop())
                 obj.extend([None] * (key + 1 - len(obj)))
@@ -264,6 +325,30 @@ def _restore_optimizer_states(optimizer_states) -> None:
 
 
 _GONE = object()
+# A builtin function bound to an object (`counter.__next__`, `gen.send`, `d.get`: a
+# `builtin_function_or_method` whose __self__ is not a module) or a slot wrapper bound to one
+# (`it.__next__` of a list iterator: a `method-wrapper`).
+_BUILTIN_METHODS = (types.BuiltinMethodType, types.MethodWrapperType)
+
+
+def _random_generators() -> tuple:
+    import random
+
+    import numpy as np
+
+    return (random.Random, np.random.Generator, np.random.RandomState)
+
+
+_RANDOM_GENERATORS = _random_generators()
+
+
+def _stream_position(obj):
+    """Where a stream made before the call stands: its offset where it can tell (a file, a
+    StringIO), else its identity (unseen reads of a pipe or a terminal are the hook's)."""
+    try:
+        return obj.tell() if not obj.closed and obj.seekable() else ("closed", obj.closed)
+    except (OSError, ValueError):  # (a text file iterated with next(): tell() refuses)
+        return ("unknown",)
 
 
 def _is_iterator(obj) -> bool:
@@ -349,6 +434,12 @@ def traced_leftovers(roots, captured_ids) -> list:
     return found
 
 
+class StreamRead(Exception):
+    """The traced function read from a file or stream made before the call (its position
+    was put back): tracer.function runs that signature eagerly, for good (TracingError
+    under fullgraph=True)."""
+
+
 class StateRebound(Exception):
     """The traced function rebinds outside state; `.message` says where (see
     `refuse_rebinding`). Function runs such a call eagerly, or raises a TracingError under
@@ -381,6 +472,20 @@ def refuse_rebinding(fn, name, changes, recorder: Recorder, roots):
             f"every compiled call would reuse it, and the element it took cannot be put back. "
             f"Take the element outside and pass it as an argument (for x, y in loader: "
             f"step(x, y))")
+    popped = [c for c in changes if c[3] == "set shrunk"]
+    if popped:
+        raise TracingError(
+            f"{_where_defined(fn)}: {name} removes elements of {popped[0][0]}, a set made "
+            f"outside it (s.pop(), s.discard(k)): a trace would make that change once, and a "
+            f"set.pop() cannot be put back as it was for an eager run (its next element "
+            f"moves). Change the set outside the function and pass what you need in")
+    read = [c for c in changes if c[3] == "stream"]
+    if read:
+        raise StreamRead(
+            f"{_where_defined(fn)}: {name} reads from (or writes to) {read[0][0]} (a file or "
+            f"stream opened outside it) while it is traced; a trace would use what it read at "
+            f"every call, or write only once (its position is put back). Read outside the "
+            f"function and pass the values in as arguments")
     if changes:
         what = []
         for source, obj, key, _kind, _before in changes[:4]:

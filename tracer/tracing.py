@@ -97,9 +97,9 @@ def _trace_function(fn, name, args, kwargs, leaves, names, tree, static_argnums,
     try:
         with tr:
             with recorder:
-                rng_before = host_random_states(roots)
+                rng_before = host_random_states(roots, snapshot.generators)
                 try:
-                    with outside_reads() as outside:
+                    with outside_reads(snapshot.streams) as outside:
                         out = fn(*targs, **tkwargs)
                     refuse_host_random(rng_before, fn, name, outside)
                     # (one given a history in place is HistoryAfterCall's, below)

@@ -1470,6 +1470,8 @@ from opinfo_math import MATH_OPINFOS  # noqa: E402  (issue 16 item 5: math ops)
 OPINFOS += MATH_OPINFOS
 from opinfo_dtypes import DTYPE_OPINFOS  # noqa: E402  (issue 16 item 7: view(dtype))
 OPINFOS += DTYPE_OPINFOS
+from opinfo_index_put import INDEX_PUT_OPINFOS  # noqa: E402  (x[idx] = v, index_put_)
+OPINFOS += INDEX_PUT_OPINFOS
 from opinfo_rnn import RNN_OPINFOS  # noqa: E402  (an LSTM layer's time loop)
 OPINFOS += RNN_OPINFOS
 from opinfo_apis import API_OPINFOS  # noqa: E402  (select, index_add, pixel_shuffle ...)

@@ -358,6 +358,8 @@ NEEDS_THE_SIZE |= {"lstm_recurrence", "lstm_recurrence_backward"}
 # sample splits the symbolic channels
 NEEDS_THE_SIZE |= {"select", "index_add", "index_add_", "index_add_alpha", "index_copy",
                    "index_copy_", "pixel_shuffle"}
+# eager/index_assign.py: index_put / index_get ask numpy for the selected shape of x
+NEEDS_THE_SIZE |= {"index_put", "index_put_accumulate", "index_get"}
 
 
 # Softmax over a dim that is symbolic and 0 in a call: eager returns the empty result (as
