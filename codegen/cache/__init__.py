@@ -104,13 +104,74 @@ def _problems(path: Path) -> list:
     return out
 
 
+def _own_group(gid: int) -> bool:
+    """Whether group `gid` is the user's own (a user private group: the effective group,
+    naming no other member), so that its write permission lets nobody else in."""
+    if gid != os.getegid():
+        return False
+    try:
+        import grp
+        import pwd
+
+        me = pwd.getpwuid(os.geteuid()).pw_name
+        return all(member == me for member in grp.getgrgid(gid).gr_mem)
+    except (ImportError, KeyError):
+        return False
+
+
+def _ancestor_problems(path: Path) -> list:
+    """Who else could replace the cache directory once it is checked (each process checks
+    it once, then uses it by name; Numba's pickles in a replaced one would be read): an
+    ancestor directory owned by another user than root, or writable by others (or by a
+    group not the user's own) without the sticky bit, which keeps each entry to its owner
+    (as /tmp has)."""
+    if not hasattr(os, "geteuid"):  # pragma: no cover - non-POSIX
+        return []
+    uid, out, seen = os.geteuid(), [], set()
+    for start in (path.absolute().parent, Path(os.path.realpath(path.parent))):
+        for d in (start, *start.parents):
+            if d in seen:
+                continue
+            seen.add(d)
+            try:
+                st = os.stat(d)
+            except OSError:
+                continue
+            mode = stat.S_IMODE(st.st_mode)
+            sticky = bool(mode & stat.S_ISVTX)
+            if st.st_uid not in (0, uid):
+                out.append(f"its parent directory {str(d)!r} is owned by uid {st.st_uid}")
+            elif mode & 0o002 and not sticky:
+                out.append(f"its parent directory {str(d)!r} is writable by others without "
+                           f"the sticky bit (mode {mode:#o})")
+            elif mode & 0o020 and not sticky and not _own_group(st.st_gid):
+                out.append(f"its parent directory {str(d)!r} is writable by group "
+                           f"{st.st_gid} (mode {mode:#o})")
+    return out
+
+
 def check(path: Path) -> None:
     """Create `path` and its ``__pycache__`` (0700) if missing, then check both: owner,
-    mode, not a symlink. Raises CacheDirPermissionError saying what is wrong and the fix;
-    OSError when they cannot be created (a read-only file system)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    mode, not a symlink; and that nobody else may replace it (its ancestors: owned by the
+    user or root, not writable by others without the sticky bit). Raises
+    CacheDirPermissionError saying what is wrong and the fix; OSError when they cannot be
+    created (a read-only file system)."""
+    missing = [d for d in path.parents if not os.path.isdir(d)]
+    for d in reversed(missing):  # (private too, whatever the umask: XDG's rule for these)
+        try:
+            os.mkdir(d, 0o700)
+        except FileExistsError:
+            pass
     _make_private(path)
     directory = path
+    problems = _ancestor_problems(path)
+    if problems:
+        raise CacheDirPermissionError(
+            f"refusing to use tracejit cache directory {str(path)!r}: "
+            f"{' and '.join(problems)}, so another user could replace the directory with "
+            f"one of theirs after it is checked (code is imported, machine code loaded and "
+            f"pickles read from it). Set {CACHE_DIR_ENV} to a directory under one that only "
+            f"you and root can write to (or that has the sticky bit, as /tmp)")
     problems = _problems(path)
     if not problems:
         directory = path / PYCACHE
