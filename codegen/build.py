@@ -232,6 +232,9 @@ def _load_object(directory: Path, stem: str, modname: str, source: str):
         entry = objload.load_kernel(path, modname,
                                     objload.nrt_path(directory, _version_salt(),
                                                      _host_magic()))
+    except objload.CacheBusy as exc:  # (the files are fine: left for later loads)
+        _log_once(f"object file {path.name} not loaded ({exc}); Numba's path serves")
+        return None
     except Exception as exc:  # noqa: BLE001 - Numba's path serves, and rewrites the file
         _log_once(f"object file {path.name} not loaded ({type(exc).__name__}: {exc})")
         for stale in (path, path.with_suffix(objload.DIGEST_SUFFIX)):

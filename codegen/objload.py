@@ -50,6 +50,7 @@ import json
 import os
 import sys
 import threading
+import time
 import types
 import weakref
 from pathlib import Path
@@ -141,6 +142,36 @@ def _unpack(data: bytes):
     return header, obj
 
 
+#: How long a read or write of an object file waits for the directory's lock, which
+#: another process holds only while it writes a pair (two small files). A process stopped
+#: there (SIGSTOP, a debugger, a frozen cgroup) held every other process sharing the
+#: cache at its next object load or write, for as long as it stayed stopped: the read
+#: now gives up (Numba's path serves the kernel), and so does the write (the kernel
+#: works without its object file).
+PAIR_LOCK_SECONDS = 10.0
+
+
+class CacheBusy(OSError):
+    """The cache directory's object-file lock stayed held by another process past
+    PAIR_LOCK_SECONDS (nothing is wrong with the files)."""
+
+
+def _flock(fd: int, kind: int, directory: Path) -> None:
+    deadline, delay = time.monotonic() + PAIR_LOCK_SECONDS, 0.001
+    while True:
+        try:
+            fcntl.flock(fd, kind | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                raise CacheBusy(f"the object files' lock on {directory} stayed held by "
+                                f"another process for {PAIR_LOCK_SECONDS:g} s") from None
+            time.sleep(delay)
+            delay = min(2 * delay, 0.05)
+        except OSError:  # (a file system without locks: as before)
+            return
+
+
 @contextlib.contextmanager
 def _pair_locked(directory: Path, exclusive: bool):
     """Around the write (exclusive) or read (shared) of an object file and its digest: a
@@ -155,10 +186,7 @@ def _pair_locked(directory: Path, exclusive: bool):
             fd = None
         try:
             if fd is not None and fcntl is not None:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-                except OSError:  # (a file system without locks: as before)
-                    pass
+                _flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH, directory)
             yield
         finally:
             if fd is not None:
@@ -439,6 +467,8 @@ def _engine(nrt_file: Path):
             return None
         try:
             engine = _Engine(*_unpack(read_checked(nrt_file)))
+        except CacheBusy:  # (not for good: the next kernel tries again)
+            return None
         except Exception as exc:  # noqa: BLE001 - Numba's path serves instead
             _UNAVAILABLE.append(f"{type(exc).__name__}: {exc}")
             if isinstance(exc, ObjectFileError):  # (Numba's path writes it again)

@@ -192,3 +192,45 @@ def test_kernels_of_evicted_traces_go_with_their_machine_code(private_cache, mon
     assert objload.live_engines() <= len(refs[-1]) + 1
     got = f(xs[sizes[-1]]).numpy()
     np.testing.assert_allclose(got, step(xs[sizes[-1]]).numpy(), rtol=1e-6)
+
+
+HOLDER = r"""
+import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDONLY)
+fcntl.flock(fd, fcntl.LOCK_EX)   # (as a process stopped while writing an object file)
+print("held", flush=True)
+time.sleep(120)
+"""
+
+
+def test_a_process_stopped_holding_the_object_lock_does_not_hold_this_one(private_cache,
+                                                                         monkeypatch):
+    """Another process sharing the cache, stopped (SIGSTOP, a debugger) inside its write of
+    an object file, held its lock on the directory: this process's next object load
+    waited for it as long as it stayed stopped. It now gives up after PAIR_LOCK_SECONDS,
+    Numba's path serves the kernel, and the files stay for later loads."""
+    import subprocess
+    import sys
+    import time
+
+    x, y = inputs()
+    want = run(tracer.function(probe), x, y)
+    objects = sorted(kernel_objects(private_cache))
+    assert objects
+    build._ENTRIES.clear()
+    build._MODULES.clear()
+    monkeypatch.setattr(objload, "PAIR_LOCK_SECONDS", 0.3)
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(private_cache)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        t0 = time.monotonic()
+        got = run(tracer.function(probe), x, y)
+        elapsed = time.monotonic() - t0
+    finally:
+        holder.kill()
+        holder.wait()
+    assert elapsed < 60, elapsed
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(g, w)
+    assert sorted(kernel_objects(private_cache)) == objects  # (not deleted as stale)
