@@ -115,3 +115,32 @@ def test_runtime_objects_are_pruned_least_recently_used_the_one_in_use_last(dire
     assert not any(n.startswith("nrt-0000000000000old") for n in names)
     assert {"nrt-00000000000inuse.tjo", "nrt-00000000000inuse.sum"} <= names
     assert cache.info(directory)["kernels"] == len(cache.entries(directory))
+
+
+def test_a_module_pruned_by_another_process_before_numba_reads_it(tmp_path, monkeypatch,
+                                                                    caplog):
+    """Processes sharing a cache at its bound prune each other's freshest kernels: one
+    deleted between this process's write of a module and Numba's look at it made Numba
+    find no file to cache against (benchmarks.cache_sharing, 3 processes at 400 kB). That
+    was reported as "cannot write to the kernel cache" and stopped compiling ahead until a
+    write succeeded; now the kernel is compiled in memory without a word at WARNING."""
+    import logging
+
+    import eager
+    import tracer
+
+    monkeypatch.setenv("TRACEJIT_CACHE_DIR", str(tmp_path / "kernels"))
+    monkeypatch.setenv("TRACEJIT_COMPILE_AHEAD", "0")
+    original = cache.scrub_numba_files
+
+    def pruned_meanwhile(directory):  # (called right after the module's write)
+        for p in Path(directory).glob("*.py"):
+            p.unlink()
+        original(directory)
+    monkeypatch.setattr(cache, "scrub_numba_files", pruned_meanwhile)
+    f = tracer.function(lambda x: x * 3.0 + 1.0)
+    x = eager.arange(7, dtype=eager.float32)
+    with caplog.at_level(logging.WARNING, logger="tracer.cache"):
+        assert f(x).tolist() == [3.0 * i + 1.0 for i in range(7)]
+    assert not [r for r in caplog.records if "cannot write" in r.getMessage()]
+    assert not cache.troubled(cache.dir_path())
