@@ -12,6 +12,7 @@ Also the process's counters (`STATS`), which codegen.build reads out.
 
 from __future__ import annotations
 
+import collections
 import functools
 import hashlib
 import importlib.util
@@ -58,6 +59,12 @@ _MODULES: Dict[Tuple[str, str], types.ModuleType] = {}
 # while something (a program) references it: a kernel loaded from its object file goes
 # with its last user, and its machine code with it (codegen.objload's engine groups).
 _ENTRIES: "weakref.WeakValueDictionary[Tuple[str, str], Any]" = weakref.WeakValueDictionary()
+#: ... and the last RECENT_KERNELS kernels loaded stay, used or not: a process cycling
+#: through a few more shapes than max_traces keeps (it reloaded each kernel from its
+#: object file at every retrace, ~4 ms, and its RSS settled 6 MiB higher), while one
+#: seeing ever new shapes still keeps a bounded number.
+RECENT_KERNELS = 64
+_RECENT: "collections.deque" = collections.deque(maxlen=RECENT_KERNELS)
 
 
 

@@ -177,7 +177,12 @@ def test_kernels_of_evicted_traces_go_with_their_machine_code(private_cache, mon
     assert len(kernel_objects(private_cache)) >= len(sizes)
     build._ENTRIES.clear()  # (this process forgets them, as a new one would not know them)
     build._MODULES.clear()
+    build._RECENT.clear()
     monkeypatch.setattr(objload, "GROUP_KERNELS", 1)
+    import collections
+
+    monkeypatch.setattr(kernelfiles, "_RECENT", collections.deque(maxlen=1))
+    monkeypatch.setattr(build, "_RECENT", kernelfiles._RECENT)
     before = codegen.compile_stats()["objects_loaded"]
     f = tracer.function(step, max_traces=1)
     refs = []
