@@ -12,8 +12,10 @@ program's own share); each compiles into the kernel cache directory and reports 
 kernel done on a pipe. `wait` blocks until the child has reported the kernel the program
 needs next, which then loads from the cache as in any later process. The program's
 memory after a cold trace is then what a warm one costs (issue 15: +7 MiB for 20 shapes
-of an MLP step, was +74 MiB). The children never run a kernel, print nothing (their
-stdout and stderr are /dev/null) and leave through `os._exit`. They are invisible to the
+of an MLP step, was +74 MiB). The children never run a kernel, print nothing (every
+descriptor they inherit but their pipe is /dev/null in them, stdin, stdout and stderr
+included: they keep none of the program's files, pipes or sockets open) and leave through
+`os._exit`. They are invisible to the
 program: forked without the at-fork hooks a user registered, with signals blocked until
 they have dropped the program's handlers, they run none of its signal handlers (a signal
 to the process group ends them quietly) nor its atexit handlers, and they die with the
@@ -392,6 +394,28 @@ def _become_invisible(parent: int) -> None:
             pass
 
 
+def _drop_inherited_fds(keep: int) -> None:
+    """In the child: every descriptor it inherited but `keep` (its report pipe) made
+    /dev/null, stdin, stdout and stderr included. A fork inherits the program's files,
+    pipes and sockets, and a child kept each open as long as it compiled: a subprocess
+    the program fed through a pipe saw the end of its input 7.8 s after the program
+    closed it (a cold compile meanwhile), and a peer would see a socket's close as late.
+    The numbers stay taken (by /dev/null), so nothing in the child that still holds one (a
+    logging handler's stream) writes into a file the child opens later."""
+    devnull = os.open(os.devnull, os.O_RDWR)
+    try:
+        fds = [int(name) for name in os.listdir("/proc/self/fd")]
+    except OSError:  # (no /proc: stdin, stdout and stderr only, as before)
+        fds = [0, 1, 2]
+    for fd in fds:
+        if fd not in (keep, devnull):
+            try:
+                os.dup2(devnull, fd)
+            except OSError:  # (the listing's own descriptor, closed since)
+                pass
+    os.close(devnull)
+
+
 def _block_signals():
     """Block every signal in this thread: the previous mask (None where that is not
     possible)."""
@@ -506,9 +530,7 @@ def _fork_compiler(theirs):
             _become_invisible(parent)
             _unblock_signals(mask)  # (a signal that came meanwhile: its default action)
             os.close(r)
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, 1)
-            os.dup2(devnull, 2)
+            _drop_inherited_fds(w)
             for k, (source, name) in enumerate(theirs):
                 before = dict(build.STATS)
                 try:

@@ -66,7 +66,8 @@ from . import cache, numbacache, parallel
 from .cache import CACHE_DIR_ENV, CacheDirPermissionError  # noqa: F401 - public here too
 # What the rest of codegen (ahead, runtime), the generated kernel modules (njit) and the
 # tests use through this module:
-from .kernelfiles import (_ENTRIES, _MODULES, KERNEL_PACKAGE, STATS, _STATS_LOCK,  # noqa: F401
+from .kernelfiles import (_ENTRIES, _MODULES, _RECENT,  # noqa: F401
+                          KERNEL_PACKAGE, STATS, _STATS_LOCK,
                           _bump, _file_bytes, _log_once, _names, _version_salt,
                           _write_source, cache_dir)
 from .numbashim import (_TRACKED, _disable_jit, _host_magic, _install_compile_listener,  # noqa: F401
@@ -213,6 +214,7 @@ def load_kernel(source: str, name_hint: str) -> Tuple[Any, str, str]:
                     # (never from an object file: objload serves no parallel kernel)
                     entry = parallel.serialized(entry)
         _ENTRIES[key] = entry
+        _RECENT.append(entry)
         return entry, modname, path
 
 
@@ -232,6 +234,9 @@ def _load_object(directory: Path, stem: str, modname: str, source: str):
         entry = objload.load_kernel(path, modname,
                                     objload.nrt_path(directory, _version_salt(),
                                                      _host_magic()))
+    except objload.CacheBusy as exc:  # (the files are fine: left for later loads)
+        _log_once(f"object file {path.name} not loaded ({exc}); Numba's path serves")
+        return None
     except Exception as exc:  # noqa: BLE001 - Numba's path serves, and rewrites the file
         _log_once(f"object file {path.name} not loaded ({type(exc).__name__}: {exc})")
         for stale in (path, path.with_suffix(objload.DIGEST_SUFFIX)):
@@ -319,6 +324,7 @@ def clear_cache() -> None:
                 delattr(pkg, stem)
         _MODULES.clear()
         _ENTRIES.clear()
+        _RECENT.clear()
         with _STATS_LOCK:
             _TRACKED.clear()
         importlib.invalidate_caches()

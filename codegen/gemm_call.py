@@ -52,3 +52,26 @@ def _make(float_type, numba_float):
 
 gemm_f32 = _make(ir.FloatType(), "float32")
 gemm_f64 = _make(ir.DoubleType(), "float64")
+
+
+from numba import config as _numba_config  # noqa: E402
+
+if _numba_config.DISABLE_JIT:  # pragma: no cover - exercised by a subprocess test
+    # NUMBA_DISABLE_JIT=1 (debugging kernels as plain Python, see README): the same call of
+    # the same library routine, through ctypes (an intrinsic cannot run as Python).
+    import ctypes as _ctypes
+
+    def _python(c_float, numba_float):
+        i32, i64, ptr = _ctypes.c_int32, _ctypes.c_int64, _ctypes.c_void_p
+        proto = _ctypes.CFUNCTYPE(None, i32, i32, i32, i64, i64, i64, c_float, ptr, i64,
+                                  ptr, i64, c_float, ptr, i64)
+
+        def gemm(address, trans_b, m, n, k, a, lda, b, ldb, c, ldc):
+            proto(int(address))(_ROW_MAJOR, _NO_TRANS, _TRANS if trans_b else _NO_TRANS,
+                                int(m), int(n), int(k), 1.0, int(a), int(lda), int(b),
+                                int(ldb), 0.0, int(c), int(ldc))
+        gemm.__doc__ = f"C = A @ op(B) of {numba_float} through numpy's BLAS, from Python."
+        return gemm
+
+    gemm_f32 = _python(_ctypes.c_float, "float32")  # noqa: F811
+    gemm_f64 = _python(_ctypes.c_double, "float64")  # noqa: F811

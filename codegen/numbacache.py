@@ -64,12 +64,27 @@ def dispatcher(numba, fn, opts: dict):
                 where, exc_seen = None, exc
             else:
                 exc_seen = None
-            home = Path(fn.__code__.co_filename).parent / cache.PYCACHE
+            source = Path(fn.__code__.co_filename)
+            home = source.parent / cache.PYCACHE
             if where == home:
                 return disp
-            cache.disk_trouble(home.parent, exc_seen or OSError(f"Numba chose {where}"))
+            if where is None and not source.exists():
+                # Another process sharing the cache pruned the module between its write
+                # and now (a cache at its bound): not the disk's fault, so neither said as
+                # such nor a reason to stop compiling ahead; this kernel is compiled in
+                # memory, and the next process writes it again.
+                _log_pruned(fn)
+            else:
+                cache.disk_trouble(home.parent, exc_seen or OSError(f"Numba chose {where}"))
             del opts["cache"]
     return numba.njit(**opts)(fn)
+
+
+def _log_pruned(fn) -> None:
+    from tracer import logs
+
+    logs.log("kernels", f"{fn.__module__}: its module file was pruned by another process "
+                        f"before Numba read it; compiled without the disk cache")
 
 
 def compile_healing(numba, fn, disp, signature: str, opts: dict):

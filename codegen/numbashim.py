@@ -354,6 +354,8 @@ def _write_object(fn, signature: str, obj: bytes, cres, options: dict) -> None:
                                     cres.library.codegen.magic_tuple())
         if not nrt_file.exists():
             objload.write_nrt(nrt_file, cres.library.codegen, _atomic_write)
+    except objload.CacheBusy as exc:  # (another process stopped mid-write: not the disk)
+        _log_once(f"object file for {fn.__module__} not written ({exc})")
     except OSError as exc:  # a full disk, a read-only cache: the kernel works all the same
         cache.disk_trouble(Path(fn.__code__.co_filename).parent, exc)
     except Exception as exc:  # noqa: BLE001 - the kernel works; later loads take Numba's path

@@ -26,7 +26,9 @@ that refers to other environments.
 
 The object code of Numba's reference-counting runtime (atomic increments, ``NRT_decref``,
 which Numba compiles from LLVM IR in every process) is stored once per cache directory and
-target as ``nrt-<digest>.tjo``, in the same format.
+target as ``nrt-<digest>.tjo``, in the same format, and pruned as a kernel is (least
+recently loaded first; a process that finds it gone takes Numba's path for its first
+kernel, which writes it again).
 
 Private interfaces used: ``_helperlib.c_helpers``, ``_nrt_python.c_helpers``,
 ``_dynfunc.make_function`` and ``_dynfunc.Environment`` (C extension modules, stable since
@@ -48,7 +50,9 @@ import json
 import os
 import sys
 import threading
+import time
 import types
+import weakref
 from pathlib import Path
 
 from tracer import settings
@@ -73,6 +77,11 @@ _LOCK = threading.RLock()
 _PAIR_LOCK = threading.Lock()
 _ENGINE = None
 _UNAVAILABLE: list = []   # why this process cannot load objects (once, for the log)
+#: Stems of the runtime objects (``nrt-*``) this process loaded or wrote: in use, so the
+#: cache's pruning takes them last (codegen.kernelfiles._in_use). Pruned like kernels
+#: otherwise: one is written per Numba, llvmlite and CPU target, and those of versions
+#: no longer used went nowhere before.
+NRT_IN_USE: set = set()
 
 #: The Numba versions this loader was tested with, [first, past): pyproject.toml allows
 #: exactly these (tests/codegen/test_objload.py checks that the two agree).
@@ -133,6 +142,36 @@ def _unpack(data: bytes):
     return header, obj
 
 
+#: How long a read or write of an object file waits for the directory's lock, which
+#: another process holds only while it writes a pair (two small files). A process stopped
+#: there (SIGSTOP, a debugger, a frozen cgroup) held every other process sharing the
+#: cache at its next object load or write, for as long as it stayed stopped: the read
+#: now gives up (Numba's path serves the kernel), and so does the write (the kernel
+#: works without its object file).
+PAIR_LOCK_SECONDS = 10.0
+
+
+class CacheBusy(OSError):
+    """The cache directory's object-file lock stayed held by another process past
+    PAIR_LOCK_SECONDS (nothing is wrong with the files)."""
+
+
+def _flock(fd: int, kind: int, directory: Path) -> None:
+    deadline, delay = time.monotonic() + PAIR_LOCK_SECONDS, 0.001
+    while True:
+        try:
+            fcntl.flock(fd, kind | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                raise CacheBusy(f"the object files' lock on {directory} stayed held by "
+                                f"another process for {PAIR_LOCK_SECONDS:g} s") from None
+            time.sleep(delay)
+            delay = min(2 * delay, 0.05)
+        except OSError:  # (a file system without locks: as before)
+            return
+
+
 @contextlib.contextmanager
 def _pair_locked(directory: Path, exclusive: bool):
     """Around the write (exclusive) or read (shared) of an object file and its digest: a
@@ -147,10 +186,7 @@ def _pair_locked(directory: Path, exclusive: bool):
             fd = None
         try:
             if fd is not None and fcntl is not None:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-                except OSError:  # (a file system without locks: as before)
-                    pass
+                _flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH, directory)
             yield
         finally:
             if fd is not None:
@@ -238,6 +274,7 @@ def write_nrt(path: Path, codegen, write) -> None:
     _defined, undefined = elf_symbols(obj)
     header = {"format": FORMAT, "module": "nrt", "magic": list(codegen.magic_tuple()),
               "undefined": undefined, "size": len(obj)}
+    NRT_IN_USE.add(path.stem)
     _write_checked(path, _pack(header, obj), write)
 
 
@@ -317,10 +354,23 @@ def host_magic():
             ll.get_host_cpu_features().flatten())
 
 
-class _Engine:
-    """One MCJIT engine for every kernel this process loads from object files."""
+#: Kernels loaded into one LLVM engine. An engine's memory (code, data, relocations: ~70
+#: KiB for a small kernel) is returned only with the whole engine, once no kernel loaded
+#: into it is referenced (each kernel's callable holds its engine). One engine for every
+#: kernel of the process kept all of them for its life: a long-lived process whose traces
+#: `max_traces` evicts grew by every kernel it ever loaded (+100 KiB per new input shape of
+#: benchmarks.retrace_memory, for good). An engine of its own per kernel costs a target
+#: machine and Numba's runtime object each (+2-3 ms a kernel on a busy machine); groups of
+#: this many share them, and a kernel still in use keeps at most its group's memory.
+GROUP_KERNELS = 16
 
-    def __init__(self):
+
+class _Engine:
+    """What loading kernels from object files needs once per process: the symbols Numba
+    adds to LLVM's table, the target, Numba's runtime object; and the engine kernels are
+    being loaded into now (`group`)."""
+
+    def __init__(self, nrt_header: dict, nrt_obj: bytes):
         import llvmlite.binding as ll
 
         self.ll = ll
@@ -351,16 +401,44 @@ class _Engine:
                                   "(NUMBA_CPU_NAME, NUMBA_CPU_FEATURES or NUMBA_ENABLE_AVX)")
         triple, cpu, features = self.magic
         arch = ll.Target.from_triple(triple).name
-        reloc = "static" if arch.startswith("x86") else "pic" if arch.startswith(
+        self.reloc = "static" if arch.startswith("x86") else "pic" if arch.startswith(
             "ppc") else "default"
-        self.tm = ll.Target.from_triple(triple).create_target_machine(
-            cpu=cpu, features=features, reloc=reloc, codemodel="jitdefault", jit=True)
+        self.nrt = (nrt_header, nrt_obj)
+        self._group = None
+        self.group()  # (Numba's runtime object, checked by loading it)
+
+    def group(self) -> "_Group":
+        """The engine the next kernel is loaded into (a new one every GROUP_KERNELS)."""
+        if self._group is None or self._group.count >= GROUP_KERNELS:
+            self._group = _Group(self)
+        return self._group
+
+
+_GROUPS = weakref.WeakSet()  # every live _Group (live_engines)
+
+
+def live_engines() -> int:
+    """How many LLVM engines of loaded kernels this process holds now."""
+    return len(_GROUPS)
+
+
+class _Group:
+    """One MCJIT engine holding Numba's runtime object and up to GROUP_KERNELS kernels;
+    released (its memory returned to LLVM) once none of its kernels is referenced."""
+
+    def __init__(self, runtime: _Engine):
+        ll = self.ll = runtime.ll
+        triple, cpu, features = self.magic = runtime.magic
+        tm = ll.Target.from_triple(triple).create_target_machine(  # (each engine owns one)
+            cpu=cpu, features=features, reloc=runtime.reloc, codemodel="jitdefault",
+            jit=True)
         empty = ll.parse_assembly("")
         empty.triple = triple
-        self.ee = ll.create_mcjit_compiler(empty, self.tm)
+        self.ee = ll.create_mcjit_compiler(empty, tm)
         self.defined: set = set()
-        self.loaded: dict = {}   # wrapper symbol -> callable
-        self.keep: list = []     # environments, stub modules
+        self.count = 0
+        self.add(*runtime.nrt)
+        _GROUPS.add(self)
 
     def add(self, header: dict, obj: bytes) -> None:
         if list(header.get("magic", ())) != list(self.magic):
@@ -388,9 +466,9 @@ def _engine(nrt_file: Path):
         if _UNAVAILABLE:
             return None
         try:
-            engine = _Engine()
-            header, obj = _unpack(read_checked(nrt_file))
-            engine.add(header, obj)
+            engine = _Engine(*_unpack(read_checked(nrt_file)))
+        except CacheBusy:  # (not for good: the next kernel tries again)
+            return None
         except Exception as exc:  # noqa: BLE001 - Numba's path serves instead
             _UNAVAILABLE.append(f"{type(exc).__name__}: {exc}")
             if isinstance(exc, ObjectFileError):  # (Numba's path writes it again)
@@ -401,7 +479,13 @@ def _engine(nrt_file: Path):
                         pass
             return None
         _ENGINE = engine
+        NRT_IN_USE.add(nrt_file.stem)
+        cache.touch(nrt_file)  # (used: pruned last)
     return _ENGINE
+
+
+# wrapper symbol -> the callable of a kernel loaded (while something references it)
+_LOADED = weakref.WeakValueDictionary()
 
 
 def unavailable() -> str:
@@ -430,11 +514,13 @@ def load_kernel(path: Path, module: str, nrt_file: Path):
             raise ObjectFileError(f"holds {header.get('module')}.{header.get('qualname')}, "
                                   f"not {module}.kernel")
         wrapper = header["wrapper"]
-        fn = engine.loaded.get(wrapper)
+        fn = _LOADED.get(wrapper)
         if fn is not None:
             return fn
-        engine.add(header, obj)
-        ee = engine.ee
+        group = engine.group()
+        group.add(header, obj)
+        group.count += 1
+        ee = group.ee
         address = ee.get_function_address(wrapper)
         if not address:
             raise ObjectFileError("the object lacks its wrapper")
@@ -442,7 +528,7 @@ def load_kernel(path: Path, module: str, nrt_file: Path):
         # environment global at an Environment of that module. They hold no constants
         # (servable), so one with the module's name for globals serves as Numba's.
         stub = types.ModuleType(module)
-        env = None
+        env, envs = None, []
         for name, env_module in header["envs"].items():
             env_address = ee.get_global_value_address(name)
             if not env_address:
@@ -450,15 +536,16 @@ def load_kernel(path: Path, module: str, nrt_file: Path):
             e = engine.dynfunc.Environment(stub.__dict__ if name == header["env"]
                                            else {"__name__": env_module})
             ctypes.c_void_p.from_address(env_address).value = id(e)
-            engine.keep.append(e)
+            envs.append(e)
             if name == header["env"]:
                 env = e
         if env is None:
             raise ObjectFileError("the object lacks its own environment")
+        # (the callable keeps its engine, its environments and its module alive: they go
+        # with the last reference to it)
         fn = engine.dynfunc.make_function(
             stub, header["qualname"].split(".")[-1],
             f"compiled wrapper for {header['qualname']!r} (loaded from {path.name})",
-            address, env, (engine,))
-        engine.keep.append(stub)
-        engine.loaded[wrapper] = fn
+            address, env, (group, stub, *envs))
+        _LOADED[wrapper] = fn
         return fn

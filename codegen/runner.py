@@ -12,6 +12,7 @@ arrays, used in output shapes and substituted in op parameters.
 """
 from __future__ import annotations
 
+import hashlib
 import math
 
 import numpy as np
@@ -89,10 +90,16 @@ class _Generator:
         # plan lays out placement's cats first): the observing runner sharing them wrote
         # W10's stacked states into a buffer of another shape, or could write into the
         # one a scatter_slice keeps zeroed (every later call then read garbage there).
-        n = program.__dict__.get("_runners_made", 0)
-        program._runners_made = n + 1
-        tail = f"_{n}" if n else ""  # (the program's own runner, made first: no number)
-        self.keys = (f"runner_buffers{tail}", f"output_rings{tail}")
+        # An observing runner's are named after its lines, made at the end (`_observed_keys`):
+        # two made from one program (benchmarks.step_profile makes one per profile, check
+        # mode one per program) share them, rather than each keeping a set per thread for
+        # the program's life.
+        self.keys = None
+        if not observe:
+            n = program.__dict__.get("_runners_made", 0)
+            program._runners_made = n + 1
+            tail = f"_{n}" if n else ""  # (the program's own runner, made first: no number)
+            self.keys = (f"runner_buffers{tail}", f"output_rings{tail}")
         # Capture slots no kernel writes into (io slots are parameters and optimizer state
         # updated in place): a read-only array there (a live hyperparameter's) is passed
         # as it is, a view, rather than copied at every call.
@@ -181,6 +188,8 @@ class _Generator:
             else:
                 self.step(k, p.steps[k])
         prologue = []
+        if self.observe:
+            self.keys = self._observed_keys()
         if self.rings:
             ns["recycled"], ns["n_rings"] = _recycled, self.rings
             rings = self.keys[1]
@@ -203,6 +212,14 @@ class _Generator:
                              f"        bufs = tls.{bufs} = [None] * len(pool_specs)"]
         lines[start:start] = prologue
         return lines, ns
+
+    def _observed_keys(self) -> tuple:
+        """The thread-local names of an observing runner's buffers and rings: a digest of
+        its lines and buffer layout, so that only runners of the very same code share
+        them (runs of one runner in turn, as far as the buffers can tell)."""
+        layout = repr((self.lines, self.pooled, sorted(self.zeroed), self.rings))
+        tail = hashlib.sha256(layout.encode()).hexdigest()[:16]
+        return f"observed_buffers_{tail}", f"observed_rings_{tail}"
 
     def step(self, k, step):
         """The lines of step `k` (the runner's own order)."""

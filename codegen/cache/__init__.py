@@ -104,13 +104,74 @@ def _problems(path: Path) -> list:
     return out
 
 
+def _own_group(gid: int) -> bool:
+    """Whether group `gid` is the user's own (a user private group: the effective group,
+    naming no other member), so that its write permission lets nobody else in."""
+    if gid != os.getegid():
+        return False
+    try:
+        import grp
+        import pwd
+
+        me = pwd.getpwuid(os.geteuid()).pw_name
+        return all(member == me for member in grp.getgrgid(gid).gr_mem)
+    except (ImportError, KeyError):
+        return False
+
+
+def _ancestor_problems(path: Path) -> list:
+    """Who else could replace the cache directory once it is checked (each process checks
+    it once, then uses it by name; Numba's pickles in a replaced one would be read): an
+    ancestor directory owned by another user than root, or writable by others (or by a
+    group not the user's own) without the sticky bit, which keeps each entry to its owner
+    (as /tmp has)."""
+    if not hasattr(os, "geteuid"):  # pragma: no cover - non-POSIX
+        return []
+    uid, out, seen = os.geteuid(), [], set()
+    for start in (path.absolute().parent, Path(os.path.realpath(path.parent))):
+        for d in (start, *start.parents):
+            if d in seen:
+                continue
+            seen.add(d)
+            try:
+                st = os.stat(d)
+            except OSError:
+                continue
+            mode = stat.S_IMODE(st.st_mode)
+            sticky = bool(mode & stat.S_ISVTX)
+            if st.st_uid not in (0, uid):
+                out.append(f"its parent directory {str(d)!r} is owned by uid {st.st_uid}")
+            elif mode & 0o002 and not sticky:
+                out.append(f"its parent directory {str(d)!r} is writable by others without "
+                           f"the sticky bit (mode {mode:#o})")
+            elif mode & 0o020 and not sticky and not _own_group(st.st_gid):
+                out.append(f"its parent directory {str(d)!r} is writable by group "
+                           f"{st.st_gid} (mode {mode:#o})")
+    return out
+
+
 def check(path: Path) -> None:
     """Create `path` and its ``__pycache__`` (0700) if missing, then check both: owner,
-    mode, not a symlink. Raises CacheDirPermissionError saying what is wrong and the fix;
-    OSError when they cannot be created (a read-only file system)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    mode, not a symlink; and that nobody else may replace it (its ancestors: owned by the
+    user or root, not writable by others without the sticky bit). Raises
+    CacheDirPermissionError saying what is wrong and the fix; OSError when they cannot be
+    created (a read-only file system)."""
+    missing = [d for d in path.parents if not os.path.isdir(d)]
+    for d in reversed(missing):  # (private too, whatever the umask: XDG's rule for these)
+        try:
+            os.mkdir(d, 0o700)
+        except FileExistsError:
+            pass
     _make_private(path)
     directory = path
+    problems = _ancestor_problems(path)
+    if problems:
+        raise CacheDirPermissionError(
+            f"refusing to use tracejit cache directory {str(path)!r}: "
+            f"{' and '.join(problems)}, so another user could replace the directory with "
+            f"one of theirs after it is checked (code is imported, machine code loaded and "
+            f"pickles read from it). Set {CACHE_DIR_ENV} to a directory under one that only "
+            f"you and root can write to (or that has the sticky bit, as /tmp)")
     problems = _problems(path)
     if not problems:
         directory = path / PYCACHE
@@ -202,6 +263,7 @@ def forget_checks() -> None:
     with _LOCK:
         _CHECKED.clear()
         _SCRUBBED.clear()
+        _BOUND.clear()
 
 
 # --------------------------------------------------------------------------
@@ -307,9 +369,10 @@ def _stem(name: str) -> str:
     return name.split(".", 1)[0]
 
 
-def entries(directory: Path) -> dict:
-    """stem -> [total bytes, last use (latest mtime), [paths]] for every kernel (the
-    runtime's ``nrt-*`` object and the stats file are not kernels)."""
+def entries(directory: Path, runtime: bool = False) -> dict:
+    """stem -> [total bytes, last use (latest mtime), [paths]] for every kernel (the stats
+    file is none; `runtime`: Numba's runtime objects, ``nrt-*``, too, which pruning treats
+    as kernels: one per Numba, llvmlite and CPU target that used the directory)."""
     out: dict = {}
     for sub in (directory, directory / PYCACHE):
         try:
@@ -318,8 +381,8 @@ def entries(directory: Path) -> dict:
             continue
         for entry in found:
             name = entry.name
-            if (name == PYCACHE or name == STATS_FILE or name.startswith("nrt-")
-                    or _is_temp(name)):
+            if (name == PYCACHE or name == STATS_FILE or _is_temp(name)
+                    or (not runtime and name.startswith("nrt-"))):
                 continue
             try:
                 st = entry.stat(follow_symlinks=False)
@@ -354,24 +417,64 @@ def prune(directory: Path, limit: int | None = None, keep=()) -> int:
     bytes (default: TRACEJIT_CACHE_MAX_BYTES); kernels whose stem is in `keep` (in use in
     this process) go last. Returns how many kernels were deleted."""
     limit = max_bytes() if limit is None else limit
-    found = entries(directory)
+    return _prune(directory, limit, limit, keep)[0]
+
+
+def _prune(directory: Path, limit: int, target: int, keep) -> tuple:
+    """When the cache holds more than `limit` bytes, delete least recently used kernels
+    (those in `keep` last) until it holds at most `target`: (kernels deleted, bytes and
+    kernels left)."""
+    found = entries(directory, runtime=True)
     total = sum(size for size, _, _ in found.values())
-    if total <= limit:
-        return 0
-    keep = set(keep)
-    order = sorted(found, key=lambda s: (s in keep, found[s][1]))
-    n = 0
-    for stem in order:
-        if total <= limit:
-            break
-        size, _, paths = found[stem]
-        for p in paths:
-            _remove(p)
-        total -= size
-        n += 1
+    n, left = 0, len(found)
+    if total > limit:
+        keep = set(keep)
+        order = sorted(found, key=lambda s: (s in keep, found[s][1]))
+        for stem in order:
+            if total <= target:
+                break
+            size, _, paths = found[stem]
+            for p in paths:
+                _remove(p)
+            total -= size
+            n += not stem.startswith("nrt-")  # (a runtime object is not counted as a kernel)
+            left -= 1
     if n:
         log.info("tracejit: pruned %d least recently used kernels from %s (limit %d bytes)",
                  n, directory, limit)
+    return n, total, left
+
+
+#: After a write, the directory is scanned (every file's size and age: ~0.1 s per thousand
+#: kernels on a busy machine) only when this process's estimate of the total could pass the
+#: bound, or RESCAN_SECONDS after its last scan; pruning then deletes down to LOW_WATER of
+#: the bound, so that the next writes fit without a scan. (Each of W5's cold compiles into
+#: a cache of 10k kernels scanned 50k files twice per kernel: 1.4 s a write at load 5.)
+RESCAN_SECONDS = 60.0
+LOW_WATER = 0.9
+#: What one write is assumed to add, at least, before a scan has measured the mean kernel.
+MIN_KERNEL_BYTES = 64 * 1024
+_BOUND: dict = {}   # directory -> [bytes at the last scan, bytes per kernel, writes since,
+                    #               monotonic time of the scan, the bound it was made under]
+
+
+def keep_bound(directory: Path, keep=()) -> int:
+    """The bound (TRACEJIT_CACHE_MAX_BYTES) after this process wrote a kernel's files to
+    `directory`: prune (`keep`: stems in use here, deleted last) when the total may be past
+    it. Returns how many kernels were deleted. Other processes' writes since this one's last
+    scan are seen at its next scan (at most RESCAN_SECONDS later), and theirs keep the bound
+    too: the cache may pass it by what the processes sharing it write meanwhile."""
+    limit, now, key = max_bytes(), time.monotonic(), str(directory)
+    with _LOCK:  # (not held while scanning: a fork waits for this lock)
+        state = _BOUND.get(key)
+        if state is not None and state[4] == limit and now - state[3] < RESCAN_SECONDS:
+            state[2] += 1
+            if state[0] + state[2] * state[1] <= limit:
+                return 0
+    n, total, kernels = _prune(directory, limit, int(limit * LOW_WATER), keep)
+    per_kernel = max(MIN_KERNEL_BYTES, total // kernels if kernels else 0)
+    with _LOCK:
+        _BOUND[key] = [total, per_kernel, 0, time.monotonic(), limit]
     return n
 
 

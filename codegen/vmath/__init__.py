@@ -446,3 +446,9 @@ if _numba_config.DISABLE_JIT:  # pragma: no cover - exercised by a subprocess te
         if _math.isnan(a) or _math.isnan(b):
             return a + b  # NaN, of the operands' type
         return max(a, b)
+
+    def add_reassoc(a, b):  # the stand-in for the intrinsic: the addition, in order
+        return a + b
+
+    def muladd_reassoc(s, a, b):  # ... and a multiply-add (not fused: one rounding more)
+        return s + a * b

@@ -8,6 +8,7 @@ from types import FunctionType
 
 import numpy as np
 from llvmlite import ir
+from numba import config as numba_config
 from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
@@ -109,6 +110,14 @@ def _always_inline(typingctx):
         return context.get_dummy_value()
 
     return sig, codegen
+
+
+if numba_config.DISABLE_JIT:  # pragma: no cover - exercised by a subprocess test
+    # NUMBA_DISABLE_JIT=1 (debugging kernels as plain Python, see README): the vmath
+    # functions marked with it (div_exact, div_invariant_*, floor_divide_float,
+    # remainder_float, pow_uint64) run as Python, where an intrinsic cannot be called.
+    def _always_inline():  # noqa: F811 - the stand-in for the intrinsic
+        return None
 
 
 def _pow2_ir(builder, k32, ity, mbits, bias, fty):

@@ -208,6 +208,31 @@ def test_symlinked_or_foreign_directories_are_refused(tmp_path, monkeypatch):
         [oct(0o700)] * 2
 
 
+def test_a_directory_others_could_replace_is_refused(tmp_path, monkeypatch):
+    """The directory is checked once per process, then used by name: under a parent others
+    may write to (no sticky bit), or that another user owns, it could be swapped for one
+    of theirs after the check, whose Numba pickles this process would then load. Such a
+    place was used as any other."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o777)
+    with pytest.raises(kcache.CacheDirPermissionError, match=r"shared' is writable by "
+                       r"others without the sticky bit.*replace the directory"):
+        kcache.check(shared / "kernels")
+    monkeypatch.setenv("TRACEJIT_CACHE_DIR", str(shared / "kernels"))
+    kcache.forget_checks()
+    with pytest.warns(kcache.CacheWarning, match="sticky bit"):
+        assert kcache.usable_dir() is None  # (kernels are compiled in memory)
+    kcache.forget_checks()
+    os.chmod(shared, 0o1777)  # as /tmp: entries stay their owners'
+    kcache.check(shared / "kernels")
+    if os.geteuid() == 0:  # (root can make a parent another user's)
+        os.chmod(shared, 0o755)
+        os.chown(shared, 12345, -1)
+        with pytest.raises(kcache.CacheDirPermissionError, match="owned by uid 12345"):
+            kcache.check(shared / "kernels")
+
+
 # --------------------------------------------------------------------------
 # loading never crashes
 # --------------------------------------------------------------------------

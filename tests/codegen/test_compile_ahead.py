@@ -600,3 +600,35 @@ def test_a_small_cache_bound_never_prunes_a_siblings_fresh_kernels(fresh_cache, 
     kept = [set(p.read_text().split("\n")) for p in fresh_cache.glob("keep-*")]
     assert len(kept) >= 2 and all(stems <= k for k in kept), (stems, kept)
     assert not kernelfiles.COMPILING_AHEAD  # (nothing left in use once the program is built)
+
+
+def test_the_children_hold_none_of_the_programs_pipes_open(fresh_cache, started, monkeypatch):
+    """A fork inherits every descriptor: a subprocess the program fed through a pipe saw the
+    end of its input only when the children exited (7.8 s after the program closed it,
+    during a cold compile), as a peer would see a socket's close. The children now hold
+    nothing of the program's open but their own report pipe."""
+    import subprocess
+
+    def slow(source, name):
+        time.sleep(3)
+        ahead.build.load_module(source, name)
+    monkeypatch.setattr(ahead, "_compile_in_child", slow)
+    cat = subprocess.Popen(["cat"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
+    seen = {}
+    original = ahead._fork_compiler
+
+    def fork_then_close(theirs):
+        got = original(theirs)
+        if got is not None and not cat.stdin.closed:  # (a child runs: close our end now)
+            cat.stdin.close()
+            t0 = time.monotonic()
+            cat.wait(timeout=60)
+            seen["eof_after"] = time.monotonic() - t0
+        return got
+    monkeypatch.setattr(ahead, "_fork_compiler", fork_then_close)
+    outs, _kernels, _stats = run_compiled()
+    for a, e in zip(outs, eager_outputs()):
+        np.testing.assert_allclose(a, e, rtol=1e-5, atol=1e-5)
+    (a,) = started
+    assert a.forked
+    assert seen["eof_after"] < 2.0, seen  # (the child sleeps 3 s per kernel)

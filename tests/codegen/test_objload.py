@@ -153,3 +153,89 @@ def test_an_untested_numba_gets_numbas_own_cache_path(private_cache, monkeypatch
         np.testing.assert_array_equal(g, e)
     lines = [r.getMessage() for r in caplog.records if version in r.getMessage()]
     assert len(lines) == 1 and "Numba's own cache serves" in lines[0], lines
+
+
+def test_kernels_of_evicted_traces_go_with_their_machine_code(private_cache, monkeypatch):
+    """A long-lived process retracing for new shapes (max_traces evicting the old traces)
+    kept every kernel it had loaded, and its machine code, for its life: one LLVM engine
+    held them all, and codegen's table of loaded kernels referenced each. Now a kernel
+    goes with the last program using it, and an engine with its last kernel
+    (benchmarks.retrace_memory: +100 KiB per new shape before, flat now)."""
+    import gc
+    import weakref
+
+    def step(x):  # (a row softmax whose length varies: kernels of each shape's own)
+        return F.softmax(x * 2.0, -1)
+
+    sizes = (3, 4, 5, 6, 7)
+    xs = {n: eager.from_numpy(np.linspace(-2, 2, 4 * n, dtype=np.float32).reshape(4, n))
+          for n in sizes}
+    first = tracer.function(step, max_traces=1)
+    for n in sizes:  # (compiled here or in the children: their object files are written)
+        run1 = first(xs[n])
+    del first, run1
+    assert len(kernel_objects(private_cache)) >= len(sizes)
+    build._ENTRIES.clear()  # (this process forgets them, as a new one would not know them)
+    build._MODULES.clear()
+    build._RECENT.clear()
+    monkeypatch.setattr(objload, "GROUP_KERNELS", 1)
+    import collections
+
+    monkeypatch.setattr(kernelfiles, "_RECENT", collections.deque(maxlen=1))
+    monkeypatch.setattr(build, "_RECENT", kernelfiles._RECENT)
+    before = codegen.compile_stats()["objects_loaded"]
+    f = tracer.function(step, max_traces=1)
+    refs = []
+    for n in sizes:
+        got = f(xs[n]).numpy()
+        np.testing.assert_allclose(got, step(xs[n]).numpy(), rtol=1e-6)
+        refs.append([weakref.ref(k.entry) for k in f.get_concrete_function(xs[n]).kernels])
+    assert codegen.compile_stats()["objects_loaded"] - before >= len(sizes)
+    gc.collect()
+    assert all(r() is None for trace in refs[:-1] for r in trace)  # evicted: gone
+    assert all(r() is not None for r in refs[-1])                  # the live trace's stay
+    assert objload.live_engines() <= len(refs[-1]) + 1
+    got = f(xs[sizes[-1]]).numpy()
+    np.testing.assert_allclose(got, step(xs[sizes[-1]]).numpy(), rtol=1e-6)
+
+
+HOLDER = r"""
+import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDONLY)
+fcntl.flock(fd, fcntl.LOCK_EX)   # (as a process stopped while writing an object file)
+print("held", flush=True)
+time.sleep(120)
+"""
+
+
+def test_a_process_stopped_holding_the_object_lock_does_not_hold_this_one(private_cache,
+                                                                         monkeypatch):
+    """Another process sharing the cache, stopped (SIGSTOP, a debugger) inside its write of
+    an object file, held its lock on the directory: this process's next object load
+    waited for it as long as it stayed stopped. It now gives up after PAIR_LOCK_SECONDS,
+    Numba's path serves the kernel, and the files stay for later loads."""
+    import subprocess
+    import sys
+    import time
+
+    x, y = inputs()
+    want = run(tracer.function(probe), x, y)
+    objects = sorted(kernel_objects(private_cache))
+    assert objects
+    build._ENTRIES.clear()
+    build._MODULES.clear()
+    monkeypatch.setattr(objload, "PAIR_LOCK_SECONDS", 0.3)
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(private_cache)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        t0 = time.monotonic()
+        got = run(tracer.function(probe), x, y)
+        elapsed = time.monotonic() - t0
+    finally:
+        holder.kill()
+        holder.wait()
+    assert elapsed < 60, elapsed
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(g, w)
+    assert sorted(kernel_objects(private_cache)) == objects  # (not deleted as stale)

@@ -128,3 +128,37 @@ def test_the_observing_runner_keeps_its_buffers_apart_from_the_programs(monkeypa
         assert now is o and np.array_equal(o, copy, equal_nan=True)
     assert np.array_equal(f(x, (z, z)).numpy(), want)
     assert np.array_equal(got[0], f(x2, (z, z)).numpy())
+
+
+def test_observing_runners_made_again_share_their_buffers():
+    """benchmarks.step_profile makes an observing runner per profile: each one made its own
+    per-thread buffers (a new numbered set, kept for the program's and thread's life), so a
+    process profiling, or observing, a program again and again grew by its buffers each
+    time. Runners of the same code now share one set; results unchanged."""
+    from codegen import runner
+
+    eager.manual_seed(0)
+    lin = nn.Linear(16, 32)
+
+    @tracer.function
+    def f(x):
+        with eager.no_grad():
+            return F.gelu(lin(x)).softmax(dim=1) * 3.0
+    x = eager.randn(8, 16)
+    program = f.get_concrete_function(x).program
+    plain, calls = program._run, []
+
+    def recording(a, dests=None):
+        calls.append([np.array(v, copy=True) for v in a])
+        return plain(a, dests)
+    program._run = recording
+    want = f(x).numpy().copy()
+    program._run = plain
+    seen = []
+    for _ in range(4):
+        run = runner.generate(program, observe=True)[1]
+        got = run([np.array(v, copy=True) for v in calls[0]], lambda s, v: None)
+        assert np.array_equal(got[0], want)
+        seen.append(sorted(program.tls.__dict__))
+    assert len(seen[0]) >= 2 and all(keys == seen[0] for keys in seen), seen
+    assert np.array_equal(f(x).numpy(), want)
