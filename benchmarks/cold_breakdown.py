@@ -57,6 +57,7 @@ def install(path: str) -> None:
                                            ("function", "passes", "backends", "tracing"))
 
     _FILE["fd"] = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    ahead.CHILD_KEEPS_FDS.add(_FILE["fd"])  # (compile-ahead children write spans too)
     const = (lambda name: lambda *a, **k: name)
     function.trace_function = _timed("trace", const("trace_function"))(tracing.trace_function)
     passes.optimize = _timed("passes", const("optimize"))(passes.optimize)

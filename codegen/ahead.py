@@ -96,6 +96,10 @@ MAX_SILENT_SECONDS = 300.0
 #: CPU seconds a child must have used in STALL_SECONDS to count as making progress (a
 #: clock tick is 10 ms; a stopped or blocked child uses none).
 MIN_PROGRESS_SECONDS = 0.01
+# Descriptors a child keeps open as the program's (every other inherited one is /dev/null
+# in it: `_drop_inherited_fds`): a measuring tool's own, such as benchmarks.cold_breakdown's
+# span file, which children write their kernels' spans to.
+CHILD_KEEPS_FDS: set = set()
 
 
 def _cpu_seconds(pid):
@@ -395,8 +399,8 @@ def _become_invisible(parent: int) -> None:
 
 
 def _drop_inherited_fds(keep: int) -> None:
-    """In the child: every descriptor it inherited but `keep` (its report pipe) made
-    /dev/null, stdin, stdout and stderr included. A fork inherits the program's files,
+    """In the child: every descriptor it inherited but `keep` (its report pipe) and
+    CHILD_KEEPS_FDS made /dev/null, stdin, stdout and stderr included. A fork inherits the program's files,
     pipes and sockets, and a child kept each open as long as it compiled: a subprocess
     the program fed through a pipe saw the end of its input 7.8 s after the program
     closed it (a cold compile meanwhile), and a peer would see a socket's close as late.
@@ -408,7 +412,7 @@ def _drop_inherited_fds(keep: int) -> None:
     except OSError:  # (no /proc: stdin, stdout and stderr only, as before)
         fds = [0, 1, 2]
     for fd in fds:
-        if fd not in (keep, devnull):
+        if fd not in (keep, devnull) and fd not in CHILD_KEEPS_FDS:
             try:
                 os.dup2(devnull, fd)
             except OSError:  # (the listing's own descriptor, closed since)

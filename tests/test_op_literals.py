@@ -59,6 +59,9 @@ ALLOWED = {
        for op in ("sin", "cos", "tan", "asin", "acos", "atan", "atan2")},
     **{("codegen/fuse.py", op): "which views fuse into a kernel's index arithmetic"
        for op in ("reshape", "broadcast_to")},
+    ("codegen/reshape_fold.py", "reshape"): "the rule between a kernel op and the reshape "
+                                            "that reads it (the op computed at the "
+                                            "reshape's shape): a rule between two ops",
     **{("tracer/product_sums.py", op): "the sum-of-products rewrite: a rule between add and "
                                        "matmul, and the cat/permute/reshape it writes"
        for op in ("add", "matmul", "cat", "permute", "reshape")},
