@@ -13,8 +13,11 @@ IndexError (negative indices count from the end, as in PyTorch); as a value chec
 
 The key may mix index tensors (or lists, numpy arrays, constant boolean masks) with ints,
 slices and an Ellipsis; the index tensors broadcast together, and where they are not next
-to each other their dimensions come first (numpy's and PyTorch's rule). ``index_get``, the
-same key read (numpy's semantics, ints as 0-d indices), is the values' gradient:
+to each other their dimensions come first (numpy's and PyTorch's rule). An int selects
+first, as in PyTorch (basic indexing), not as numpy's 0-d index array: ``x[0, :, idx]``
+of a (2, 5, 7) x is (5, 3) in PyTorch and (3, 5) in numpy. So an int goes into the key as
+a slice of one element, and the values take a unit axis where that element's axis lands
+(`_int_axes`). ``index_get``, the same key read, is the values' gradient:
 
   index_put(x, v)  ->  dx = g with zeros where written (g itself with accumulate),
                        dv = index_get(g)   (every occurrence of a repeated index: PyTorch's)
@@ -67,6 +70,19 @@ def _result_shape(shape, key, idx_shapes) -> tuple:
         return tuple(proxy[_numpy_key(key, zeros)].shape)
     except IndexError as exc:  # (an index into a dimension of size 0: always out of range)
         raise op_error("index_put", str(exc), exc=IndexError) from None
+
+
+def _int_axes(shape, key, idx_shapes, int_dims) -> tuple:
+    """The axes of x[key]'s shape that the ints of the key give (slices of one element at
+    dims `int_dims` of x; each item of a key is one dim of x), asked of numpy: those axes
+    become 2 long when the ints' dims and slices are made 2 long, and no other axis does."""
+    if not int_dims:
+        return ()
+    one = _result_shape(shape, key, idx_shapes)
+    wide = tuple(2 if d in int_dims else n for d, n in enumerate(shape))
+    key2 = tuple(("s", 0, 2, 1) if d in int_dims else item for d, item in enumerate(key))
+    two = _result_shape(wide, key2, idx_shapes)
+    return tuple(a for a, (m, n) in enumerate(zip(one, two)) if m != n)
 
 
 def _put(out, key, idx, value, accumulate) -> None:
@@ -153,9 +169,10 @@ def _refuse(problem):
 
 
 def build_key(t, key, tensor_type):
-    """(key param, index tensors) for ``t[key]`` with at least one advanced item: lists,
-    numpy arrays and constant boolean masks become constant index tensors, ints 0-d ones,
-    the Ellipsis slices; a traced boolean mask or None in the key is refused."""
+    """(key param, index tensors, the dims of t its ints select) for ``t[key]`` with at least
+    one advanced item: lists, numpy arrays and constant boolean masks become constant index
+    tensors, ints slices of one element, the Ellipsis slices; a traced boolean mask or None
+    in the key is refused."""
     from . import functions as fn
 
     items = key if isinstance(key, tuple) else (key,)
@@ -176,7 +193,7 @@ def build_key(t, key, tensor_type):
     for d in t.shape:
         if is_dim(d):  # (input_signature's None: a TracingError while tracing)
             d.unknown("x[index tensor] = v or index_put_ on a tensor of a symbolic size")
-    out, idx, axis = [], [], 0
+    out, idx, ints, axis = [], [], [], 0
     for k in items:
         if k is Ellipsis:
             for _ in range(t.ndim - real):
@@ -185,6 +202,16 @@ def build_key(t, key, tensor_type):
             continue
         if isinstance(k, slice):
             out.append(("s",) + k.indices(t.shape[axis]))
+            axis += 1
+            continue
+        if isinstance(k, (int, np.integer)) and not isinstance(k, (bool, np.bool_)):
+            size = t.shape[axis]  # (an int selects first, as in PyTorch: module doc)
+            if not -size <= int(k) < size:
+                raise op_error("index", f"index {int(k)} is out of bounds for dimension "
+                               f"{axis} with size {size}", (t,), exc=IndexError)
+            start = int(k) % size
+            out.append(("s", start, start + 1, 1))
+            ints.append(axis)
             axis += 1
             continue
         if isinstance(k, tensor_type) and k.dtype == np.bool_:
@@ -207,7 +234,14 @@ def build_key(t, key, tensor_type):
             out.append(("t", len(idx)))
             idx.append(ti)
             axis += 1
-    return tuple(out), idx
+    return tuple(out), idx, tuple(ints)
+
+
+def _shapes(t, kparam, idx, ints) -> tuple:
+    """(numpy's shape of t[key], PyTorch's: without the ints' unit axes)."""
+    shape = _result_shape(t.shape, kparam, [ti.shape for ti in idx])
+    drop = _int_axes(t.shape, kparam, [ti.shape for ti in idx], ints)
+    return shape, tuple(n for a, n in enumerate(shape) if a not in drop)
 
 
 def index_put_value(t, key, value, accumulate, tensor_type):
@@ -215,28 +249,31 @@ def index_put_value(t, key, value, accumulate, tensor_type):
     `index_put` row applied to t's current value."""
     from . import functions as fn
 
-    kparam, idx = build_key(t, key, tensor_type)
+    kparam, idx, ints = build_key(t, key, tensor_type)
     if not isinstance(value, tensor_type):  # (a number, a list, an array: in t's dtype, as
         value = fn.const(np.asarray(value), t.dtype)  # numpy's write takes it eagerly)
     if value.dtype != t.dtype:
         value = fn.cast(value, t.dtype)  # as in PyTorch: the target's dtype wins
-    shape = _result_shape(t.shape, kparam, [ti.shape for ti in idx])
-    while value.ndim > len(shape) and value.shape[0] == 1:
+    shape, torch_shape = _shapes(t, kparam, idx, ints)
+    while value.ndim > len(torch_shape) and value.shape[0] == 1:
         value = fn.reshape(value, value.shape[1:])
-    value = fn.expand(value, shape)
+    value = fn.expand(value, torch_shape)
+    if torch_shape != shape:
+        value = fn.reshape(value, shape)
     return _dispatch.apply(INDEX_PUT, t._snapshot(), value, *idx, key=kparam,
                            accumulate=bool(accumulate))
 
 
 def put_into(t, key, value, accumulate, tensor_type) -> None:
     """The eager write into t's memory (no trace, no autograd): `_put` on t's array."""
-    kparam, idx = build_key(t, key, tensor_type)
-    shape = _result_shape(t.shape, kparam, [ti.shape for ti in idx])
+    kparam, idx, ints = build_key(t, key, tensor_type)
+    shape, torch_shape = _shapes(t, kparam, idx, ints)
     data = value._data if isinstance(value, tensor_type) else np.asarray(value)
     data = data.astype(t.dtype, copy=False)
-    while data.ndim > len(shape) and data.shape[0] == 1:
+    while data.ndim > len(torch_shape) and data.shape[0] == 1:
         data = data.reshape(data.shape[1:])
-    _put(t._data, kparam, [ti._data for ti in idx], np.broadcast_to(data, shape), accumulate)
+    data = np.broadcast_to(data, torch_shape).reshape(shape)
+    _put(t._data, kparam, [ti._data for ti in idx], data, accumulate)
 
 
 __all__ = ["INDEX_GET", "INDEX_PUT", "build_key", "index_put_value", "put_into"]

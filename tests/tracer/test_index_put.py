@@ -42,11 +42,24 @@ def _same(a, b, what=""):
 
 def _np_put(x, key, v, accumulate=False):
     out = x.copy()
+    view, rest = _ints_first(out, key)
     if accumulate:
-        np.add.at(out, key, v)
+        np.add.at(view, rest, v)
     else:
-        out[key] = v
+        view[rest] = v
     return out
+
+
+def _ints_first(x, key):
+    """(x with the key's ints applied, the rest of the key): PyTorch selects with an int
+    before it indexes with arrays (x[0, :, idx] of a (6, 5, 4) x is (5, 3); numpy, taking
+    the int as a 0-d array, gives (3, 5)). Basic indexing: the view writes into x."""
+    items = key if isinstance(key, tuple) else (key,)
+    ints = [isinstance(k, (int, np.integer)) and not isinstance(k, bool) for k in items]
+    if not any(ints) or any(k is Ellipsis for k in items):
+        return x, key
+    view = x[tuple(k if i else slice(None) for k, i in zip(items, ints))]
+    return view, tuple(k for k, i in zip(items, ints) if not i)
 
 
 KEYS = {
@@ -61,7 +74,10 @@ KEYS = {
     "index then slice": ((6, 5, 4), lambda r: _both(r.integers(0, 6, 3), slice(1, 4)),
                          (3, 3, 4)),
     "int and index apart": ((6, 5, 4), lambda r: _both(2, slice(None), r.integers(0, 4, 3)),
+                            (5, 3)),  # (PyTorch's layout: the int selects first)
+    "index and int apart": ((6, 5, 4), lambda r: _both(r.integers(-6, 6, 3), slice(None), -1),
                             (3, 5)),
+    "int, index, int": ((6, 5, 4), lambda r: _both(-2, r.integers(0, 5, 4), 3), (4,)),
     "indices apart": ((6, 5, 4), lambda r: _both(r.integers(0, 6, 2), slice(0, 5, 2),
                                                  r.integers(0, 4, 2)), (2, 3)),
     "ellipsis": ((6, 5, 4), lambda r: _both(Ellipsis, r.integers(0, 4, 5)), (6, 5, 5)),
@@ -87,7 +103,8 @@ def _mask(r):
 
 
 def _value_shape(shape, np_key):
-    return np.zeros(shape)[np_key].shape
+    view, rest = _ints_first(np.zeros(shape), np_key)
+    return view[rest].shape
 
 
 @pytest.mark.parametrize("mode", MODES, ids=MODE_IDS)
@@ -388,3 +405,34 @@ def test_none_in_the_key_is_refused_clearly():
 def test_index_put_rejects_non_tensor_indices():
     with pytest.raises(TypeError, match="indices"):
         eager.zeros(3).index_put_([0, 1], eager.ones(2))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_int_apart_from_the_index_selects_first_as_in_pytorch(backend):
+    # x[0, :, idx] of a (4, 3, 7) x: PyTorch's (3, 3) values go to x[0][:, idx], not to the
+    # transposed places numpy's rule (the int as a 0-d index array) would pick; with a
+    # square result nothing raises, so a wrong layout would be silent
+    idx = np.array([1, 2, 5])
+    v = np.arange(9, dtype=np.float32).reshape(3, 3) + 100
+    x0 = np.arange(84, dtype=np.float32).reshape(4, 3, 7)
+    expected = x0.copy()
+    expected[0][:, idx] = v
+    expected_acc = x0.copy()
+    expected_acc[0][:, idx] += v
+
+    def body(x, i, v):
+        x[0, :, i] = v
+        return x + 0
+
+    def acc(x, i, v):
+        x[0, :, i] += v
+        return x + 0
+
+    for fn, want in ((body, expected), (acc, expected_acc)):
+        f = tracer.function(fn, backend=backend)
+        for _ in range(2):
+            xe, xc = eager.tensor(x0), eager.tensor(x0)
+            fn(xe, eager.from_numpy(idx), eager.tensor(v))
+            f(xc, eager.from_numpy(idx), eager.tensor(v))
+            _same(xe, want, "eager vs PyTorch's layout")
+            _same(xc, xe, "compiled vs eager")
